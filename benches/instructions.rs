@@ -1,0 +1,133 @@
+//! Instruction counts per decision, for `valgrind --tool=callgrind` (see
+//! `scripts/instructions.sh`, which runs each case in its own process and divides the
+//! instructions collected inside `hot_loop` by the iteration count).
+//!
+//! Each loop observes what a caller branching on the decision observes (admitted or not), the
+//! same for flowgate and governor; reading `remaining()` etc. costs extra and is not counted.
+//!
+//! Usage: `instructions CASE N`; without a case (as `cargo bench` runs it) every case runs
+//! briefly, to show they work.
+
+mod common;
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+
+use common::*;
+use flowgate::clock::{Clock, CoarseClock};
+
+/// The loop whose instructions callgrind collects (`--toggle-collect=*hot_loop*`).
+#[inline(never)]
+fn hot_loop(n: u64, mut f: impl FnMut()) {
+    for _ in 0..n {
+        f();
+    }
+}
+
+const CASES: &[&str] = &[
+    "baseline",
+    "quanta_now",
+    "flowgate_clock_now",
+    "flowgate_check",
+    "flowgate_check_at",
+    "flowgate_check_coarse",
+    "flowgate_refused",
+    "flowgate_check_n",
+    "governor_check",
+    "governor_refused",
+    "governor_check_n",
+];
+
+fn run(case: &str, n: u64) {
+    match case {
+        "baseline" => hot_loop(n, || {
+            black_box(0u64);
+        }),
+        "quanta_now" => {
+            let clock = quanta::Clock::new();
+            hot_loop(n, || {
+                black_box(clock.now());
+            })
+        }
+        "flowgate_clock_now" => {
+            let clock = flowgate::clock::QuantaClock::new();
+            hot_loop(n, || {
+                black_box(clock.now());
+            })
+        }
+        "flowgate_check" => {
+            let l = flowgate_allowing();
+            hot_loop(n, || {
+                assert!(black_box(l.check().is_ok()));
+            })
+        }
+        "flowgate_check_at" => {
+            let l = flowgate_allowing();
+            let now = l.clock().now();
+            hot_loop(n, || {
+                assert!(black_box(l.check_at(black_box(now)).is_ok()));
+            })
+        }
+        "flowgate_check_coarse" => {
+            let clock = CoarseClock::new(std::time::Duration::from_millis(1)).unwrap();
+            let l = flowgate::RateLimiter::with_clock(allowing_quota(), clock);
+            hot_loop(n, || {
+                assert!(black_box(l.check().is_ok()));
+            })
+        }
+        "flowgate_refused" => {
+            let l = flowgate_refusing();
+            hot_loop(n, || {
+                assert!(black_box(l.check().is_err()));
+            })
+        }
+        "flowgate_check_n" => {
+            let l = flowgate_allowing();
+            hot_loop(n, || {
+                assert!(black_box(matches!(l.check_n(black_box(5)), Ok(Ok(_)))));
+            })
+        }
+        "governor_check" => {
+            let l = governor_allowing();
+            hot_loop(n, || {
+                assert!(black_box(l.check().is_ok()));
+            })
+        }
+        "governor_refused" => {
+            let l = governor_refusing();
+            hot_loop(n, || {
+                assert!(black_box(l.check().is_err()));
+            })
+        }
+        "governor_check_n" => {
+            let l = governor_allowing();
+            let five = NonZeroU32::new(5).unwrap();
+            hot_loop(n, || {
+                assert!(black_box(matches!(l.check_n(black_box(five)), Ok(Ok(_)))));
+            })
+        }
+        other => {
+            eprintln!("unknown case {other}; cases: {CASES:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    match args.as_slice() {
+        [case, n] => run(case, n.parse().expect("N must be a whole number")),
+        _ => {
+            for case in CASES {
+                run(case, 1_000);
+            }
+            println!(
+                "instructions: {} cases ran; count them with scripts/instructions.sh",
+                CASES.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! [`ManualClock`]: time that moves only when a test says so.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use super::Clock;
+use crate::primitive::{AtomicU64, Ordering};
+
+/// A clock that reads whatever it was last set to: for tests, simulations and replays.
+///
+/// Clones share the same time, so a test keeps one handle and gives another to the limiter.
+/// It can move forwards, stand still, and step backwards, which is how flowgate's tests check
+/// what a limiter does when a real clock misbehaves.
+///
+/// ```
+/// use core::time::Duration;
+/// use flowgate::{clock::ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, clock.clone());
+/// assert!(limiter.check().is_ok());
+/// assert!(limiter.check().is_err());
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.check().is_ok());
+/// # Ok::<(), flowgate::QuotaError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    now: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock reading 0.
+    pub fn new() -> Self {
+        Self::starting_at(0)
+    }
+
+    /// A clock reading `nanos`.
+    pub fn starting_at(nanos: u64) -> Self {
+        Self {
+            now: Arc::new(AtomicU64::new(nanos)),
+        }
+    }
+
+    /// Sets the reading to `nanos`, forwards or backwards.
+    pub fn set(&self, nanos: u64) {
+        // Relaxed: the reading is a single value; tests order it with thread joins.
+        self.now.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Moves the reading forwards by `by`, saturating at `u64::MAX`.
+    pub fn advance(&self, by: Duration) {
+        self.advance_nanos(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Moves the reading forwards by `nanos`, saturating at `u64::MAX`.
+    pub fn advance_nanos(&self, nanos: u64) {
+        self.set(self.get().saturating_add(nanos));
+    }
+
+    /// Moves the reading backwards by `by`, saturating at 0: a clock step back.
+    pub fn rewind(&self, by: Duration) {
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.set(self.get().saturating_sub(by));
+    }
+
+    /// The current reading.
+    pub fn get(&self) -> u64 {
+        // Relaxed: see `set`.
+        self.now.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.get()
+    }
+}

@@ -1,0 +1,106 @@
+//! [`QuantaClock`]: the default clock, the CPU's timestamp counter read through `quanta`.
+
+use super::Clock;
+
+/// The default clock: the CPU's invariant timestamp counter (`rdtsc` on x86-64, `cntvct_el0` on
+/// AArch64) through [`quanta`], falling back to the OS monotonic clock where quanta finds the
+/// counter unreliable.
+///
+/// # How a reading becomes nanoseconds
+/// quanta calibrates the counter against the OS monotonic clock once per process. At
+/// construction this clock asks quanta how many nanoseconds 2³² ticks are, and afterwards turns
+/// a reading into nanoseconds with one 64×64-bit multiply and a fixed shift, instead of quanta's
+/// general scaling on each call. The factor is rounded down, so this clock never runs faster
+/// than quanta's own (the difference is below one part in 10⁹ of elapsed time), and a limiter
+/// on it is never more permissive than one on [`quanta::Clock::now`].
+///
+/// On x86-64, when quanta has chosen the timestamp counter (verified at construction: quanta's
+/// raw reading falls between two `rdtsc` reads), the counter is read inline rather than through
+/// quanta's out-of-line dispatch, which saves about a quarter of the cost of a decision.
+///
+/// The origin is the moment of construction; clones share it. A reading below the origin (a
+/// counter on another core lagging by a few cycles) reads as 0, and past 584 years readings stay
+/// at `u64::MAX`.
+#[derive(Debug, Clone)]
+pub struct QuantaClock {
+    clock: ::quanta::Clock,
+    origin: u64,
+    nanos_per_2_32_ticks: u64,
+    inline_tsc: bool,
+}
+
+impl QuantaClock {
+    /// A clock whose origin is now.
+    ///
+    /// The first clock in a process waits for quanta's calibration (a few milliseconds).
+    pub fn new() -> Self {
+        let clock = ::quanta::Clock::new();
+        let nanos_per_2_32_ticks = clock.delta_as_nanos(0, 1 << 32);
+        let inline_tsc = tsc::reads_like(&clock);
+        let origin = clock.raw();
+        Self {
+            clock,
+            origin,
+            nanos_per_2_32_ticks,
+            inline_tsc,
+        }
+    }
+
+    #[inline(always)]
+    fn raw(&self) -> u64 {
+        if self.inline_tsc {
+            tsc::read()
+        } else {
+            self.clock.raw()
+        }
+    }
+}
+
+impl Default for QuantaClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for QuantaClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        let ticks = self.raw().saturating_sub(self.origin);
+        let nanos = (u128::from(ticks) * u128::from(self.nanos_per_2_32_ticks)) >> 32;
+        u64::try_from(nanos).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod tsc {
+    /// Reads the timestamp counter.
+    #[inline(always)]
+    pub(super) fn read() -> u64 {
+        // SAFETY: `rdtsc` has no preconditions: it reads a register every x86-64 CPU has (the
+        // intrinsic is `unsafe` only because all `core::arch` intrinsics were declared so). It is
+        // used only after `reads_like` saw quanta itself reading this counter.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    /// Whether `clock.raw()` reads the timestamp counter (quanta's `Counter` source), checked by
+    /// bracketing one quanta reading between two of ours, a few times.
+    pub(super) fn reads_like(clock: &quanta::Clock) -> bool {
+        (0..3).any(|_| {
+            let before = read();
+            let raw = clock.raw();
+            let after = read();
+            before <= raw && raw <= after && after - before < 1 << 20
+        })
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod tsc {
+    pub(super) fn read() -> u64 {
+        0
+    }
+
+    pub(super) fn reads_like(_: &quanta::Clock) -> bool {
+        false
+    }
+}

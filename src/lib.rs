@@ -1,0 +1,50 @@
+//! # flowgate
+//!
+//! Lock-free rate limiting for hot paths. Every bucket is one `AtomicU64` updated with a
+//! compare-and-swap loop: no mutex, no allocation and no syscall on the decision path.
+//!
+//! ```
+//! use flowgate::{Quota, RateLimiter};
+//!
+//! let quota: Quota = "100/s burst 20".parse()?;
+//! let limiter = RateLimiter::new(quota);
+//!
+//! let allowed = limiter.check().expect("a fresh bucket has 20 cells");
+//! assert_eq!(allowed.remaining(), 19);
+//! assert_eq!(allowed.limit(), 20);
+//!
+//! // Requests for more than the burst can never succeed: a distinct error, not a refusal.
+//! assert!(limiter.check_n(21).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Map of the crate
+//! * [`quota`]: [`Quota`], a validated rate and burst, and its string grammar.
+//! * [`clock`]: the [`Clock`](clock::Clock) trait, the default TSC clock, a coarse clock, and a
+//!   manual clock for tests.
+//! * `algorithm`: the pure decision math ([GCRA](crate::RateLimiter)).
+//! * `cell`: the single compare-and-swap loop every algorithm runs in.
+//! * [`RateLimiter`]: one bucket, what users call.
+//! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
+
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+pub(crate) mod algorithm;
+mod cell;
+pub mod clock;
+mod decision;
+mod limiter;
+#[cfg_attr(flowgate_loom, doc(hidden))]
+pub(crate) mod primitive;
+pub mod quota;
+
+pub use decision::{Allowed, InsufficientCapacity, Refused};
+pub use limiter::RateLimiter;
+pub use quota::{Initial, Quota, QuotaError};
+
+/// Hooks for the loom model tests in `loom-tests/`; present only under `--cfg flowgate_loom`.
+#[cfg(flowgate_loom)]
+#[doc(hidden)]
+pub mod loom {
+    pub use crate::primitive::fail_next_cas;
+}

@@ -1,0 +1,210 @@
+//! [`RateLimiter`]: one bucket (GCRA on one `AtomicU64`), its clock, and what users call.
+
+use core::time::Duration;
+
+use crate::algorithm::gcra::Gcra;
+use crate::cell::Cell;
+use crate::clock::{Clock, QuantaClock};
+use crate::decision::{Allowed, InsufficientCapacity, Refused};
+use crate::quota::Quota;
+
+/// A rate limiter for one stream of requests: a single GCRA bucket whose whole state is one
+/// `AtomicU64`, updated with a lock-free compare-and-swap loop.
+///
+/// ```
+/// use flowgate::{Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::new(Quota::per_second(10)?);
+/// match limiter.check() {
+///     Ok(allowed) => assert_eq!(allowed.remaining(), 9),
+///     Err(refused) => panic!("a fresh bucket refused; retry after {:?}", refused.retry_after()),
+/// }
+/// # Ok::<(), flowgate::QuotaError>(())
+/// ```
+///
+/// # Concurrency
+/// Every method takes `&self`; share the limiter with `Arc` or a `static`. A decision is one
+/// clock read, one load and (when admitted) one successful compare-and-swap; a refusal writes
+/// nothing. No lock, allocation or syscall is on the decision path.
+///
+/// # Time
+/// All state is in nanoseconds since the origin of the limiter's [`Clock`]. The `*_at(now)`
+/// methods take a reading the caller already has (from [`RateLimiter::clock`] or a clone of it),
+/// so one reading can serve several limiters built on clones of one clock. See the
+/// [`clock` module](crate::clock) for what happens when readings go backwards, and
+/// [`algorithm::gcra`](crate::algorithm) for overflow at the 584-year horizon.
+#[derive(Debug)]
+pub struct RateLimiter<C: Clock = QuantaClock> {
+    cell: Cell,
+    gcra: Gcra,
+    quota: Quota,
+    clock: C,
+}
+
+impl RateLimiter<QuantaClock> {
+    /// A limiter for `quota` on the default clock, starting as [`Quota::initial`] says.
+    pub fn new(quota: Quota) -> Self {
+        Self::with_clock(quota, QuantaClock::new())
+    }
+}
+
+impl<C: Clock> RateLimiter<C> {
+    /// A limiter for `quota` on `clock`, starting as [`Quota::initial`] says.
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        let gcra = Gcra::new(&quota);
+        let word = gcra.initial_word(clock.now(), quota.initial_cells());
+        Self {
+            cell: Cell::new(word),
+            gcra,
+            quota,
+            clock,
+        }
+    }
+
+    /// The quota this limiter enforces.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// The limiter's clock, whose readings the `*_at` methods expect.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+/// # Checking
+impl<C: Clock> RateLimiter<C> {
+    /// Takes one cell if one is available now.
+    ///
+    /// # Performance
+    /// One clock read and one CAS; see `BENCHMARKS.md` for measured nanoseconds and
+    /// instructions.
+    #[inline]
+    pub fn check(&self) -> Result<Allowed, Refused> {
+        self.check_at(self.clock.now())
+    }
+
+    /// Takes one cell if one is available at `now` (a reading of this limiter's clock).
+    #[inline]
+    pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
+        // burst ≥ 1, so one cell is never more than the burst.
+        self.cell.update(|tat| self.gcra.check(tat, now, 1))
+    }
+
+    /// Takes `n` cells at once if they are all available now; otherwise takes nothing.
+    ///
+    /// `n = 0` is always allowed and takes nothing.
+    ///
+    /// # Errors
+    /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the burst: that request can
+    /// never succeed and must not be retried. The inner `Err` is a [`Refused`] that says when it
+    /// can.
+    #[inline]
+    pub fn check_n(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.check_n_at(n, self.clock.now())
+    }
+
+    /// [`check_n`](Self::check_n) at `now` (a reading of this limiter's clock).
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    #[inline]
+    pub fn check_n_at(
+        &self,
+        n: u32,
+        now: u64,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.within_burst(n)?;
+        if n == 0 {
+            return Ok(self.peek_at(0, now));
+        }
+        Ok(self.cell.update(|tat| self.gcra.check(tat, now, n)))
+    }
+
+    /// The decision [`check_n`](Self::check_n) would make now, without taking anything.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub fn peek(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.within_burst(n)?;
+        Ok(self.peek_at(n, self.clock.now()))
+    }
+
+    /// Gives `n` cells back (e.g. for work that was admitted but not done), never filling the
+    /// bucket beyond its burst.
+    pub fn refund(&self, n: u32) {
+        self.refund_at(n, self.clock.now());
+    }
+
+    /// [`refund`](Self::refund) at `now` (a reading of this limiter's clock).
+    pub fn refund_at(&self, n: u32, now: u64) {
+        self.cell.update(|tat| self.gcra.refund(tat, now, n));
+    }
+
+    /// Empties the record of past requests: the bucket is full, as after a long idle time.
+    pub fn reset(&self) {
+        self.cell.store(0);
+    }
+
+    fn peek_at(&self, n: u32, now: u64) -> Result<Allowed, Refused> {
+        self.gcra.peek(self.cell.load(), now, n)
+    }
+
+    #[inline(always)]
+    fn within_burst(&self, n: u32) -> Result<(), InsufficientCapacity> {
+        let burst = self.gcra.burst();
+        if n > burst {
+            return Err(InsufficientCapacity {
+                requested: n,
+                burst,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// # Token-bucket vocabulary
+///
+/// GCRA *is* a token bucket with lazy refill, described by one timestamp instead of a
+/// (tokens, last refill) pair. These methods give the same state the token-bucket names the
+/// users' articles use: a bucket of [`capacity`](Self::capacity) tokens, refilled with one token
+/// every [`refill_interval`](Self::refill_interval), from which
+/// [`try_consume`](Self::try_consume) takes tokens.
+///
+/// ```
+/// use flowgate::{clock::ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let bucket = RateLimiter::with_clock(Quota::per_second(10)?, clock.clone());
+/// assert_eq!(bucket.capacity(), 10);
+/// assert!(bucket.try_consume(4));
+/// assert_eq!(bucket.available(), 6);
+/// assert!(!bucket.try_consume(7)); // not enough: nothing is taken
+/// assert_eq!(bucket.available(), 6);
+/// clock.advance(bucket.refill_interval());
+/// assert_eq!(bucket.available(), 7);
+/// # Ok::<(), flowgate::QuotaError>(())
+/// ```
+impl<C: Clock> RateLimiter<C> {
+    /// The most tokens the bucket holds (the quota's burst).
+    pub fn capacity(&self) -> u32 {
+        self.gcra.burst()
+    }
+
+    /// The time in which one token is added.
+    pub fn refill_interval(&self) -> Duration {
+        Duration::from_nanos(self.gcra.interval())
+    }
+
+    /// Tokens in the bucket now.
+    pub fn available(&self) -> u32 {
+        self.gcra.available(self.cell.load(), self.clock.now())
+    }
+
+    /// Takes `n` tokens if there are that many; otherwise takes nothing and returns `false`
+    /// (also when `n` exceeds the capacity). Use [`check_n`](Self::check_n) to learn when to
+    /// retry.
+    pub fn try_consume(&self, n: u32) -> bool {
+        matches!(self.check_n(n), Ok(Ok(_)))
+    }
+}

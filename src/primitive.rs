@@ -1,0 +1,68 @@
+//! The one place flowgate's atomics come from.
+//!
+//! In a normal build these are `core`'s atomics. Built with `--cfg flowgate_loom` they are
+//! [loom](https://docs.rs/loom)'s, so the model tests in `loom-tests/` explore every interleaving
+//! of the real code. Nothing else in the crate names `core::sync::atomic` or `loom` directly.
+//!
+//! Every compare-and-swap in the crate goes through [`compare_exchange_weak`], so that the loom
+//! build can inject the spurious failures that real hardware (LL/SC on ARM, POWER, RISC-V) is
+//! allowed to produce and that loom itself never simulates. A loom model calls
+//! [`fail_next_cas`] to make the current thread's next CAS attempts fail, which drives the retry
+//! path of every CAS loop.
+
+#[cfg(not(flowgate_loom))]
+mod imp {
+    pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+
+    /// `AtomicU64::compare_exchange_weak`, unchanged.
+    #[inline(always)]
+    pub(crate) fn compare_exchange_weak(
+        atomic: &AtomicU64,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        atomic.compare_exchange_weak(current, new, success, failure)
+    }
+}
+
+#[cfg(flowgate_loom)]
+mod imp {
+    use core::cell::Cell;
+
+    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+
+    loom::thread_local! {
+        static SPURIOUS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Makes the calling thread's next `k` compare-and-swap attempts fail spuriously (they return
+    /// `Err` with the word's current value and write nothing), as a weak CAS may on real hardware.
+    pub fn fail_next_cas(k: u32) {
+        SPURIOUS.with(|s| s.set(k));
+    }
+
+    /// `AtomicU64::compare_exchange_weak`, which fails spuriously while [`fail_next_cas`]'s budget
+    /// lasts.
+    pub(crate) fn compare_exchange_weak(
+        atomic: &AtomicU64,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        let spurious = SPURIOUS.with(|s| {
+            let left = s.get();
+            s.set(left.saturating_sub(1));
+            left > 0
+        });
+        if spurious {
+            // A spurious failure reports the value the word holds now, like a real one.
+            return Err(atomic.load(failure));
+        }
+        atomic.compare_exchange_weak(current, new, success, failure)
+    }
+}
+
+pub(crate) use imp::*;

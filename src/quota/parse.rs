@@ -1,0 +1,249 @@
+//! The quota string grammar: `"100/s"`, `"5000/h"`, `"10/500ms"`, `"100/s burst 20"`.
+//!
+//! ```text
+//! quota   = count "/" period [ "burst" count ] [ "initial" count ]
+//! period  = [ count ] unit
+//! count   = 1*DIGIT                      ; a whole number, 0 ..= 4 294 967 295
+//! unit    = "ns" | "us" | "µs" | "ms"
+//!         | "s" | "sec" | "secs" | "second" | "seconds"
+//!         | "m" | "min" | "mins" | "minute" | "minutes"
+//!         | "h" | "hr" | "hrs" | "hour" | "hours"
+//!         | "d" | "day" | "days"
+//! ```
+//! Whitespace is allowed between all tokens and around the string; keywords and units are
+//! case-insensitive. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
+//! 10⁹/s, the 292-year window) are those of [`Quota`](super::Quota) and are reported as
+//! [`ParseQuotaErrorKind::Invalid`].
+
+use core::fmt;
+use core::str::FromStr;
+
+use super::{Initial, Quota, QuotaError};
+
+/// Why a quota string was rejected, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseQuotaError {
+    kind: ParseQuotaErrorKind,
+    position: usize,
+}
+
+/// The kinds of [`ParseQuotaError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseQuotaErrorKind {
+    /// The string is empty or only whitespace.
+    Empty,
+    /// A whole number was expected (a sign, a decimal point or a letter was found).
+    ExpectedCount,
+    /// The number is above 4 294 967 295.
+    CountTooLarge,
+    /// The `/` between count and period is missing.
+    ExpectedSlash,
+    /// The period has no unit, or an unknown one.
+    UnknownUnit,
+    /// The period does not fit in 584 years of nanoseconds.
+    PeriodTooLong,
+    /// Text after the quota that is not `burst N` or `initial N` (in that order).
+    TrailingInput,
+    /// The string is well formed but the quota is invalid.
+    Invalid(QuotaError),
+}
+
+impl ParseQuotaError {
+    /// What is wrong.
+    pub fn kind(&self) -> ParseQuotaErrorKind {
+        self.kind
+    }
+
+    /// The byte offset in the input where the problem was found.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+}
+
+impl fmt::Display for ParseQuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            ParseQuotaErrorKind::Invalid(e) => return write!(f, "{e}"),
+            ParseQuotaErrorKind::Empty => "the quota string is empty",
+            ParseQuotaErrorKind::ExpectedCount => "expected a whole number of cells",
+            ParseQuotaErrorKind::CountTooLarge => "the number is above 4294967295",
+            ParseQuotaErrorKind::ExpectedSlash => "expected `/` between the count and the period",
+            ParseQuotaErrorKind::UnknownUnit => {
+                "expected a time unit (ns, us, ms, s, m or min, h, d or day)"
+            }
+            ParseQuotaErrorKind::PeriodTooLong => "the period is longer than 584 years",
+            ParseQuotaErrorKind::TrailingInput => {
+                "unexpected text (only `burst N` and then `initial N` may follow the period)"
+            }
+        };
+        write!(f, "invalid quota string at byte {}: {what}", self.position)
+    }
+}
+
+impl std::error::Error for ParseQuotaError {}
+
+impl From<QuotaError> for ParseQuotaError {
+    fn from(e: QuotaError) -> Self {
+        Self {
+            kind: ParseQuotaErrorKind::Invalid(e),
+            position: 0,
+        }
+    }
+}
+
+const UNITS: &[(&[&str], u64)] = &[
+    (&["ns"], 1),
+    (&["us", "µs"], 1_000),
+    (&["ms"], 1_000_000),
+    (&["s", "sec", "secs", "second", "seconds"], 1_000_000_000),
+    (&["m", "min", "mins", "minute", "minutes"], 60_000_000_000),
+    (&["h", "hr", "hrs", "hour", "hours"], 3_600_000_000_000),
+    (&["d", "day", "days"], 86_400_000_000_000),
+];
+
+/// A cursor over the input that reports the byte offset of every error.
+struct Cursor<'a> {
+    input: &'a str,
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn rest(&self) -> &'a str {
+        &self.input[self.at..]
+    }
+
+    fn skip_ws(&mut self) {
+        let rest = self.rest();
+        self.at += rest.len() - rest.trim_start().len();
+    }
+
+    fn error(&self, kind: ParseQuotaErrorKind) -> ParseQuotaError {
+        ParseQuotaError {
+            kind,
+            position: self.at,
+        }
+    }
+
+    /// Takes the longest run of characters matching `pred`.
+    fn take_while(&mut self, pred: impl Fn(char) -> bool) -> &'a str {
+        let rest = self.rest();
+        let len = rest.find(|c| !pred(c)).unwrap_or(rest.len());
+        self.at += len;
+        &rest[..len]
+    }
+
+    fn count(&mut self) -> Result<u32, ParseQuotaError> {
+        self.skip_ws();
+        let start = self.at;
+        let digits = self.take_while(|c| c.is_ascii_digit());
+        if digits.is_empty() {
+            return Err(self.error(ParseQuotaErrorKind::ExpectedCount));
+        }
+        // Digits only, so the one possible failure is overflow.
+        digits.parse::<u32>().map_err(|_| ParseQuotaError {
+            kind: ParseQuotaErrorKind::CountTooLarge,
+            position: start,
+        })
+    }
+
+    fn keyword(&mut self, word: &str) -> bool {
+        self.skip_ws();
+        let rest = self.rest();
+        let matches = rest
+            .get(..word.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(word))
+            && !rest[word.len()..].starts_with(|c: char| c.is_alphanumeric());
+        if matches {
+            self.at += word.len();
+        }
+        matches
+    }
+
+    fn period(&mut self) -> Result<u64, ParseQuotaError> {
+        self.skip_ws();
+        let start = self.at;
+        let multiplier = if self.rest().starts_with(|c: char| c.is_ascii_digit()) {
+            u64::from(self.count()?)
+        } else {
+            1
+        };
+        self.skip_ws();
+        let unit_at = self.at;
+        let word = self.take_while(char::is_alphabetic);
+        let unit = UNITS
+            .iter()
+            .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(word)))
+            .map(|&(_, nanos)| nanos)
+            .ok_or(ParseQuotaError {
+                kind: ParseQuotaErrorKind::UnknownUnit,
+                position: unit_at,
+            })?;
+        multiplier.checked_mul(unit).ok_or(ParseQuotaError {
+            kind: ParseQuotaErrorKind::PeriodTooLong,
+            position: start,
+        })
+    }
+}
+
+impl FromStr for Quota {
+    type Err = ParseQuotaError;
+
+    /// Parses the grammar of the [`quota` module](crate::quota):
+    /// `"100/s"`, `"5000/h"`, `"20000/day"`, `"10/500ms"`, `"100/s burst 20"`,
+    /// `"60/min burst 10 initial 0"`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut cur = Cursor { input: s, at: 0 };
+        cur.skip_ws();
+        if cur.rest().is_empty() {
+            return Err(cur.error(ParseQuotaErrorKind::Empty));
+        }
+        let count = cur.count()?;
+        cur.skip_ws();
+        if !cur.rest().starts_with('/') {
+            return Err(cur.error(ParseQuotaErrorKind::ExpectedSlash));
+        }
+        cur.at += 1;
+        let period = cur.period()?;
+        let at = |cur: &Cursor<'_>, e: QuotaError| ParseQuotaError {
+            kind: ParseQuotaErrorKind::Invalid(e),
+            position: cur.at,
+        };
+        let mut quota = Quota::from_nanos(count, period).map_err(|e| at(&cur, e))?;
+        if cur.keyword("burst") {
+            let burst = cur.count()?;
+            quota = quota.with_burst(burst).map_err(|e| at(&cur, e))?;
+        }
+        if cur.keyword("initial") {
+            let cells = cur.count()?;
+            quota = quota
+                .with_initial(Initial::Cells(cells))
+                .map_err(|e| at(&cur, e))?;
+        }
+        cur.skip_ws();
+        if !cur.rest().is_empty() {
+            return Err(cur.error(ParseQuotaErrorKind::TrailingInput));
+        }
+        Ok(quota)
+    }
+}
+
+/// Writes `nanos` as `[multiplier]unit` with the largest unit that divides it exactly.
+pub(super) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Result {
+    let (name, unit) = [
+        ("d", 86_400_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("min", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ]
+    .into_iter()
+    .find(|&(_, unit)| nanos % unit == 0)
+    .unwrap_or(("ns", 1));
+    match nanos / unit {
+        1 => f.write_str(name),
+        n => write!(f, "{n}{name}"),
+    }
+}
