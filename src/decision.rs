@@ -48,6 +48,9 @@ pub struct Refused {
     pub(crate) wait: u64,
     pub(crate) interval: u64,
     pub(crate) burst: u32,
+    /// The bucket was booked more than a window ahead of the reading: the clock stepped back or
+    /// the reading was stale. The limiter re-checks with a fresh reading.
+    pub(crate) clock_behind: bool,
 }
 
 impl Refused {
@@ -73,8 +76,12 @@ impl Refused {
         self.debt
     }
 
-    /// Cells available at once now (fewer than the request needed).
+    /// Cells available at once now (fewer than the request needed; 0 when the request can
+    /// never conform before the clock's horizon).
     pub fn remaining(&self) -> u32 {
+        if self.wait == u64::MAX {
+            return 0;
+        }
         remaining(self.debt, self.interval, self.burst)
     }
 

@@ -88,7 +88,7 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
         // burst ≥ 1, so one cell is never more than the burst.
-        self.cell.update(|tat| self.gcra.check(tat, now, 1))
+        self.answer(self.cell.update(|tat| self.gcra.check(tat, now, 1)))
     }
 
     /// Takes `n` cells at once if they are all available now; otherwise takes nothing.
@@ -114,11 +114,11 @@ impl<C: Clock> RateLimiter<C> {
         n: u32,
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.within_burst(n)?;
         if n == 0 {
-            return Ok(self.peek_at(0, now));
+            return self.peek_at(0, now);
         }
-        Ok(self.cell.update(|tat| self.gcra.check(tat, now, n)))
+        self.within_burst(n)?;
+        Ok(self.answer(self.cell.update(|tat| self.gcra.check(tat, now, n))))
     }
 
     /// The decision [`check_n`](Self::check_n) would make now, without taking anything.
@@ -126,8 +126,24 @@ impl<C: Clock> RateLimiter<C> {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     pub fn peek(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.peek_at(n, self.clock.now())
+    }
+
+    /// [`peek`](Self::peek) at `now` (a reading of this limiter's clock).
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub fn peek_at(
+        &self,
+        n: u32,
+        now: u64,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         self.within_burst(n)?;
-        Ok(self.peek_at(n, self.clock.now()))
+        let tat = self.cell.load();
+        if n == 0 {
+            return Ok(Ok(self.gcra.state(tat, now)));
+        }
+        Ok(self.gcra.peek(tat, now, n))
     }
 
     /// Gives `n` cells back (e.g. for work that was admitted but not done), never filling the
@@ -141,13 +157,32 @@ impl<C: Clock> RateLimiter<C> {
         self.cell.update(|tat| self.gcra.refund(tat, now, n));
     }
 
-    /// Empties the record of past requests: the bucket is full, as after a long idle time.
+    /// Forgets past requests: the bucket starts over as [`Quota::initial`] says, as of now
+    /// (full by default).
     pub fn reset(&self) {
-        self.cell.store(0);
+        let now = self.clock.now();
+        self.cell
+            .store(self.gcra.initial_word(now, self.quota.initial_cells()));
     }
 
-    fn peek_at(&self, n: u32, now: u64) -> Result<Allowed, Refused> {
-        self.gcra.peek(self.cell.load(), now, n)
+    /// Passes the answer on; first, if it was refused because the bucket is booked more than a
+    /// window ahead of the reading, clamps the bucket against a fresh reading (see
+    /// [`Gcra::catch_up`]).
+    #[inline(always)]
+    fn answer(&self, answer: Result<Allowed, Refused>) -> Result<Allowed, Refused> {
+        if let Err(refused) = &answer {
+            if refused.clock_behind {
+                self.catch_up();
+            }
+        }
+        answer
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn catch_up(&self) {
+        let now = self.clock.now();
+        self.cell.update(|tat| self.gcra.catch_up(tat, now));
     }
 
     #[inline(always)]
@@ -198,7 +233,9 @@ impl<C: Clock> RateLimiter<C> {
 
     /// Tokens in the bucket now.
     pub fn available(&self) -> u32 {
-        self.gcra.available(self.cell.load(), self.clock.now())
+        self.gcra
+            .state(self.cell.load(), self.clock.now())
+            .remaining()
     }
 
     /// Takes `n` tokens if there are that many; otherwise takes nothing and returns `false`

@@ -13,10 +13,14 @@
 //! clock's origin) the request is refused. Near the horizon the bucket thus shrinks to nothing;
 //! it never wraps into admitting.
 //!
-//! # Clock steps
-//! A TAT more than `τ` ahead of `now` can only come from a clock that stepped back. It is clamped
-//! to `now + τ` (empty as of now) and written back, so the lockout after a backward step is at
-//! most one window `τ`, and admissions never exceed what the rate allows in real time.
+//! # Clock steps and stale readings
+//! A TAT more than `τ` ahead of `now` comes from a clock that stepped back, or from a reading
+//! that is stale (taken before another thread's later reading booked the bucket). The decision
+//! treats such a bucket as empty (refused), writes nothing, and flags the refusal; the limiter
+//! then takes a **fresh** reading and, only if the TAT is still more than `τ` ahead of it, clamps
+//! the TAT to `fresh + τ` ([`Gcra::catch_up`]). A clock that really stepped back thus locks a
+//! bucket out for at most one window `τ`, while a stale reading never frees a cell: the fresh
+//! reading is at least as late as the one that booked the bucket.
 
 use crate::cell::Step;
 use crate::decision::{Allowed, Refused};
@@ -75,13 +79,27 @@ impl Gcra {
 
     /// Takes `n` cells (`1 ≤ n ≤ burst`) from the bucket `tat` at `now`.
     ///
-    /// Writes the new TAT when admitted; when refused, writes only a clamped TAT (see the module
-    /// docs) and otherwise leaves the word alone.
+    /// Writes the new TAT when admitted; a refusal writes nothing. A refusal whose TAT was more
+    /// than `τ` ahead of `now` says so in [`Refused::clock_behind`]; the caller then clamps with
+    /// a fresh reading ([`Gcra::catch_up`]).
     #[inline(always)]
     pub fn check(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
         match self.decide(tat, now, n) {
-            (answer, word, true) => Step::Write(word, answer),
-            (answer, _, false) => Step::Keep(answer),
+            (Ok(allowed), word) => Step::Write(word, Ok(allowed)),
+            (Err(refused), _) => Step::Keep(Err(refused)),
+        }
+    }
+
+    /// Clamps a TAT more than `τ` ahead of `now` to `now + τ` (empty as of `now`).
+    ///
+    /// `now` must be a fresh reading, taken after the refusal that asked for it: a stale reading
+    /// cannot be told from a clock that stepped back, and clamping against one would free cells
+    /// that were legitimately booked.
+    #[inline]
+    pub fn catch_up(&self, tat: u64, now: u64) -> Step<()> {
+        match self.clamp(tat, now) {
+            (clamped, true) => Step::Write(clamped, ()),
+            (_, false) => Step::Keep(()),
         }
     }
 
@@ -91,9 +109,9 @@ impl Gcra {
         self.decide(tat, now, n).0
     }
 
-    /// The decision, the word to store, and whether that word must be written on refusal.
+    /// The decision, and the word to store if it is admitted.
     #[inline(always)]
-    fn decide(&self, tat: u64, now: u64, n: u32) -> (Result<Allowed, Refused>, u64, bool) {
+    fn decide(&self, tat: u64, now: u64, n: u32) -> (Result<Allowed, Refused>, u64) {
         let base = if tat > now { tat } else { now };
         // n ≤ burst and burst·T ≤ 2^63: no overflow.
         let cost = u64::from(n) * self.interval;
@@ -106,23 +124,27 @@ impl Gcra {
                     interval: self.interval,
                     burst: self.burst,
                 };
-                return (Ok(allowed), new_tat, true);
+                return (Ok(allowed), new_tat);
             }
         }
         // A TAT more than τ ahead of now refuses every n ≥ 1, so the clamp of a clock that
         // stepped back is needed on this path only.
-        let (tat, clamped) = self.clamp(tat, now);
-        (Err(self.refused(tat, now, cost)), tat, clamped)
+        let (tat, clock_behind) = self.clamp(tat, now);
+        (Err(self.refused(tat, now, cost, clock_behind)), tat)
     }
 
-    /// The refusal of a request costing `cost` against the (clamped) `tat`.
+    /// The refusal of a request costing `cost` against the clamped `tat`.
     #[inline(always)]
-    fn refused(&self, tat: u64, now: u64, cost: u64) -> Refused {
+    fn refused(&self, tat: u64, now: u64, cost: u64, clock_behind: bool) -> Refused {
         // The request conforms at the first t ≥ now with max(tat, t) + cost − t ≤ τ, that is
-        // t = tat + cost − τ (> now, or it would have been admitted). Past the 584-year horizon:
-        // never, u64::MAX.
-        let wait = match tat.checked_add(cost) {
-            Some(end) => end.saturating_sub(self.window).saturating_sub(now).max(1),
+        // t = max(tat, now) + cost − τ, which is after now since it was refused. If
+        // max(tat, now) + cost passes the 584-year horizon it never conforms: u64::MAX.
+        let base = if tat > now { tat } else { now };
+        let wait = match base.checked_add(cost) {
+            Some(end) => {
+                debug_assert!(end - now > self.window, "refused a conforming request");
+                (end - now).saturating_sub(self.window).max(1)
+            }
             None => u64::MAX,
         };
         Refused {
@@ -130,32 +152,36 @@ impl Gcra {
             wait,
             interval: self.interval,
             burst: self.burst,
+            clock_behind,
+        }
+    }
+
+    /// The bucket `tat` as seen at `now`, without taking anything (what `n = 0` reports).
+    #[inline]
+    pub fn state(&self, tat: u64, now: u64) -> Allowed {
+        let (tat, _) = self.clamp(tat, now);
+        Allowed {
+            debt: tat.saturating_sub(now),
+            interval: self.interval,
+            burst: self.burst,
         }
     }
 
     /// Gives `n` cells back to the bucket `tat` at `now`, never above `burst`.
+    ///
+    /// The TAT moves back by at most `n·T` and never below `now`: a refund can free no more than
+    /// the `n` cells it returns, whatever `now` is (no clamp here, so a stale reading is harmless).
     #[inline]
     pub fn refund(&self, tat: u64, now: u64, n: u32) -> Step<()> {
-        let (clamped_tat, clamped) = self.clamp(tat, now);
+        if tat <= now {
+            return Step::Keep(());
+        }
         let cost = u64::from(n.min(self.burst)) * self.interval;
-        let new_tat = clamped_tat.saturating_sub(cost).max(now).min(clamped_tat);
-        if new_tat == tat && !clamped {
+        let new_tat = tat.saturating_sub(cost).max(now);
+        if new_tat == tat {
             Step::Keep(())
         } else {
             Step::Write(new_tat, ())
         }
-    }
-
-    /// Cells available at `now` in the bucket `tat`.
-    #[inline]
-    pub fn available(&self, tat: u64, now: u64) -> u32 {
-        let (tat, _) = self.clamp(tat, now);
-        let debt = tat.saturating_sub(now);
-        Allowed {
-            debt,
-            interval: self.interval,
-            burst: self.burst,
-        }
-        .remaining()
     }
 }

@@ -122,6 +122,9 @@ impl fmt::Display for QuotaError {
                 "invalid quota: the rate is above 10^9 per second (an emission interval below 1 ns)",
             ),
             Self::PeriodTooLong => f.write_str("invalid quota: the period is longer than 584 years"),
+            Self::WindowTooLong { max_burst: 0 } => f.write_str(
+                "invalid quota: the emission interval alone exceeds 292 years",
+            ),
             Self::WindowTooLong { max_burst } => write!(
                 f,
                 "invalid quota: burst x interval exceeds 292 years; at this rate the burst can be at most {max_burst}"
@@ -221,11 +224,12 @@ impl Quota {
         if rate <= 0.0 {
             return Err(QuotaError::NotPositive);
         }
-        let interval = (1e9 / rate).ceil();
-        if interval < 1.0 {
+        let exact = 1e9 / rate;
+        if exact < 1.0 {
             return Err(QuotaError::IntervalBelowOneNanosecond);
         }
-        // `as` saturates; 2^64 itself is out of range.
+        let interval = exact.ceil();
+        // 2^64 and above do not fit.
         if interval >= 18_446_744_073_709_551_616.0 {
             return Err(QuotaError::PeriodTooLong);
         }

@@ -1,17 +1,18 @@
 //! The quota string grammar: `"100/s"`, `"5000/h"`, `"10/500ms"`, `"100/s burst 20"`.
 //!
 //! ```text
-//! quota   = count "/" period [ "burst" count ] [ "initial" count ]
+//! quota   = count "/" period [ option ] [ option ]    ; each option at most once
+//! option  = "burst" count | "initial" count
 //! period  = [ count ] unit
 //! count   = 1*DIGIT                      ; a whole number, 0 ..= 4 294 967 295
-//! unit    = "ns" | "us" | "µs" | "ms"
+//! unit    = "ns" | "us" | "µs" | "μs" | "ms"
 //!         | "s" | "sec" | "secs" | "second" | "seconds"
 //!         | "m" | "min" | "mins" | "minute" | "minutes"
 //!         | "h" | "hr" | "hrs" | "hour" | "hours"
 //!         | "d" | "day" | "days"
 //! ```
 //! Whitespace is allowed between all tokens and around the string; keywords and units are
-//! case-insensitive. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
+//! case-insensitive, except that a capital `M` alone is rejected (month? mega?): write `min`. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
 //! 10⁹/s, the 292-year window) are those of [`Quota`](super::Quota) and are reported as
 //! [`ParseQuotaErrorKind::Invalid`].
 
@@ -43,7 +44,7 @@ pub enum ParseQuotaErrorKind {
     UnknownUnit,
     /// The period does not fit in 584 years of nanoseconds.
     PeriodTooLong,
-    /// Text after the quota that is not `burst N` or `initial N` (in that order).
+    /// Text after the quota that is not `burst N` or `initial N` (each at most once).
     TrailingInput,
     /// The string is well formed but the quota is invalid.
     Invalid(QuotaError),
@@ -74,7 +75,7 @@ impl fmt::Display for ParseQuotaError {
             }
             ParseQuotaErrorKind::PeriodTooLong => "the period is longer than 584 years",
             ParseQuotaErrorKind::TrailingInput => {
-                "unexpected text (only `burst N` and then `initial N` may follow the period)"
+                "unexpected text (only `burst N` and `initial N` may follow the period, once each)"
             }
         };
         write!(f, "invalid quota string at byte {}: {what}", self.position)
@@ -94,7 +95,7 @@ impl From<QuotaError> for ParseQuotaError {
 
 const UNITS: &[(&[&str], u64)] = &[
     (&["ns"], 1),
-    (&["us", "µs"], 1_000),
+    (&["us", "µs", "μs"], 1_000),
     (&["ms"], 1_000_000),
     (&["s", "sec", "secs", "second", "seconds"], 1_000_000_000),
     (&["m", "min", "mins", "minute", "minutes"], 60_000_000_000),
@@ -173,6 +174,7 @@ impl<'a> Cursor<'a> {
         let word = self.take_while(char::is_alphabetic);
         let unit = UNITS
             .iter()
+            .filter(|_| word != "M")
             .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(word)))
             .map(|&(_, nanos)| nanos)
             .ok_or(ParseQuotaError {
@@ -205,20 +207,32 @@ impl FromStr for Quota {
         }
         cur.at += 1;
         let period = cur.period()?;
-        let at = |cur: &Cursor<'_>, e: QuotaError| ParseQuotaError {
-            kind: ParseQuotaErrorKind::Invalid(e),
-            position: cur.at,
+        let invalid = |position: usize| {
+            move |e: QuotaError| ParseQuotaError {
+                kind: ParseQuotaErrorKind::Invalid(e),
+                position,
+            }
         };
-        let mut quota = Quota::from_nanos(count, period).map_err(|e| at(&cur, e))?;
-        if cur.keyword("burst") {
-            let burst = cur.count()?;
-            quota = quota.with_burst(burst).map_err(|e| at(&cur, e))?;
+        let mut quota = Quota::from_nanos(count, period).map_err(invalid(0))?;
+        let (mut burst, mut initial) = (None, None);
+        loop {
+            let slot = if burst.is_none() && cur.keyword("burst") {
+                &mut burst
+            } else if initial.is_none() && cur.keyword("initial") {
+                &mut initial
+            } else {
+                break;
+            };
+            cur.skip_ws();
+            *slot = Some((cur.at, cur.count()?));
         }
-        if cur.keyword("initial") {
-            let cells = cur.count()?;
+        if let Some((at, burst)) = burst {
+            quota = quota.with_burst(burst).map_err(invalid(at))?;
+        }
+        if let Some((at, cells)) = initial {
             quota = quota
                 .with_initial(Initial::Cells(cells))
-                .map_err(|e| at(&cur, e))?;
+                .map_err(invalid(at))?;
         }
         cur.skip_ws();
         if !cur.rest().is_empty() {
