@@ -34,7 +34,7 @@ mod imp {
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 
     loom::thread_local! {
-        static SPURIOUS: Cell<u32> = const { Cell::new(0) };
+        static SPURIOUS: Cell<u32> = Cell::new(0);
     }
 
     /// Makes the calling thread's next `k` compare-and-swap attempts fail spuriously (they return
@@ -66,3 +66,5 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+#[cfg(flowgate_loom)]
+pub use imp::fail_next_cas;

@@ -1,0 +1,149 @@
+//! Loom models of the single-bucket limiter: every interleaving of 2–3 threads racing
+//! `check_n` / `refund` / the clock-step clamp on one bucket, with and without spurious CAS
+//! failures. Each asserts that admissions never exceed what the quota allows and that no update
+//! is lost (the final state accounts for every admitted cell).
+//!
+//! Run: `RUSTFLAGS="--cfg flowgate_loom" cargo test --release -p flowgate-loom-tests`
+#![cfg(flowgate_loom)]
+
+use flowgate::clock::ManualClock;
+use flowgate::loom::fail_next_cas;
+use flowgate::{Quota, RateLimiter};
+use loom::sync::Arc;
+use loom::thread;
+
+type Limiter = RateLimiter<ManualClock>;
+
+/// Runs `f` under loom with a bounded number of preemptions (`LOOM_MAX_PREEMPTIONS`, default 3).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(f);
+}
+
+/// A limiter of `burst` cells per hour on a frozen clock: nothing refills during a model.
+fn frozen(burst: u32) -> Arc<Limiter> {
+    let quota = Quota::per_hour(burst).unwrap();
+    Arc::new(RateLimiter::with_clock(quota, ManualClock::starting_at(1_000)))
+}
+
+/// Each thread asks for its `n` cells (after `spurious` forced CAS failures); returns the cells
+/// admitted in total.
+fn race(limiter: &Arc<Limiter>, requests: &[(u32, u32)]) -> u32 {
+    let handles: Vec<_> = requests
+        .iter()
+        .map(|&(n, spurious)| {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                fail_next_cas(spurious);
+                match limiter.check_n(n) {
+                    Ok(Ok(_)) => n,
+                    _ => 0,
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).sum()
+}
+
+#[test]
+fn two_threads_one_cell_left() {
+    model(|| {
+        let l = frozen(1);
+        assert_eq!(race(&l, &[(1, 0), (1, 0)]), 1);
+        assert_eq!(l.available(), 0);
+    });
+}
+
+#[test]
+fn two_threads_both_fit_and_no_update_is_lost() {
+    model(|| {
+        let l = frozen(3);
+        assert_eq!(race(&l, &[(2, 0), (1, 0)]), 3);
+        assert_eq!(l.available(), 0);
+    });
+}
+
+#[test]
+fn three_threads_two_cells() {
+    model(|| {
+        let l = frozen(2);
+        let admitted = race(&l, &[(1, 0), (1, 0), (1, 0)]);
+        assert_eq!(admitted, 2);
+        assert_eq!(l.available(), 0);
+    });
+}
+
+#[test]
+fn spurious_cas_failures_retry_without_loss() {
+    model(|| {
+        let l = frozen(3);
+        assert_eq!(race(&l, &[(2, 1), (1, 2)]), 3);
+        assert_eq!(l.available(), 0);
+    });
+}
+
+#[test]
+fn spurious_failures_never_over_admit() {
+    model(|| {
+        let l = frozen(2);
+        // Whichever comes first wins: both cells, or one cell and the other request refused.
+        let admitted = race(&l, &[(2, 2), (1, 1)]);
+        assert!(admitted == 2 || admitted == 1, "admitted {admitted} of a burst of 2");
+        assert_eq!(l.available(), 2 - admitted, "an admitted cell was lost or duplicated");
+    });
+}
+
+#[test]
+fn check_races_refund() {
+    model(|| {
+        let l = frozen(2);
+        assert!(l.check_n(2).unwrap().is_ok());
+        let refunder = {
+            let l = l.clone();
+            thread::spawn(move || {
+                fail_next_cas(1);
+                l.refund(1);
+            })
+        };
+        let checker = {
+            let l = l.clone();
+            thread::spawn(move || l.check().is_ok())
+        };
+        refunder.join().unwrap();
+        let admitted = checker.join().unwrap();
+        // One cell came back: the checker took it, or it is still there. Never both, never lost.
+        assert_eq!(l.available(), if admitted { 0 } else { 1 });
+    });
+}
+
+#[test]
+fn clamp_after_a_clock_step_races_check() {
+    const MINUTE: u64 = 60_000_000_000;
+    model(|| {
+        // 2 per hour: interval 30 min, window 1 h.
+        let clock = ManualClock::starting_at(600 * MINUTE);
+        let quota = Quota::per_hour(2).unwrap();
+        let l = Arc::new(RateLimiter::with_clock(quota, clock.clone()));
+        assert!(l.check_n(2).unwrap().is_ok());
+        // The clock steps back five hours: the bucket is booked far beyond one window.
+        clock.set(300 * MINUTE);
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let l = l.clone();
+                thread::spawn(move || {
+                    fail_next_cas(i);
+                    l.check().is_ok()
+                })
+            })
+            .collect();
+        let admitted = handles.into_iter().map(|h| h.join().unwrap());
+        assert_eq!(admitted.filter(|&ok| ok).count(), 0, "an empty bucket admits nothing");
+        // Clamped to empty as of the new reading: one cell after one interval, not five hours.
+        assert_eq!(l.available(), 0);
+        clock.set(330 * MINUTE);
+        assert_eq!(l.available(), 1);
+    });
+}
