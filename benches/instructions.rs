@@ -1,3 +1,4 @@
+#![allow(missing_docs)]
 //! Instruction counts per decision, for `valgrind --tool=callgrind` (see
 //! `scripts/instructions.sh`, which runs each case in its own process and divides the
 //! instructions collected inside `hot_loop` by the iteration count).

@@ -65,6 +65,6 @@ mod imp {
     }
 }
 
-pub(crate) use imp::*;
 #[cfg(flowgate_loom)]
 pub use imp::fail_next_cas;
+pub(crate) use imp::*;

@@ -26,7 +26,10 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// A limiter of `burst` cells per hour on a frozen clock: nothing refills during a model.
 fn frozen(burst: u32) -> Arc<Limiter> {
     let quota = Quota::per_hour(burst).unwrap();
-    Arc::new(RateLimiter::with_clock(quota, ManualClock::starting_at(1_000)))
+    Arc::new(RateLimiter::with_clock(
+        quota,
+        ManualClock::starting_at(1_000),
+    ))
 }
 
 /// Each thread asks for its `n` cells (after `spurious` forced CAS failures); returns the cells
@@ -91,8 +94,15 @@ fn spurious_failures_never_over_admit() {
         let l = frozen(2);
         // Whichever comes first wins: both cells, or one cell and the other request refused.
         let admitted = race(&l, &[(2, 2), (1, 1)]);
-        assert!(admitted == 2 || admitted == 1, "admitted {admitted} of a burst of 2");
-        assert_eq!(l.available(), 2 - admitted, "an admitted cell was lost or duplicated");
+        assert!(
+            admitted == 2 || admitted == 1,
+            "admitted {admitted} of a burst of 2"
+        );
+        assert_eq!(
+            l.available(),
+            2 - admitted,
+            "an admitted cell was lost or duplicated"
+        );
     });
 }
 
@@ -140,7 +150,11 @@ fn clamp_after_a_clock_step_races_check() {
             })
             .collect();
         let admitted = handles.into_iter().map(|h| h.join().unwrap());
-        assert_eq!(admitted.filter(|&ok| ok).count(), 0, "an empty bucket admits nothing");
+        assert_eq!(
+            admitted.filter(|&ok| ok).count(),
+            0,
+            "an empty bucket admits nothing"
+        );
         // Clamped to empty as of the new reading: one cell after one interval, not five hours.
         assert_eq!(l.available(), 0);
         clock.set(330 * MINUTE);
