@@ -42,6 +42,11 @@ pub use decision::{Allowed, InsufficientCapacity, Refused};
 pub use limiter::RateLimiter;
 pub use quota::{Initial, Quota, QuotaError};
 
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 /// Hooks for the loom model tests in `loom-tests/`; present only under `--cfg flowgate_loom`.
 #[cfg(flowgate_loom)]
 #[doc(hidden)]

@@ -32,7 +32,7 @@ use crate::quota::Quota;
 /// methods take a reading the caller already has (from [`RateLimiter::clock`] or a clone of it),
 /// so one reading can serve several limiters built on clones of one clock. See the
 /// [`clock` module](crate::clock) for what happens when readings go backwards, and
-/// [`algorithm::gcra`](crate::algorithm) for overflow at the 584-year horizon.
+/// the README's "Semantics" for overflow at the 584-year horizon.
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = QuantaClock> {
     cell: Cell,
