@@ -34,8 +34,7 @@ mod cell;
 pub mod clock;
 mod decision;
 mod limiter;
-#[cfg_attr(flowgate_loom, doc(hidden))]
-pub(crate) mod primitive;
+mod primitive;
 pub mod quota;
 
 pub use decision::{Allowed, InsufficientCapacity, Refused};

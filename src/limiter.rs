@@ -25,7 +25,8 @@ use crate::quota::Quota;
 /// # Concurrency
 /// Every method takes `&self`; share the limiter with `Arc` or a `static`. A decision is one
 /// clock read, one load and (when admitted) one successful compare-and-swap; a refusal writes
-/// nothing. No lock, allocation or syscall is on the decision path.
+/// nothing. (Only after the clock steps back does a refusal take a second, fresh reading to
+/// clamp the bucket; see the [`clock` module](crate::clock).) No lock, allocation or syscall is on the decision path.
 ///
 /// # Time
 /// All state is in nanoseconds since the origin of the limiter's [`Clock`]. The `*_at(now)`
@@ -85,6 +86,10 @@ impl<C: Clock> RateLimiter<C> {
     }
 
     /// Takes one cell if one is available at `now` (a reading of this limiter's clock).
+    ///
+    /// Pass fresh readings: a reading older than one already used on this limiter is judged as
+    /// of its own time, and admitting at an old time can pass up to `age / interval` cells
+    /// early. (A stale reading never *frees* cells: see the [`clock` module](crate::clock).)
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
         // burst ≥ 1, so one cell is never more than the burst.

@@ -58,7 +58,8 @@ mod imp {
             left > 0
         });
         if spurious {
-            // A spurious failure reports the value the word holds now, like a real one.
+            // A spurious failure reports the value the word holds now, like a real one, read
+            // with the caller's failure ordering (a spurious failure is a failure).
             return Err(atomic.load(failure));
         }
         atomic.compare_exchange_weak(current, new, success, failure)
