@@ -80,7 +80,7 @@ impl<C: Clock> RateLimiter<C> {
     /// # Performance
     /// One clock read and one CAS; see `BENCHMARKS.md` for measured nanoseconds and
     /// instructions.
-    #[inline]
+    #[inline(always)]
     pub fn check(&self) -> Result<Allowed, Refused> {
         self.check_at(self.clock.now())
     }
@@ -90,7 +90,7 @@ impl<C: Clock> RateLimiter<C> {
     /// Pass fresh readings: a reading older than one already used on this limiter is judged as
     /// of its own time, and admitting at an old time can pass up to `age / interval` cells
     /// early. (A stale reading never *frees* cells: see the [`clock` module](crate::clock).)
-    #[inline]
+    #[inline(always)]
     pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
         // burst ≥ 1, so one cell is never more than the burst.
         self.answer(self.cell.update(|tat| self.gcra.check(tat, now, 1)))
@@ -104,7 +104,7 @@ impl<C: Clock> RateLimiter<C> {
     /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the burst: that request can
     /// never succeed and must not be retried. The inner `Err` is a [`Refused`] that says when it
     /// can.
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         self.check_n_at(n, self.clock.now())
     }
@@ -113,7 +113,7 @@ impl<C: Clock> RateLimiter<C> {
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
-    #[inline]
+    #[inline(always)]
     pub fn check_n_at(
         &self,
         n: u32,
