@@ -5,11 +5,18 @@
 //! applies such a function atomically, so no algorithm contains an atomic operation of its own.
 //!
 //! # Orderings
-//! All operations are `Relaxed`. The word *is* the whole state of a bucket and publishes no
-//! other memory, so there is nothing for acquire/release to order; what a rate limiter needs is
-//! that no update is lost, and that is given by the single total modification order of one
-//! atomic location (C++ [intro.races] "coherence"), which every read-modify-write observes
-//! whatever its ordering.
+//! The word *is* the whole state of a bucket. That no update is lost follows from the single
+//! total modification order of one atomic location ("coherence"), which every
+//! read-modify-write observes whatever its ordering, so the decision path loads `Relaxed`.
+//!
+//! One fact must travel with the word: the clock reading that produced it. A thread that
+//! clamps a bucket after a clock step ([`Cell::clamp`]) must read the clock *after* it saw the
+//! word and get a reading no earlier than the one the word was written with; otherwise a
+//! merely late reading would look like a clock step and free cells that were booked. So every
+//! write is `Release` and the clamp's load is `Acquire`: the writer's clock read happens-before
+//! the clamping thread's clock read (for clocks that are memory, like `ManualClock` and
+//! `CoarseClock`, which use release/acquire too). On x86-64 these orderings cost nothing; a
+//! locked `cmpxchg` and plain loads and stores already have them.
 
 use crossbeam_utils::Backoff;
 
@@ -48,8 +55,24 @@ impl Cell {
     /// Overwrites the word unconditionally.
     #[inline]
     pub(crate) fn store(&self, word: u64) {
-        // Relaxed: a single-word state machine; see the module docs.
-        self.word.store(word, Ordering::Relaxed);
+        // Release: publishes the clock reading this word was computed from (module docs).
+        self.word.store(word, Ordering::Release);
+    }
+
+    /// Replaces the word by `clamp(word)` while that returns `Some`, re-running `clamp` on the
+    /// fresh word after a failed CAS. Each attempt loads the word with `Acquire` *before* calling
+    /// `clamp`, so a clock reading taken inside `clamp` is no earlier than the reading the word
+    /// was written with (module docs). Unlike [`Cell::update`], `clamp` is meant to read the
+    /// clock.
+    pub(crate) fn clamp(&self, mut clamp: impl FnMut(u64) -> Option<u64>) {
+        loop {
+            // Acquire: pairs with the Release of the write that produced this word.
+            let current = self.word.load(Ordering::Acquire);
+            let Some(new) = clamp(current) else { return };
+            if self.swap(current, new).is_ok() {
+                return;
+            }
+        }
     }
 
     /// Applies `step` to the word atomically: reads the word, asks `step` what to do, and, if it
@@ -80,13 +103,13 @@ impl Cell {
     /// One compare-and-swap attempt; `Err` carries the word found instead of `current`.
     #[inline(always)]
     fn swap(&self, current: u64, new: u64) -> Result<(), u64> {
-        // Relaxed on success and failure: coherence of this one location is all the loop needs;
-        // a failure hands back the fresh word for the next attempt.
+        // Release on success: publishes the clock reading behind `new` to `clamp` (module docs).
+        // Relaxed on failure: the loop only needs the fresh word, and coherence gives it.
         compare_exchange_weak(
             &self.word,
             current,
             new,
-            Ordering::Relaxed,
+            Ordering::Release,
             Ordering::Relaxed,
         )
         .map(|_| ())

@@ -186,8 +186,10 @@ impl<C: Clock> RateLimiter<C> {
     #[cold]
     #[inline(never)]
     fn catch_up(&self) {
-        let now = self.clock.now();
-        self.cell.update(|tat| self.gcra.catch_up(tat, now));
+        let skew = self.clock.skew_nanos();
+        // The clock is read inside, after each Acquire load of the word (see `Cell::clamp`).
+        self.cell
+            .clamp(|tat| self.gcra.catch_up(tat, self.clock.now(), skew));
     }
 
     #[inline(always)]

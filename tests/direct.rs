@@ -393,3 +393,112 @@ fn reset_restores_the_initial_fill() {
     l.reset();
     assert_eq!(l.available(), 2);
 }
+
+/// A clock that swings back by δ and returns, again and again. The clamp takes each
+/// stepped-back reading as the truth (that is what bounds the lockout to one window), so each
+/// round trip can give back at most ⌈δ / T⌉ cells, and never more than one burst: admissions
+/// stay within burst + forward drift / T + trips × min(burst, ⌈δ / T⌉), for small and large δ.
+#[test]
+fn each_round_trip_gives_back_at_most_its_amplitude() {
+    for (delta_ms, burst) in [(250u64, 10u64), (900, 10), (4_000, 10), (50, 3)] {
+        let (l, clock) = limiter(&format!("10/s burst {burst}"), 1_000 * DAY);
+        let start = clock.get();
+        let trips = 200u64;
+        let mut admitted = 0u64;
+        for i in 0..trips {
+            let high = start + i * 1_000; // drifting forward by 1 µs per trip
+            clock.set(high);
+            admitted += (0..30).filter(|_| l.check().is_ok()).count() as u64;
+            clock.set(high - delta_ms * 1_000_000);
+            admitted += (0..30).filter(|_| l.check().is_ok()).count() as u64;
+        }
+        let per_trip = delta_ms.div_ceil(100).min(burst);
+        let bound = burst + 1 + trips * per_trip;
+        assert!(admitted <= bound, "δ = {delta_ms} ms: {admitted} > {bound}");
+    }
+}
+
+/// After the clock steps back by more than a window, the lockout is one window: the bucket is
+/// empty as of the new reading and full one window later.
+#[test]
+fn lockout_after_a_step_back_is_one_window() {
+    let (l, clock) = limiter("10/s", 5_000_000_000);
+    assert_eq!((0..20).filter(|_| l.check().is_ok()).count(), 10);
+    clock.set(1_000_000_000);
+    assert!(l.check().is_err());
+    clock.set(2_000_000_000);
+    assert_eq!(l.available(), 10);
+}
+
+/// Threads whose readings of one instant differ by up to 200 ns, on a clock that declares that
+/// skew: no clamp ever fires on skew alone, so admissions stay within
+/// burst + (highest reading − lowest reading) / T.
+#[test]
+fn declared_skew_never_frees_cells() {
+    struct Skewed {
+        base: ManualClock,
+    }
+    thread_local! {
+        static OFFSET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    impl Clock for Skewed {
+        fn now(&self) -> u64 {
+            self.base.get() + OFFSET.with(|o| o.get())
+        }
+        fn skew_nanos(&self) -> u64 {
+            200
+        }
+    }
+    let q: Quota = "1000000000/s burst 100".parse().unwrap();
+    let l = Arc::new(RateLimiter::with_clock(
+        q,
+        Skewed {
+            base: ManualClock::starting_at(1 << 40),
+        },
+    ));
+    let admitted = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = [0u64, 200]
+        .into_iter()
+        .map(|offset| {
+            let (l, admitted) = (l.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                OFFSET.with(|o| o.set(offset));
+                for _ in 0..200_000 {
+                    if l.check().is_ok() {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    let admitted = admitted.load(Ordering::Relaxed);
+    assert!(admitted <= 100 + 200, "{admitted}");
+}
+
+/// `retry_after` is exact on a clock that runs forwards: refused one nanosecond before it,
+/// admitted at it, for slow, fast and fractional rates and weighted requests.
+#[test]
+fn retry_after_is_exact() {
+    for (quota, n) in [
+        ("1/day", 1),
+        ("3/10ns burst 5", 4),
+        ("7/1s burst 3", 2),
+        ("100/s", 100),
+    ] {
+        let (l, clock) = limiter(quota, 123_456_789);
+        while l.check_n(n).unwrap().is_ok() {}
+        let wait = l.check_n(n).unwrap().unwrap_err().retry_after_nanos();
+        assert!(wait > 0);
+        clock.advance_nanos(wait - 1);
+        assert!(
+            l.check_n(n).unwrap().is_err(),
+            "{quota}: admitted 1 ns early"
+        );
+        clock.advance_nanos(1);
+        assert!(
+            l.check_n(n).unwrap().is_ok(),
+            "{quota}: refused at retry_after"
+        );
+    }
+}

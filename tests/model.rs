@@ -31,8 +31,11 @@ enum Answer {
 }
 
 impl Model {
+    /// The model computes its interval from the rate as configured, `⌈period / count⌉`, not
+    /// from the limiter's own figure.
     fn new(q: &Quota, now: u128) -> Self {
-        let interval = u128::from(q.interval_nanos());
+        let (count, period) = (u128::from(q.count()), q.period().as_nanos());
+        let interval = period.div_ceil(count);
         let burst = u128::from(q.burst());
         let mut model = Self {
             tat: 0,
@@ -95,13 +98,14 @@ impl Model {
         Answer::Refused(remaining, self.burst, retry, debt)
     }
 
-    /// A refusal against a schedule more than a window ahead clamps it (the manual clock's next
-    /// reading is the same `now`, so the limiter's fresh re-reading is `now` too).
-    fn check(&mut self, now: u128, n: u128) -> Answer {
-        let answer = self.decide(now, n);
+    /// Decides at `at` (the reading passed in, possibly stale). A refusal against a schedule
+    /// more than a window ahead of the clock's *fresh* reading `fresh` clamps it to `fresh + τ`;
+    /// a stale `at` alone never does.
+    fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer {
+        let answer = self.decide(at, n);
         match answer {
-            Answer::Allowed(_, _, debt) if n > 0 => self.tat = now + debt,
-            Answer::Refused(..) => self.tat = self.clamped(now),
+            Answer::Allowed(_, _, debt) if n > 0 => self.tat = at + debt,
+            Answer::Refused(..) => self.tat = self.clamped(fresh),
             _ => {}
         }
         answer
@@ -123,8 +127,12 @@ enum Op {
     Rewind(u64),
     Set(u64),
     Check(u32),
+    /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
+    CheckAt(u32, u64),
     Peek(u32),
     Refund(u32),
+    /// `refund_at(n, now − behind)`.
+    RefundAt(u32, u64),
     Reset,
     Available,
 }
@@ -149,16 +157,17 @@ fn answer_of(
 }
 
 fn quota() -> impl Strategy<Value = Quota> {
-    let interval = prop_oneof![
+    let period = prop_oneof![
         1u64..=10,
         1u64..=1_000_000,
         Just(86_400_000_000_000u64),
         1u64..=1_000_000_000_000_000,
     ];
-    (interval, 1u32..=64, any::<u32>(), 0u8..4).prop_filter_map(
-        "window too long",
-        |(interval, burst, cells, initial)| {
-            let q = Quota::from_nanos(1, interval)
+    let count = prop_oneof![Just(1u32), 1u32..=7, 1u32..=1_000_000];
+    (period, count, 1u32..=64, any::<u32>(), 0u8..4).prop_filter_map(
+        "invalid quota",
+        |(period, count, burst, cells, initial)| {
+            let q = Quota::from_nanos(count, period)
                 .ok()?
                 .with_burst(burst)
                 .ok()?;
@@ -181,7 +190,11 @@ fn op(interval: u64) -> impl Strategy<Value = Op> {
         1 => any::<u64>().prop_map(Op::Rewind),
         1 => prop_oneof![any::<u64>(), (u64::MAX - 1_000_000_000)..=u64::MAX].prop_map(Op::Set),
         8 => prop_oneof![0u32..=4, 0u32..=70, Just(u32::MAX)].prop_map(Op::Check),
+        3 => (0u32..=70, prop_oneof![0..=interval.saturating_mul(3), any::<u64>()])
+            .prop_map(|(n, behind)| Op::CheckAt(n, behind)),
         2 => (0u32..=70).prop_map(Op::Peek),
+        1 => (prop_oneof![0u32..=4, Just(u32::MAX)], 0..=interval.saturating_mul(3))
+            .prop_map(|(n, behind)| Op::RefundAt(n, behind)),
         2 => prop_oneof![0u32..=4, Just(u32::MAX)].prop_map(Op::Refund),
         1 => Just(Op::Reset),
         1 => Just(Op::Available),
@@ -226,7 +239,16 @@ proptest! {
             }
             let now = u128::from(clock.get());
             let (got, want) = match *op {
-                Op::Check(n) => (answer_of(limiter.check_n(n)), model.check(now, n.into())),
+                Op::Check(n) => (answer_of(limiter.check_n(n)), model.check(now, now, n.into())),
+                Op::CheckAt(n, behind) => {
+                    let at = clock.get().saturating_sub(behind);
+                    (answer_of(limiter.check_n_at(n, at)), model.check(at.into(), now, n.into()))
+                }
+                Op::RefundAt(n, behind) => {
+                    let at = clock.get().saturating_sub(behind);
+                    limiter.refund_at(n, at);
+                    (Answer::Done, model.refund(at.into(), n.into()))
+                }
                 Op::Peek(n) => (answer_of(limiter.peek(n)), model.decide(now, n.into())),
                 Op::Refund(n) => {
                     limiter.refund(n);
@@ -244,6 +266,55 @@ proptest! {
                 _ => continue,
             };
             prop_assert_eq!(got, want, "op #{} {:?} at now={}", i, op, now);
+        }
+    }
+}
+
+/// The rate itself, checked independently of any model: on a clock that only moves forwards,
+/// the cells admitted between any two admissions never exceed burst + elapsed × count / period
+/// (the configured rate, exactly, in rational arithmetic).
+fn forward_run() -> impl Strategy<Value = (Quota, Vec<(u64, u32)>)> {
+    quota().prop_flat_map(|q| {
+        let step = q.interval_nanos().saturating_mul(2);
+        let ops = prop::collection::vec((0..=step, 1u32..=q.burst().min(8)), 1..200);
+        (Just(q), ops)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 10_000,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn never_above_the_configured_rate((quota, ops) in forward_run()) {
+        let clock = ManualClock::starting_at(1 << 20);
+        let limiter = RateLimiter::with_clock(quota, clock.clone());
+        // (time, cells) of every admission.
+        let mut admitted: Vec<(u128, u128)> = Vec::new();
+        for &(step, n) in &ops {
+            clock.advance_nanos(step);
+            if let Ok(Ok(_)) = limiter.check_n(n) {
+                admitted.push((clock.get().into(), n.into()));
+            }
+        }
+        let (count, period) = (u128::from(quota.count()), quota.period().as_nanos());
+        let burst = u128::from(quota.burst());
+        for i in 0..admitted.len() {
+            let mut cells = 0;
+            for j in i..admitted.len() {
+                cells += admitted[j].1;
+                let elapsed = admitted[j].0 - admitted[i].0;
+                // cells ≤ burst + elapsed × count / period, without division.
+                prop_assert!(
+                    cells <= burst || (cells - burst) * period <= elapsed * count,
+                    "{} cells in {} ns, burst {}, rate {}/{} ns", cells, elapsed, burst, count, period
+                );
+            }
         }
     }
 }

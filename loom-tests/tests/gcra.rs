@@ -161,3 +161,43 @@ fn clamp_after_a_clock_step_races_check() {
         assert_eq!(l.available(), 1);
     });
 }
+
+/// The ordering the clamp relies on: a thread that sees a bucket booked with some reading must
+/// then read the clock no earlier than that reading. One thread moves the clock forwards while
+/// another books the whole bucket and a third decides, possibly with an older reading: that
+/// stale decision must never clamp away cells booked at the newer reading.
+#[test]
+fn a_stale_decision_never_frees_cells_booked_later() {
+    const SECOND: u64 = 1_000_000_000;
+    model(|| {
+        let clock = ManualClock::starting_at(10 * SECOND);
+        let quota = Quota::per_second(10).unwrap();
+        let l = Arc::new(RateLimiter::with_clock(quota, clock.clone()));
+        let setter = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.set(12 * SECOND))
+        };
+        let booker = {
+            let l = l.clone();
+            thread::spawn(move || {
+                let at = l.clock().get();
+                (at, matches!(l.check_n_at(10, at), Ok(Ok(_))))
+            })
+        };
+        let other = {
+            let l = l.clone();
+            thread::spawn(move || l.check().is_ok())
+        };
+        setter.join().unwrap();
+        let (at, booked) = booker.join().unwrap();
+        other.join().unwrap();
+        // The clock now reads 12 s. Ten cells booked at 12 s leave nothing at 12 s.
+        if booked && at == 12 * SECOND {
+            assert_eq!(
+                l.available(),
+                0,
+                "a stale reading freed cells booked at 12 s"
+            );
+        }
+    });
+}

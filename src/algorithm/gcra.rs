@@ -16,11 +16,16 @@
 //! # Clock steps and stale readings
 //! A TAT more than `τ` ahead of `now` comes from a clock that stepped back, or from a reading
 //! that is stale (taken before another thread's later reading booked the bucket). The decision
-//! treats such a bucket as empty (refused), writes nothing, and flags the refusal; the limiter
-//! then takes a **fresh** reading and, only if the TAT is still more than `τ` ahead of it, clamps
-//! the TAT to `fresh + τ` ([`Gcra::catch_up`]). A clock that really stepped back thus locks a
-//! bucket out for at most one window `τ`, while a stale reading never frees a cell: the fresh
-//! reading is at least as late as the one that booked the bucket.
+//! treats such a bucket as empty (refused), writes nothing, and flags the refusal. The limiter
+//! then loads the word again (`Acquire`), reads the clock *after* that load, and only if the TAT
+//! is more than `τ + skew` ahead of this fresh reading, clamps it to `fresh + τ`
+//! ([`Gcra::catch_up`]). The fresh reading is no earlier than the one that booked the bucket
+//! (less the clock's declared skew), so a stale reading never frees a cell, while a clock that
+//! really stepped back locks a bucket out for at most `τ + skew`.
+//!
+//! The clamp takes the stepped-back reading as the truth. If the clock later returns to its old
+//! timeline, the time it repeats counts as refill: each such round trip can give back at most one
+//! burst. No one-word bucket can do better without locking keys out for as long as the step.
 
 use crate::cell::Step;
 use crate::decision::{Allowed, Refused};
@@ -90,17 +95,17 @@ impl Gcra {
         }
     }
 
-    /// Clamps a TAT more than `τ` ahead of `now` to `now + τ` (empty as of `now`).
+    /// The TAT to write after a backward clock step: `fresh + τ` (empty as of `fresh`) if `tat`
+    /// is more than `τ + skew` ahead of `fresh`, otherwise nothing.
     ///
-    /// `now` must be a fresh reading, taken after the refusal that asked for it: a stale reading
-    /// cannot be told from a clock that stepped back, and clamping against one would free cells
-    /// that were legitimately booked.
+    /// `fresh` must be read after `tat` was loaded (see `Cell::clamp`): a stale reading cannot
+    /// be told from a clock that stepped back, and clamping against one would free cells that
+    /// were legitimately booked. `skew` is the clock's
+    /// [`skew_nanos`](crate::clock::Clock::skew_nanos).
     #[inline]
-    pub fn catch_up(&self, tat: u64, now: u64) -> Step<()> {
-        match self.clamp(tat, now) {
-            (clamped, true) => Step::Write(clamped, ()),
-            (_, false) => Step::Keep(()),
-        }
+    pub fn catch_up(&self, tat: u64, fresh: u64, skew: u64) -> Option<u64> {
+        let latest = fresh.saturating_add(self.window);
+        (tat > latest.saturating_add(skew)).then_some(latest)
     }
 
     /// The decision [`check`](Self::check) would make, without any write.

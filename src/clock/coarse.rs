@@ -17,6 +17,8 @@ use crate::primitive::{AtomicU64, Ordering};
 /// refused up to one lag before it would have conformed, and its `retry_after` is late by as
 /// much. No request is ever admitted early.
 ///
+/// Readings never go backwards: the updater publishes the maximum it has read.
+///
 /// The updater thread holds only a weak reference and ends within one `resolution` after the
 /// last clone of the clock is dropped.
 #[derive(Debug, Clone)]
@@ -52,9 +54,12 @@ impl CoarseClock {
         std::thread::Builder::new()
             .name("flowgate-coarse-clock".into())
             .spawn(move || {
+                let mut latest = 0;
                 while let Some(shared) = weak.upgrade() {
-                    // Relaxed: readers need only some recent value of this one word.
-                    shared.now.store(shared.source.now(), Ordering::Relaxed);
+                    // Never backwards, even if this thread moves to a core whose counter lags.
+                    latest = shared.source.now().max(latest);
+                    // Release: pairs with the Acquire in `now` (see `cell`'s "Orderings").
+                    shared.now.store(latest, Ordering::Release);
                     drop(shared);
                     std::thread::sleep(resolution);
                 }
@@ -66,7 +71,8 @@ impl CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> u64 {
-        // Relaxed: a stale value is allowed by design (see "Precision").
-        self.shared.now.load(Ordering::Relaxed)
+        // Acquire: a reading is never older than one that happened before it (see `cell`'s
+        // "Orderings"); staleness against the true time is allowed (see "Precision").
+        self.shared.now.load(Ordering::Acquire)
     }
 }

@@ -44,8 +44,9 @@ impl ManualClock {
 
     /// Sets the reading to `nanos`, forwards or backwards.
     pub fn set(&self, nanos: u64) {
-        // Relaxed: the reading is a single value; tests order it with thread joins.
-        self.now.store(nanos, Ordering::Relaxed);
+        // Release: a thread that reads this value and books a bucket with it publishes it on
+        // (see `cell`'s "Orderings"); pairs with the Acquire in `get`.
+        self.now.store(nanos, Ordering::Release);
     }
 
     /// Moves the reading forwards by `by`, saturating at `u64::MAX`.
@@ -66,8 +67,8 @@ impl ManualClock {
 
     /// The current reading.
     pub fn get(&self) -> u64 {
-        // Relaxed: see `set`.
-        self.now.load(Ordering::Relaxed)
+        // Acquire: pairs with `set`, so a reading is never older than one that happened before.
+        self.now.load(Ordering::Acquire)
     }
 }
 

@@ -14,18 +14,29 @@
 //!
 //! # Readings that go backwards
 //! A clock is expected to be monotonic, but flowgate does not rely on it. Readings can step back
-//! (a [`ManualClock`] set back, a TSC read on another core that lags by a few cycles —
-//! governor#299 — or a custom clock over wall time). flowgate keeps no global "latest reading"
-//! (that would put one contended cache line under every limiter); instead the decision math is
-//! built to be safe for any sequence of readings:
+//! (a [`ManualClock`] set back, a custom clock over wall time corrected by NTP), lag a little
+//! (counters on two cores a few cycles apart, governor#299), or be stale (a thread preempted
+//! between its clock read and its update). flowgate keeps no global "latest reading", which
+//! would put one contended cache line under every limiter. Instead:
 //!
 //! * **No panic, no wrap.** Every subtraction of times saturates or is guarded.
-//! * **Never over-admits.** A GCRA decision is monotone in `now`: an earlier reading can only
-//!   refuse what a later one would admit, never the reverse.
-//! * **Bounded lockout.** A bucket's state is never more than one full window (`burst ×
-//!   interval`) ahead of the reading it is judged against; a state further ahead (booked before
-//!   the clock stepped back) is clamped to "empty as of now" and written back, so after a
-//!   backward step of any size a key waits at most one full refill.
+//! * **An early reading refuses more, never less.** A GCRA decision is monotone in `now`.
+//! * **Lag and staleness free nothing.** A refusal against a bucket booked more than one window
+//!   (`burst × interval`) ahead of its reading makes the limiter load the bucket again and read
+//!   the clock *after* that load (release/acquire ordering carries the booking's reading, see
+//!   `cell`), and clamp only if the bucket is still more than a window plus the clock's
+//!   [`Clock::skew_nanos`] ahead of this fresh reading. A reading that is merely stale or lags
+//!   within the declared skew never triggers it.
+//! * **Bounded lockout after a real step back.** The clamp sets the bucket to "empty as of the
+//!   fresh reading", so after a backward step of any size a key waits at most one window plus
+//!   the clock's skew, not as long as the step.
+//! * **The price of that bound.** The clamp takes the stepped-back reading as the truth. If the
+//!   clock later returns to where it was, the time it repeats counts as refill: each round trip
+//!   back by δ (beyond the skew) and forwards again can give back up to `⌈δ / interval⌉` cells,
+//!   never more than one burst. A one-word bucket cannot tell a clock that stepped back for
+//!   good from one that will return; the alternative, governor's, is a lockout as long as the
+//!   step. A single step back, without return, never admits more than the rate allows from the
+//!   new reading on.
 
 mod coarse;
 mod manual;
@@ -63,6 +74,18 @@ pub use self::std_clock::StdClock;
 pub trait Clock {
     /// Nanoseconds since this clock's origin.
     fn now(&self) -> u64;
+
+    /// How far a reading may trail a reading that another thread took *earlier* (for example
+    /// counters on two cores that are a few cycles apart). Backward steps up to this size are
+    /// never treated as clock steps, so such lag can never free booked cells; the price is that
+    /// after a real backward step a bucket may stay locked out this much longer than one window.
+    ///
+    /// The default, 0, is right for clocks whose readings travel through memory with
+    /// release/acquire ordering (like [`ManualClock`] and [`CoarseClock`]) and for clocks that are
+    /// monotonic across threads.
+    fn skew_nanos(&self) -> u64 {
+        0
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -70,11 +93,19 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> u64 {
         (**self).now()
     }
+
+    fn skew_nanos(&self) -> u64 {
+        (**self).skew_nanos()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     #[inline(always)]
     fn now(&self) -> u64 {
         (**self).now()
+    }
+
+    fn skew_nanos(&self) -> u64 {
+        (**self).skew_nanos()
     }
 }

@@ -62,12 +62,22 @@ impl Default for QuantaClock {
     }
 }
 
+/// The skew tolerance of a hardware counter: cross-core offsets of an invariant TSC that the
+/// OS has synchronized are far below this (tens of nanoseconds), and an unordered `rdtsc` may
+/// execute a few dozen cycles early.
+pub(super) const COUNTER_SKEW_NANOS: u64 = 10_000;
+
 impl Clock for QuantaClock {
     #[inline]
     fn now(&self) -> u64 {
         let ticks = self.raw().saturating_sub(self.origin);
         let nanos = (u128::from(ticks) * u128::from(self.nanos_per_2_32_ticks)) >> 32;
         u64::try_from(nanos).unwrap_or(u64::MAX)
+    }
+
+    /// 10 µs: cross-core counter offsets and an unordered counter read.
+    fn skew_nanos(&self) -> u64 {
+        COUNTER_SKEW_NANOS
     }
 }
 

@@ -228,7 +228,12 @@ impl Quota {
         if exact < 1.0 {
             return Err(QuotaError::IntervalBelowOneNanosecond);
         }
-        let interval = exact.ceil();
+        let mut interval = exact.ceil();
+        // `1e9 / rate` is rounded to nearest, so its ceiling can fall one short of the exact
+        // one: check `interval × rate ≥ 10⁹` with a single rounding (exact in sign).
+        if interval.mul_add(rate, -1e9) < 0.0 {
+            interval += 1.0;
+        }
         // 2^64 and above do not fit.
         if interval >= 18_446_744_073_709_551_616.0 {
             return Err(QuotaError::PeriodTooLong);
@@ -250,7 +255,8 @@ impl Quota {
     /// # Errors
     /// [`QuotaError::InitialAboveBurst`] if `Initial::Cells(n)` has `n > burst`.
     pub fn with_initial(self, initial: Initial) -> Result<Self, QuotaError> {
-        // One spelling for "no cells", so that equal quotas compare equal.
+        // One spelling for "no cells". (Equality stays structural otherwise: `Cells(burst)` is
+        // not normalized to `Full`, since a later `with_burst` would change its meaning.)
         let initial = match initial {
             Initial::Cells(0) => Initial::Empty,
             other => other,

@@ -12,7 +12,8 @@
 //!         | "d" | "day" | "days"
 //! ```
 //! Whitespace is allowed between all tokens and around the string; keywords and units are
-//! case-insensitive, except that a capital `M` alone is rejected (month? mega?): write `min`. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
+//! case-insensitive, except that `M`, `Ms` and `MS` are rejected (month? mega?): write `min` or
+//! `ms`. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
 //! 10⁹/s, the 292-year window) are those of [`Quota`](super::Quota) and are reported as
 //! [`ParseQuotaErrorKind::Invalid`].
 
@@ -174,7 +175,8 @@ impl<'a> Cursor<'a> {
         let word = self.take_while(char::is_alphabetic);
         let unit = UNITS
             .iter()
-            .filter(|_| word != "M")
+            // `M`, `Ms`, `MS`: month? mega? Only a lowercase `m` starts minutes or milliseconds.
+            .filter(|_| !(word.starts_with('M') && word.len() <= 2))
             .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(word)))
             .map(|&(_, nanos)| nanos)
             .ok_or(ParseQuotaError {

@@ -63,6 +63,23 @@ fn invalid_rates_are_typed_errors() {
         Duration::from_secs(2)
     );
     assert_eq!(Quota::from_rate(3.0).unwrap().interval_nanos(), 333_333_334);
+    // 10⁹ / 3.03030303030303e7 is 33.0000000000000033: the f64 quotient rounds to 33.0.
+    assert_eq!(
+        Quota::from_rate(3.03030303030303e7)
+            .unwrap()
+            .interval_nanos(),
+        34
+    );
+    // Whatever the rate, interval × rate ≥ 10⁹ (the effective rate is never above the asked).
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let rate = 1.0 + (x >> 11) as f64 / (1u64 << 53) as f64 * 1e8;
+        let t = Quota::from_rate(rate).unwrap().interval_nanos() as f64;
+        assert!(t.mul_add(rate, -1e9) >= 0.0, "rate {rate:e}: interval {t}");
+    }
 }
 
 #[test]
@@ -232,6 +249,8 @@ fn rejects_bad_strings_with_a_position() {
     );
     assert_eq!(e("1/s burst 2 burst 3"), (TrailingInput, 12));
     assert_eq!(e("1/M"), (UnknownUnit, 2));
+    assert_eq!(e("1/Ms"), (UnknownUnit, 2));
+    assert_eq!(e("1/MS"), (UnknownUnit, 2));
     assert_eq!(e("1/s bursty 3"), (TrailingInput, 4));
     assert_eq!(e("1/s, burst 3"), (TrailingInput, 3));
     assert_eq!(e("1/sµ"), (UnknownUnit, 2));
