@@ -201,3 +201,27 @@ fn a_stale_decision_never_frees_cells_booked_later() {
         }
     });
 }
+
+#[test]
+fn reset_races_check() {
+    model(|| {
+        let l = frozen(2);
+        assert!(l.check_n(2).unwrap().is_ok());
+        let resetter = {
+            let l = l.clone();
+            thread::spawn(move || l.reset())
+        };
+        let checker = {
+            let l = l.clone();
+            thread::spawn(move || {
+                fail_next_cas(1);
+                l.check().is_ok()
+            })
+        };
+        resetter.join().unwrap();
+        let admitted = checker.join().unwrap();
+        // The check came before the reset (refused, bucket then full) or after it (admitted, one
+        // cell taken from the full bucket); the reset is never lost to the check's CAS.
+        assert_eq!(l.available(), if admitted { 1 } else { 2 });
+    });
+}
