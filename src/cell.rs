@@ -20,16 +20,8 @@
 
 use crossbeam_utils::Backoff;
 
+use crate::algorithm::Step;
 use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
-
-/// What an algorithm decided for one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step<T> {
-    /// Leave the word unchanged and return the answer (a refusal, a peek).
-    Keep(T),
-    /// Write the new word (if the word still holds what the function saw), then return the answer.
-    Write(u64, T),
-}
 
 /// One bucket's state: a single atomic 64-bit word.
 #[derive(Debug)]

@@ -2,41 +2,95 @@
 //! ("never").
 //!
 //! Decisions are small `Copy` values that own their numbers, so they outlive the limiter and
-//! can be aggregated across limiters. They carry the bucket's state relative to the moment of
-//! the decision (its *debt*: how far the bucket's schedule runs ahead of `now`), and derive
-//! `remaining` and the durations from it only when asked: the division `remaining` needs is not
-//! paid by callers that only want yes or no.
+//! can be aggregated across limiters and algorithms. They carry the bucket's state as a
+//! [`Gauge`] relative to the moment of the decision, and derive `remaining` from it only when
+//! asked: the division `remaining` needs is not paid by callers that only want yes or no.
 
 use core::fmt;
 use core::time::Duration;
 
+/// How full a bucket is at the moment of a decision, in the algorithm's own unit: `used` units
+/// of `unit` each, out of `limit` cells, and how long until it is fully available again.
+///
+/// GCRA measures in nanoseconds (`used` is the schedule's lead over `now`, `unit` the emission
+/// interval); counting algorithms measure in cells (`unit` = 1). Either way the whole cells
+/// remaining are `limit − ⌈used / unit⌉`, computed only when asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gauge {
+    used: u64,
+    unit: u64,
+    limit: u32,
+    reset: u64,
+}
+
+impl Gauge {
+    /// A gauge of `used` units of `unit` (≥ 1) out of `limit` cells, full again in
+    /// `reset_after_nanos`.
+    #[inline(always)]
+    pub const fn new(used: u64, unit: u64, limit: u32, reset_after_nanos: u64) -> Self {
+        Self {
+            used,
+            unit,
+            limit,
+            reset: reset_after_nanos,
+        }
+    }
+
+    /// Whole cells available: `limit − ⌈used / unit⌉`, at least 0.
+    pub fn remaining(&self) -> u32 {
+        let used = self.used.div_ceil(self.unit.max(1));
+        self.limit
+            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+    }
+
+    /// The bucket's capacity: the `limit` of rate-limit headers.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Nanoseconds until the bucket is fully available again if nothing else is taken.
+    pub fn reset_after_nanos(&self) -> u64 {
+        self.reset
+    }
+}
+
 /// An admitted request, and the bucket's state just after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allowed {
-    pub(crate) debt: u64,
-    pub(crate) interval: u64,
-    pub(crate) burst: u32,
+    pub(crate) gauge: Gauge,
 }
 
 impl Allowed {
+    /// An admission leaving the bucket as `gauge` says (for [`Algorithm`](crate::Algorithm)
+    /// implementations).
+    #[inline(always)]
+    pub const fn new(gauge: Gauge) -> Self {
+        Self { gauge }
+    }
+
     /// Cells still available at once after this request.
     pub fn remaining(&self) -> u32 {
-        remaining(self.debt, self.interval, self.burst)
+        self.gauge.remaining()
     }
 
     /// The bucket's capacity (its burst): the `limit` of rate-limit headers.
     pub fn limit(&self) -> u32 {
-        self.burst
+        self.gauge.limit
     }
 
     /// Time until the bucket is full again if nothing else is taken.
     pub fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.debt)
+        Duration::from_nanos(self.gauge.reset)
     }
 
     /// [`reset_after`](Self::reset_after) in nanoseconds.
     pub fn reset_after_nanos(&self) -> u64 {
-        self.debt
+        self.gauge.reset
+    }
+
+    /// The bucket's state after this request.
+    pub fn gauge(&self) -> Gauge {
+        self.gauge
     }
 }
 
@@ -44,19 +98,37 @@ impl Allowed {
 /// else is taken in between. Nothing was consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refused {
-    pub(crate) debt: u64,
+    pub(crate) gauge: Gauge,
     pub(crate) wait: u64,
-    pub(crate) interval: u64,
-    pub(crate) burst: u32,
     /// The bucket was booked more than a window ahead of the reading: the clock stepped back or
     /// the reading was stale. The limiter re-checks with a fresh reading.
     pub(crate) clock_behind: bool,
 }
 
 impl Refused {
+    /// A refusal of a request that conforms in `retry_after_nanos` (≥ 1; `u64::MAX` for never),
+    /// against a bucket as `gauge` says (for [`Algorithm`](crate::Algorithm) implementations).
+    #[inline(always)]
+    pub const fn new(gauge: Gauge, retry_after_nanos: u64) -> Self {
+        Self {
+            gauge,
+            wait: retry_after_nanos,
+            clock_behind: false,
+        }
+    }
+
+    /// Marks the refusal as made against a bucket booked further ahead than the reading can
+    /// explain (a clock that stepped back, or a stale reading): the limiter then calls
+    /// [`Algorithm::catch_up`](crate::Algorithm::catch_up) with a fresh reading.
+    #[inline(always)]
+    pub const fn behind_clock(mut self) -> Self {
+        self.clock_behind = true;
+        self
+    }
+
     /// The earliest time, from the decision, at which the same request conforms: exact to the
-    /// nanosecond, never zero. `u64::MAX` nanoseconds means it cannot conform before the clock's
-    /// 584-year horizon.
+    /// nanosecond for a clock that runs forwards, never zero. `u64::MAX` nanoseconds means it
+    /// cannot conform before the clock's 584-year horizon.
     pub fn retry_after(&self) -> Duration {
         Duration::from_nanos(self.wait)
     }
@@ -68,12 +140,12 @@ impl Refused {
 
     /// Time until the bucket is full again.
     pub fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.debt)
+        Duration::from_nanos(self.gauge.reset)
     }
 
     /// [`reset_after`](Self::reset_after) in nanoseconds.
     pub fn reset_after_nanos(&self) -> u64 {
-        self.debt
+        self.gauge.reset
     }
 
     /// Cells available at once now (fewer than the request needed; 0 when the request can
@@ -82,12 +154,17 @@ impl Refused {
         if self.wait == u64::MAX {
             return 0;
         }
-        remaining(self.debt, self.interval, self.burst)
+        self.gauge.remaining()
     }
 
     /// The bucket's capacity (its burst).
     pub fn limit(&self) -> u32 {
-        self.burst
+        self.gauge.limit
+    }
+
+    /// The bucket's state at the refusal.
+    pub fn gauge(&self) -> Gauge {
+        self.gauge
     }
 }
 
@@ -120,10 +197,3 @@ impl fmt::Display for InsufficientCapacity {
 }
 
 impl std::error::Error for InsufficientCapacity {}
-
-/// Whole cells left in a bucket whose schedule is `debt` ns ahead: `burst − ⌈debt / interval⌉`.
-fn remaining(debt: u64, interval: u64, burst: u32) -> u32 {
-    // debt ≤ burst × interval, so the quotient is at most `burst` and the cast is lossless.
-    let used = debt.div_ceil(interval);
-    burst.saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
-}

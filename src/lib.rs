@@ -22,14 +22,15 @@
 //! * [`quota`]: [`Quota`], a validated rate and burst, and its string grammar.
 //! * [`clock`]: the [`Clock`](clock::Clock) trait, the default TSC clock, a coarse clock, and a
 //!   manual clock for tests.
-//! * `algorithm`: the pure decision math ([GCRA](crate::RateLimiter)).
+//! * [`algorithm`]: the [`Algorithm`] trait, pure decision math over one packed word, and the
+//!   algorithms ([`Gcra`], the default).
 //! * `cell`: the single compare-and-swap loop every algorithm runs in.
 //! * [`RateLimiter`]: one bucket, what users call.
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
-pub(crate) mod algorithm;
+pub mod algorithm;
 mod cell;
 pub mod clock;
 mod decision;
@@ -37,7 +38,8 @@ mod limiter;
 mod primitive;
 pub mod quota;
 
-pub use decision::{Allowed, InsufficientCapacity, Refused};
+pub use algorithm::{Algorithm, Gcra};
+pub use decision::{Allowed, Gauge, InsufficientCapacity, Refused};
 pub use limiter::RateLimiter;
 pub use quota::{Initial, Quota, QuotaError};
 

@@ -1,15 +1,16 @@
-//! [`RateLimiter`]: one bucket (GCRA on one `AtomicU64`), its clock, and what users call.
+//! [`RateLimiter`]: one bucket (one `AtomicU64`), its algorithm and clock, and what users call.
 
 use core::time::Duration;
 
-use crate::algorithm::gcra::Gcra;
+use crate::algorithm::{Algorithm, Gcra};
 use crate::cell::Cell;
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Allowed, InsufficientCapacity, Refused};
 use crate::quota::Quota;
 
-/// A rate limiter for one stream of requests: a single GCRA bucket whose whole state is one
-/// `AtomicU64`, updated with a lock-free compare-and-swap loop.
+/// A rate limiter for one stream of requests: a single bucket whose whole state is one
+/// `AtomicU64`, updated with a lock-free compare-and-swap loop, deciding with the
+/// [`Algorithm`] `A` (GCRA unless chosen otherwise, see [`RateLimiter::with_algorithm`]).
 ///
 /// ```
 /// use flowgate::{Quota, RateLimiter};
@@ -26,7 +27,8 @@ use crate::quota::Quota;
 /// Every method takes `&self`; share the limiter with `Arc` or a `static`. A decision is one
 /// clock read, one load and (when admitted) one successful compare-and-swap; a refusal writes
 /// nothing. (Only after the clock steps back does a refusal take a second, fresh reading to
-/// clamp the bucket; see the [`clock` module](crate::clock).) No lock, allocation or syscall is on the decision path.
+/// clamp the bucket; see the [`clock` module](crate::clock).) No lock, allocation or syscall
+/// is on the decision path.
 ///
 /// # Time
 /// All state is in nanoseconds since the origin of the limiter's [`Clock`]. The `*_at(now)`
@@ -35,36 +37,46 @@ use crate::quota::Quota;
 /// [`clock` module](crate::clock) for what happens when readings go backwards, and
 /// the README's "Semantics" for overflow at the 584-year horizon.
 #[derive(Debug)]
-pub struct RateLimiter<C: Clock = QuantaClock> {
+pub struct RateLimiter<C: Clock = QuantaClock, A: Algorithm = Gcra> {
     cell: Cell,
-    gcra: Gcra,
-    quota: Quota,
+    algorithm: A,
     clock: C,
 }
 
 impl RateLimiter<QuantaClock> {
-    /// A limiter for `quota` on the default clock, starting as [`Quota::initial`] says.
+    /// A GCRA limiter for `quota` on the default clock, starting as [`Quota::initial`] says.
     pub fn new(quota: Quota) -> Self {
         Self::with_clock(quota, QuantaClock::new())
     }
 }
 
 impl<C: Clock> RateLimiter<C> {
-    /// A limiter for `quota` on `clock`, starting as [`Quota::initial`] says.
+    /// A GCRA limiter for `quota` on `clock`, starting as [`Quota::initial`] says.
     pub fn with_clock(quota: Quota, clock: C) -> Self {
-        let gcra = Gcra::new(&quota);
-        let word = gcra.initial_word(clock.now(), quota.initial_cells());
+        Self::with_algorithm(Gcra::new(&quota), clock)
+    }
+}
+
+impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
+    /// A limiter deciding with `algorithm` on `clock`, starting as its quota's
+    /// [`Quota::initial`] says.
+    pub fn with_algorithm(algorithm: A, clock: C) -> Self {
+        let word = algorithm.initial_word(clock.now());
         Self {
             cell: Cell::new(word),
-            gcra,
-            quota,
+            algorithm,
             clock,
         }
     }
 
     /// The quota this limiter enforces.
     pub fn quota(&self) -> &Quota {
-        &self.quota
+        self.algorithm.quota()
+    }
+
+    /// The algorithm this limiter decides with.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
     }
 
     /// The limiter's clock, whose readings the `*_at` methods expect.
@@ -74,7 +86,7 @@ impl<C: Clock> RateLimiter<C> {
 }
 
 /// # Checking
-impl<C: Clock> RateLimiter<C> {
+impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// Takes one cell if one is available now.
     ///
     /// # Performance
@@ -93,7 +105,7 @@ impl<C: Clock> RateLimiter<C> {
     #[inline(always)]
     pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
         // burst ≥ 1, so one cell is never more than the burst.
-        self.answer(self.cell.update(|tat| self.gcra.check(tat, now, 1)))
+        self.answer(self.cell.update(|tat| self.algorithm.check(tat, now, 1)))
     }
 
     /// Takes `n` cells at once if they are all available now; otherwise takes nothing.
@@ -123,7 +135,7 @@ impl<C: Clock> RateLimiter<C> {
             return self.peek_at(0, now);
         }
         self.within_burst(n)?;
-        Ok(self.answer(self.cell.update(|tat| self.gcra.check(tat, now, n))))
+        Ok(self.answer(self.cell.update(|tat| self.algorithm.check(tat, now, n))))
     }
 
     /// The decision [`check_n`](Self::check_n) would make now, without taking anything.
@@ -146,9 +158,9 @@ impl<C: Clock> RateLimiter<C> {
         self.within_burst(n)?;
         let tat = self.cell.load();
         if n == 0 {
-            return Ok(Ok(self.gcra.state(tat, now)));
+            return Ok(Ok(self.algorithm.state(tat, now)));
         }
-        Ok(self.gcra.peek(tat, now, n))
+        Ok(self.algorithm.peek(tat, now, n))
     }
 
     /// Gives `n` cells back (e.g. for work that was admitted but not done), never filling the
@@ -159,15 +171,14 @@ impl<C: Clock> RateLimiter<C> {
 
     /// [`refund`](Self::refund) at `now` (a reading of this limiter's clock).
     pub fn refund_at(&self, n: u32, now: u64) {
-        self.cell.update(|tat| self.gcra.refund(tat, now, n));
+        self.cell.update(|tat| self.algorithm.refund(tat, now, n));
     }
 
     /// Forgets past requests: the bucket starts over as [`Quota::initial`] says, as of now
     /// (full by default).
     pub fn reset(&self) {
-        let now = self.clock.now();
         self.cell
-            .store(self.gcra.initial_word(now, self.quota.initial_cells()));
+            .store(self.algorithm.initial_word(self.clock.now()));
     }
 
     /// Passes the answer on; first, if it was refused because the bucket is booked more than a
@@ -189,12 +200,12 @@ impl<C: Clock> RateLimiter<C> {
         let skew = self.clock.skew_nanos();
         // The clock is read inside, after each Acquire load of the word (see `Cell::clamp`).
         self.cell
-            .clamp(|tat| self.gcra.catch_up(tat, self.clock.now(), skew));
+            .clamp(|word| self.algorithm.catch_up(word, self.clock.now(), skew));
     }
 
     #[inline(always)]
     fn within_burst(&self, n: u32) -> Result<(), InsufficientCapacity> {
-        let burst = self.gcra.burst();
+        let burst = self.algorithm.capacity();
         if n > burst {
             return Err(InsufficientCapacity {
                 requested: n,
@@ -228,19 +239,22 @@ impl<C: Clock> RateLimiter<C> {
 /// # Ok::<(), flowgate::QuotaError>(())
 /// ```
 impl<C: Clock> RateLimiter<C> {
-    /// The most tokens the bucket holds (the quota's burst).
-    pub fn capacity(&self) -> u32 {
-        self.gcra.burst()
-    }
-
     /// The time in which one token is added.
     pub fn refill_interval(&self) -> Duration {
-        Duration::from_nanos(self.gcra.interval())
+        Duration::from_nanos(self.algorithm.interval())
+    }
+}
+
+/// # Capacity, for every algorithm
+impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
+    /// The most cells (tokens) the bucket holds: the largest request that can ever succeed.
+    pub fn capacity(&self) -> u32 {
+        self.algorithm.capacity()
     }
 
-    /// Tokens in the bucket now.
+    /// Cells (tokens) available now.
     pub fn available(&self) -> u32 {
-        self.gcra
+        self.algorithm
             .state(self.cell.load(), self.clock.now())
             .remaining()
     }

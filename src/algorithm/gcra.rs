@@ -27,26 +27,42 @@
 //! timeline, the time it repeats counts as refill: each such round trip can give back at most one
 //! burst. No one-word bucket can do better without locking keys out for as long as the step.
 
-use crate::cell::Step;
-use crate::decision::{Allowed, Refused};
+use super::{Algorithm, Step};
+use crate::decision::{Allowed, Gauge, Refused};
 use crate::quota::Quota;
 
-/// The GCRA parameters of one quota, in nanoseconds.
+/// GCRA for one quota: the default algorithm, a token bucket with lazy refill.
+///
+/// | | |
+/// |---|---|
+/// | burst | up to `burst` cells at once, then one per interval |
+/// | boundary effect | none: no window edges |
+/// | precision | exact to the nanosecond (interval rounded up) |
+/// | bytes per bucket | 8 (the TAT) |
+/// | cost per decision | one load, one CAS, no division |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
     interval: u64,
     window: u64,
     burst: u32,
+    quota: Quota,
 }
 
 impl Gcra {
-    /// The parameters of `quota`.
+    /// GCRA for `quota`. Every valid quota is a valid GCRA.
     pub fn new(quota: &Quota) -> Self {
         Self {
             interval: quota.interval_nanos(),
             window: quota.window_nanos(),
             burst: quota.burst(),
+            quota: *quota,
         }
+    }
+
+    /// A bucket whose schedule runs `debt` ns ahead of now: full again in `debt` ns.
+    #[inline(always)]
+    fn gauge(&self, debt: u64) -> Gauge {
+        Gauge::new(debt, self.interval, self.burst, debt)
     }
 
     /// The bucket's capacity.
@@ -61,8 +77,8 @@ impl Gcra {
         self.interval
     }
 
-    /// The word of a bucket created at `now` holding `cells` cells (`cells ≤ burst`).
-    pub fn initial_word(&self, now: u64, cells: u32) -> u64 {
+    /// The word of a bucket at `now` holding `cells` cells (`cells ≤ burst`).
+    fn word_with(&self, now: u64, cells: u32) -> u64 {
         let missing = u64::from(self.burst.saturating_sub(cells)) * self.interval;
         if missing == 0 {
             0
@@ -82,38 +98,6 @@ impl Gcra {
         }
     }
 
-    /// Takes `n` cells (`1 ≤ n ≤ burst`) from the bucket `tat` at `now`.
-    ///
-    /// Writes the new TAT when admitted; a refusal writes nothing. A refusal whose TAT was more
-    /// than `τ` ahead of `now` says so in [`Refused::clock_behind`]; the caller then clamps with
-    /// a fresh reading ([`Gcra::catch_up`]).
-    #[inline(always)]
-    pub fn check(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
-        match self.decide(tat, now, n) {
-            (Ok(allowed), word) => Step::Write(word, Ok(allowed)),
-            (Err(refused), _) => Step::Keep(Err(refused)),
-        }
-    }
-
-    /// The TAT to write after a backward clock step: `fresh + τ` (empty as of `fresh`) if `tat`
-    /// is more than `τ + skew` ahead of `fresh`, otherwise nothing.
-    ///
-    /// `fresh` must be read after `tat` was loaded (see `Cell::clamp`): a stale reading cannot
-    /// be told from a clock that stepped back, and clamping against one would free cells that
-    /// were legitimately booked. `skew` is the clock's
-    /// [`skew_nanos`](crate::clock::Clock::skew_nanos).
-    #[inline]
-    pub fn catch_up(&self, tat: u64, fresh: u64, skew: u64) -> Option<u64> {
-        let latest = fresh.saturating_add(self.window);
-        (tat > latest.saturating_add(skew)).then_some(latest)
-    }
-
-    /// The decision [`check`](Self::check) would make, without any write.
-    #[inline]
-    pub fn peek(&self, tat: u64, now: u64, n: u32) -> Result<Allowed, Refused> {
-        self.decide(tat, now, n).0
-    }
-
     /// The decision, and the word to store if it is admitted.
     #[inline(always)]
     fn decide(&self, tat: u64, now: u64, n: u32) -> (Result<Allowed, Refused>, u64) {
@@ -124,11 +108,7 @@ impl Gcra {
             // new_tat ≥ base ≥ now.
             let debt = new_tat - now;
             if debt <= self.window {
-                let allowed = Allowed {
-                    debt,
-                    interval: self.interval,
-                    burst: self.burst,
-                };
+                let allowed = Allowed::new(self.gauge(debt));
                 return (Ok(allowed), new_tat);
             }
         }
@@ -153,23 +133,64 @@ impl Gcra {
             None => u64::MAX,
         };
         Refused {
-            debt: tat.saturating_sub(now),
+            gauge: self.gauge(tat.saturating_sub(now)),
             wait,
-            interval: self.interval,
-            burst: self.burst,
             clock_behind,
         }
+    }
+}
+
+impl Algorithm for Gcra {
+    fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    #[inline(always)]
+    fn capacity(&self) -> u32 {
+        self.burst
+    }
+
+    fn initial_word(&self, now: u64) -> u64 {
+        self.word_with(now, self.quota.initial_cells())
+    }
+
+    /// Takes `n` cells (`1 ≤ n ≤ burst`) from the bucket `tat` at `now`.
+    ///
+    /// Writes the new TAT when admitted; a refusal writes nothing. A refusal whose TAT was more
+    /// than `τ` ahead of `now` says so ([`Refused::behind_clock`]); the caller then clamps with
+    /// a fresh reading ([`Gcra::catch_up`]).
+    #[inline(always)]
+    fn check(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
+        match self.decide(tat, now, n) {
+            (Ok(allowed), word) => Step::Write(word, Ok(allowed)),
+            (Err(refused), _) => Step::Keep(Err(refused)),
+        }
+    }
+
+    /// The TAT to write after a backward clock step: `fresh + τ` (empty as of `fresh`) if `tat`
+    /// is more than `τ + skew` ahead of `fresh`, otherwise nothing.
+    ///
+    /// `fresh` must be read after `tat` was loaded (see `Cell::clamp`): a stale reading cannot
+    /// be told from a clock that stepped back, and clamping against one would free cells that
+    /// were legitimately booked. `skew` is the clock's
+    /// [`skew_nanos`](crate::clock::Clock::skew_nanos).
+    #[inline]
+    fn catch_up(&self, tat: u64, fresh: u64, skew: u64) -> Option<u64> {
+        let latest = fresh.saturating_add(self.window);
+        (tat > latest.saturating_add(skew)).then_some(latest)
+    }
+
+    /// The decision [`check`](Self::check) would make, without any write.
+    #[inline]
+    fn peek(&self, tat: u64, now: u64, n: u32) -> Result<Allowed, Refused> {
+        self.decide(tat, now, n).0
     }
 
     /// The bucket `tat` as seen at `now`, without taking anything (what `n = 0` reports).
     #[inline]
-    pub fn state(&self, tat: u64, now: u64) -> Allowed {
+    fn state(&self, tat: u64, now: u64) -> Allowed {
         let (tat, _) = self.clamp(tat, now);
-        Allowed {
-            debt: tat.saturating_sub(now),
-            interval: self.interval,
-            burst: self.burst,
-        }
+        Allowed::new(self.gauge(tat.saturating_sub(now)))
     }
 
     /// Gives `n` cells back to the bucket `tat` at `now`, never above `burst`.
@@ -177,7 +198,7 @@ impl Gcra {
     /// The TAT moves back by at most `n·T` and never below `now`: a refund can free no more than
     /// the `n` cells it returns, whatever `now` is (no clamp here, so a stale reading is harmless).
     #[inline]
-    pub fn refund(&self, tat: u64, now: u64, n: u32) -> Step<()> {
+    fn refund(&self, tat: u64, now: u64, n: u32) -> Step<()> {
         if tat <= now {
             return Step::Keep(());
         }

@@ -1,7 +1,79 @@
-//! The decision math, one file per algorithm: pure functions from (state word, now, n) to a
-//! [`Step`](crate::cell::Step), with no atomics and no clock inside.
+//! The decision math: the [`Algorithm`] trait and one module per algorithm.
 //!
-//! Keeping the math pure lets the same function run inside the lock-free [`Cell`](crate::cell)
-//! loop, inside a reference model in the tests, and (mirrored in Lua) on a Redis server.
+//! An algorithm is pure: it maps (the bucket's packed `u64` word, a clock reading, `n` cells)
+//! to a decision and, if the bucket changes, the new word. It holds no atomics and reads no
+//! clock; the lock-free cell runs it inside its compare-and-swap loop (retrying it on a fresh
+//! word when another thread won), and the same function serves the single limiter, keyed
+//! tables, policies, and the reference models in the tests.
+//!
+//! Every algorithm documents its word layout (named shifts and masks, and what 0 means) and
+//! validates at construction every bound that keeps its arithmetic from overflowing.
 
 pub mod gcra;
+
+pub use gcra::Gcra;
+
+use crate::decision::{Allowed, Refused};
+use crate::quota::Quota;
+
+/// What an algorithm decided for one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<T> {
+    /// Leave the word unchanged and return the answer (a refusal, a peek).
+    Keep(T),
+    /// Write this new word (if the word still holds what the algorithm saw), then return the
+    /// answer.
+    Write(u64, T),
+}
+
+impl<T> Step<T> {
+    /// The answer, whether or not a write was asked for.
+    #[inline(always)]
+    pub fn answer(self) -> T {
+        match self {
+            Step::Keep(answer) | Step::Write(_, answer) => answer,
+        }
+    }
+}
+
+/// A rate-limiting algorithm over one packed 64-bit word per bucket.
+///
+/// All methods are pure functions of their arguments: they may run several times for one
+/// request (the CAS loop retries them on a fresh word), and their results must not depend on
+/// anything else. Times are nanoseconds since the clock's origin; a reading may be earlier than
+/// one seen before (see [`crate::clock`]), which must never cause a panic.
+pub trait Algorithm {
+    /// The quota this algorithm enforces.
+    fn quota(&self) -> &Quota;
+
+    /// The most cells one request may take; a larger `n` can never succeed.
+    fn capacity(&self) -> u32;
+
+    /// The word of a bucket created at `now`, filled as [`Quota::initial`] says.
+    fn initial_word(&self, now: u64) -> u64;
+
+    /// Takes `n` cells, `1 ≤ n ≤ capacity`, from the bucket `word` at `now`.
+    fn check(&self, word: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>>;
+
+    /// The decision [`check`](Self::check) would make, without taking anything.
+    #[inline(always)]
+    fn peek(&self, word: u64, now: u64, n: u32) -> Result<Allowed, Refused> {
+        self.check(word, now, n).answer()
+    }
+
+    /// The bucket `word` as seen at `now`, taking nothing (what a request of 0 cells reports).
+    fn state(&self, word: u64, now: u64) -> Allowed;
+
+    /// Gives `n` cells back to the bucket `word` at `now`, never beyond its capacity.
+    fn refund(&self, word: u64, now: u64, n: u32) -> Step<()>;
+
+    /// After a refusal flagged as "clock behind" (the bucket looked booked further ahead than
+    /// any reading could explain), the word to write given a `fresh` reading taken after the
+    /// word was loaded, and the clock's declared `skew`; `None` to leave it. The default never
+    /// writes.
+    #[inline]
+    fn catch_up(&self, word: u64, fresh: u64, skew: u64) -> Option<u64> {
+        let _ = (word, fresh, skew);
+        None
+    }
+}
