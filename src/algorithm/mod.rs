@@ -9,8 +9,11 @@
 //! Every algorithm documents its word layout (named shifts and masks, and what 0 means) and
 //! validates at construction every bound that keeps its arithmetic from overflowing.
 
+mod fixed_window;
 pub mod gcra;
+mod window;
 
+pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 
 use crate::decision::{Allowed, Refused};

@@ -110,6 +110,19 @@ pub enum QuotaError {
     NotFinite,
     /// A fractional rate is negative or zero.
     NotPositive,
+    /// The algorithm counts requests in a packed field that holds at most `max` per window.
+    LimitTooLarge {
+        /// The largest count the algorithm's word holds.
+        max: u32,
+    },
+    /// The algorithm's window is shorter than it supports (`min_nanos`).
+    WindowTooShort {
+        /// The shortest window the algorithm accepts, in nanoseconds.
+        min_nanos: u64,
+    },
+    /// The algorithm has no burst separate from its count per window: the quota's burst must
+    /// equal its count (write `"100/min"`, not `"100/min burst 20"`).
+    BurstNotSupported,
 }
 
 impl fmt::Display for QuotaError {
@@ -135,6 +148,17 @@ impl fmt::Display for QuotaError {
             ),
             Self::NotFinite => f.write_str("invalid quota: the rate is NaN or infinite"),
             Self::NotPositive => f.write_str("invalid quota: the rate is zero or negative"),
+            Self::LimitTooLarge { max } => write!(
+                f,
+                "invalid quota for this algorithm: at most {max} requests per window"
+            ),
+            Self::WindowTooShort { min_nanos } => write!(
+                f,
+                "invalid quota for this algorithm: the window must be at least {min_nanos} ns"
+            ),
+            Self::BurstNotSupported => f.write_str(
+                "invalid quota for this algorithm: a window counter has no separate burst (burst must equal the count)",
+            ),
         }
     }
 }

@@ -1,0 +1,87 @@
+//! Loom models of the algorithms other than GCRA, each on the same lock-free cell: 2–3 threads
+//! racing on one bucket, with and without spurious CAS failures.
+#![cfg(flowgate_loom)]
+
+use flowgate::algorithm::FixedWindow;
+use flowgate::clock::ManualClock;
+use flowgate::loom::fail_next_cas;
+use flowgate::{Quota, RateLimiter};
+use loom::sync::Arc;
+use loom::thread;
+
+const SECOND: u64 = 1_000_000_000;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(f);
+}
+
+fn fixed_window(quota: &str, clock: &ManualClock) -> Arc<RateLimiter<ManualClock, FixedWindow>> {
+    let fw = FixedWindow::new(&quota.parse::<Quota>().unwrap()).unwrap();
+    Arc::new(RateLimiter::with_algorithm(fw, clock.clone()))
+}
+
+#[test]
+fn fixed_window_last_cell() {
+    model(|| {
+        let clock = ManualClock::starting_at(SECOND / 2);
+        let l = fixed_window("2/s", &clock);
+        assert!(l.check().is_ok());
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let l = l.clone();
+                thread::spawn(move || {
+                    fail_next_cas(i);
+                    l.check().is_ok()
+                })
+            })
+            .collect();
+        let admitted = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().then_some(()))
+            .count();
+        assert_eq!(admitted, 1);
+        assert_eq!(l.available(), 0);
+    });
+}
+
+/// The clock crosses into the next window while two threads decide: whatever their readings,
+/// the full first window admits nothing more and the second at most its limit.
+#[test]
+fn fixed_window_rollover() {
+    model(|| {
+        let clock = ManualClock::starting_at(SECOND / 2);
+        let l = fixed_window("1/s", &clock);
+        assert!(l.check().is_ok());
+        let setter = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.set(SECOND))
+        };
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let l = l.clone();
+                thread::spawn(move || {
+                    fail_next_cas(i);
+                    l.check().is_ok()
+                })
+            })
+            .collect();
+        setter.join().unwrap();
+        let admitted = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().then_some(()))
+            .count();
+        assert!(
+            admitted <= 1,
+            "{admitted} admitted: the second window holds 1"
+        );
+        assert_eq!(
+            l.available() as usize,
+            1 - admitted,
+            "an admission was lost or doubled"
+        );
+    });
+}
