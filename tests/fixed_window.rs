@@ -6,6 +6,9 @@ use flowgate::clock::ManualClock;
 use flowgate::{Initial, Quota, QuotaError, RateLimiter};
 use proptest::prelude::*;
 
+mod common;
+use common::{answer_of, Answer};
+
 /// The documented rules, written plainly: windows numbered from the clock's origin; a bucket
 /// counts in the latest window it has seen; a reading in an earlier window (stale, or a clock
 /// that stepped back) counts against that latest window, and when it is refused there, a fresh
@@ -15,16 +18,6 @@ struct Model {
     limit: u128,
     stored: u128,
     count: u128,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Answer {
-    /// (remaining, limit, reset_after)
-    Allowed(u128, u128, u128),
-    /// (remaining, limit, retry_after, reset_after)
-    Refused(u128, u128, u128, u128),
-    Never,
-    Done,
 }
 
 impl Model {
@@ -54,7 +47,7 @@ impl Model {
 
     fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
         if n > self.limit {
-            return Answer::Never;
+            return Answer::Never(n, self.limit);
         }
         let (index, count, end) = self.counted(now);
         if n == 0 {
@@ -75,25 +68,6 @@ impl Model {
             self.count -= n.min(self.count);
         }
         Answer::Done
-    }
-}
-
-fn answer_of(
-    r: Result<Result<flowgate::Allowed, flowgate::Refused>, flowgate::InsufficientCapacity>,
-) -> Answer {
-    match r {
-        Ok(Ok(a)) => Answer::Allowed(
-            a.remaining().into(),
-            a.limit().into(),
-            a.reset_after_nanos().into(),
-        ),
-        Ok(Err(r)) => Answer::Refused(
-            r.remaining().into(),
-            r.limit().into(),
-            r.retry_after_nanos().into(),
-            r.reset_after_nanos().into(),
-        ),
-        Err(_) => Answer::Never,
     }
 }
 

@@ -7,6 +7,9 @@ use flowgate::clock::ManualClock;
 use flowgate::{Initial, Quota, RateLimiter};
 use proptest::prelude::*;
 
+mod common;
+use common::{answer_of, Answer};
+
 const MAX: u128 = u64::MAX as u128;
 
 /// GCRA written the obvious way: a theoretical arrival time, wide integers, no shortcuts.
@@ -15,19 +18,6 @@ struct Model {
     interval: u128,
     burst: u128,
     window: u128,
-}
-
-/// What an operation answered, in plain numbers.
-#[derive(Debug, PartialEq, Eq)]
-enum Answer {
-    /// (remaining, limit, reset_after)
-    Allowed(u128, u128, u128),
-    /// (remaining, limit, retry_after, reset_after)
-    Refused(u128, u128, u128, u128),
-    /// (requested, burst)
-    Never(u128, u128),
-    Available(u128),
-    Done,
 }
 
 impl Model {
@@ -135,25 +125,6 @@ enum Op {
     RefundAt(u32, u64),
     Reset,
     Available,
-}
-
-fn answer_of(
-    r: Result<Result<flowgate::Allowed, flowgate::Refused>, flowgate::InsufficientCapacity>,
-) -> Answer {
-    match r {
-        Ok(Ok(a)) => Answer::Allowed(
-            a.remaining().into(),
-            a.limit().into(),
-            a.reset_after_nanos().into(),
-        ),
-        Ok(Err(r)) => Answer::Refused(
-            r.remaining().into(),
-            r.limit().into(),
-            r.retry_after_nanos().into(),
-            r.reset_after_nanos().into(),
-        ),
-        Err(e) => Answer::Never(e.requested.into(), e.burst.into()),
-    }
 }
 
 fn quota() -> impl Strategy<Value = Quota> {

@@ -6,18 +6,11 @@ use flowgate::algorithm::FixedWindow;
 use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
 use flowgate::{Quota, RateLimiter};
+use flowgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
 
 const SECOND: u64 = 1_000_000_000;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
-}
 
 fn fixed_window(quota: &str, clock: &ManualClock) -> Arc<RateLimiter<ManualClock, FixedWindow>> {
     let fw = FixedWindow::new(&quota.parse::<Quota>().unwrap()).unwrap();

@@ -9,19 +9,11 @@
 use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
 use flowgate::{Quota, RateLimiter};
+use flowgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
 
 type Limiter = RateLimiter<ManualClock>;
-
-/// Runs `f` under loom with a bounded number of preemptions (`LOOM_MAX_PREEMPTIONS`, default 3).
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
-}
 
 /// A limiter of `burst` cells per hour on a frozen clock: nothing refills during a model.
 fn frozen(burst: u32) -> Arc<Limiter> {
