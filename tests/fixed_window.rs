@@ -109,13 +109,7 @@ fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 10_000,
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
-        )),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn fixed_window_matches_the_model((quota, start, ops) in scenario()) {

@@ -188,13 +188,7 @@ fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 10_000,
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
-        )),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn limiter_matches_the_model((quota, start, ops) in scenario()) {
@@ -253,13 +247,7 @@ fn forward_run() -> impl Strategy<Value = (Quota, Vec<(u64, u32)>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 10_000,
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
-        )),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn never_above_the_configured_rate((quota, ops) in forward_run()) {

@@ -35,3 +35,15 @@ pub fn answer_of(r: Result<Result<Allowed, Refused>, InsufficientCapacity>) -> A
         Err(e) => Answer::Never(e.requested.into(), e.burst.into()),
     }
 }
+
+/// The property tests' configuration: 10 000 cases, failures saved beside the test file (in
+/// `<test>.proptest-regressions`, committed) and replayed first.
+pub fn config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 10_000,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+        )),
+        ..proptest::test_runner::Config::default()
+    }
+}
