@@ -4,9 +4,8 @@
 
 use flowgate::algorithm::FixedWindow;
 use flowgate::clock::ManualClock;
-use flowgate::loom::fail_next_cas;
 use flowgate::{Quota, RateLimiter};
-use flowgate_loom_tests::model;
+use flowgate_loom_tests::{model, Checks};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -23,19 +22,8 @@ fn fixed_window_last_cell() {
         let clock = ManualClock::starting_at(SECOND / 2);
         let l = fixed_window("2/s", &clock);
         assert!(l.check().is_ok());
-        let handles: Vec<_> = (0..2)
-            .map(|i| {
-                let l = l.clone();
-                thread::spawn(move || {
-                    fail_next_cas(i);
-                    l.check().is_ok()
-                })
-            })
-            .collect();
-        let admitted = handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap().then_some(()))
-            .count();
+        let checks = Checks::spawn(&l, 2);
+        let admitted = checks.admitted();
         assert_eq!(admitted, 1);
         assert_eq!(l.available(), 0);
     });
@@ -53,20 +41,9 @@ fn fixed_window_rollover() {
             let clock = clock.clone();
             thread::spawn(move || clock.set(SECOND))
         };
-        let handles: Vec<_> = (0..2)
-            .map(|i| {
-                let l = l.clone();
-                thread::spawn(move || {
-                    fail_next_cas(i);
-                    l.check().is_ok()
-                })
-            })
-            .collect();
+        let checks = Checks::spawn(&l, 2);
         setter.join().unwrap();
-        let admitted = handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap().then_some(()))
-            .count();
+        let admitted = checks.admitted();
         assert!(
             admitted <= 1,
             "{admitted} admitted: the second window holds 1"

@@ -65,26 +65,10 @@ impl Gcra {
         Gauge::new(debt, self.interval, self.burst, debt)
     }
 
-    /// The bucket's capacity.
-    #[inline(always)]
-    pub fn burst(&self) -> u32 {
-        self.burst
-    }
-
     /// The emission interval `T`.
     #[inline(always)]
     pub fn interval(&self) -> u64 {
         self.interval
-    }
-
-    /// The word of a bucket at `now` holding `cells` cells (`cells ≤ burst`).
-    fn word_with(&self, now: u64, cells: u32) -> u64 {
-        let missing = u64::from(self.burst.saturating_sub(cells)) * self.interval;
-        if missing == 0 {
-            0
-        } else {
-            now.saturating_add(missing)
-        }
     }
 
     /// The TAT clamped against `now + τ` (a clock that stepped back), and whether it was.
@@ -98,29 +82,13 @@ impl Gcra {
         }
     }
 
-    /// The decision, and the word to store if it is admitted.
+    /// The refusal of a request costing `cost` against the bucket `tat` at `now`, flagged if
+    /// the TAT is more than `τ` ahead of `now` (a clock that stepped back, or a stale reading).
     #[inline(always)]
-    fn decide(&self, tat: u64, now: u64, n: u32) -> (Result<Allowed, Refused>, u64) {
-        let base = if tat > now { tat } else { now };
-        // n ≤ burst and burst·T ≤ 2^63: no overflow.
-        let cost = u64::from(n) * self.interval;
-        if let Some(new_tat) = base.checked_add(cost) {
-            // new_tat ≥ base ≥ now.
-            let debt = new_tat - now;
-            if debt <= self.window {
-                let allowed = Allowed::new(self.gauge(debt));
-                return (Ok(allowed), new_tat);
-            }
-        }
+    fn refused(&self, tat: u64, now: u64, cost: u64) -> Refused {
         // A TAT more than τ ahead of now refuses every n ≥ 1, so the clamp of a clock that
         // stepped back is needed on this path only.
         let (tat, clock_behind) = self.clamp(tat, now);
-        (Err(self.refused(tat, now, cost, clock_behind)), tat)
-    }
-
-    /// The refusal of a request costing `cost` against the clamped `tat`.
-    #[inline(always)]
-    fn refused(&self, tat: u64, now: u64, cost: u64, clock_behind: bool) -> Refused {
         // The request conforms at the first t ≥ now with max(tat, t) + cost − t ≤ τ, that is
         // t = max(tat, now) + cost − τ, which is after now since it was refused. If
         // max(tat, now) + cost passes the 584-year horizon it never conforms: u64::MAX.
@@ -151,7 +119,13 @@ impl Algorithm for Gcra {
     }
 
     fn initial_word(&self, now: u64) -> u64 {
-        self.word_with(now, self.quota.initial_cells())
+        let missing = self.burst - self.quota.initial_cells();
+        if missing == 0 {
+            // 0: full at every reading.
+            0
+        } else {
+            now.saturating_add(u64::from(missing) * self.interval)
+        }
     }
 
     /// Takes `n` cells (`1 ≤ n ≤ burst`) from the bucket `tat` at `now`.
@@ -161,10 +135,17 @@ impl Algorithm for Gcra {
     /// a fresh reading ([`Gcra::catch_up`]).
     #[inline(always)]
     fn check(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
-        match self.decide(tat, now, n) {
-            (Ok(allowed), word) => Step::Write(word, Ok(allowed)),
-            (Err(refused), _) => Step::Keep(Err(refused)),
+        let base = if tat > now { tat } else { now };
+        // n ≤ burst and burst·T ≤ 2^63: no overflow.
+        let cost = u64::from(n) * self.interval;
+        if let Some(new_tat) = base.checked_add(cost) {
+            // new_tat ≥ base ≥ now.
+            let debt = new_tat - now;
+            if debt <= self.window {
+                return Step::Write(new_tat, Ok(Allowed::new(self.gauge(debt))));
+            }
         }
+        Step::Keep(Err(self.refused(tat, now, cost)))
     }
 
     /// The TAT to write after a backward clock step: `fresh + τ` (empty as of `fresh`) if `tat`
@@ -178,12 +159,6 @@ impl Algorithm for Gcra {
     fn catch_up(&self, tat: u64, fresh: u64, skew: u64) -> Option<u64> {
         let latest = fresh.saturating_add(self.window);
         (tat > latest.saturating_add(skew)).then_some(latest)
-    }
-
-    /// The decision [`check`](Self::check) would make, without any write.
-    #[inline]
-    fn peek(&self, tat: u64, now: u64, n: u32) -> Result<Allowed, Refused> {
-        self.decide(tat, now, n).0
     }
 
     /// The bucket `tat` as seen at `now`, without taking anything (what `n = 0` reports).
