@@ -55,17 +55,44 @@ impl Gauge {
 }
 
 /// An admitted request, and the bucket's state just after it.
+///
+/// Most algorithms admit a request to go ahead at once. The shaping ones
+/// ([`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper) and
+/// [`Credit`](crate::algorithm::Credit)) admit a request *to go ahead later*: the caller must
+/// wait [`delay`](Self::delay) before acting on it. The cells are taken either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allowed {
     pub(crate) gauge: Gauge,
+    pub(crate) delay: u64,
 }
 
 impl Allowed {
-    /// An admission leaving the bucket as `gauge` says (for [`Algorithm`](crate::Algorithm)
-    /// implementations).
+    /// An admission, to go ahead at once, leaving the bucket as `gauge` says (for
+    /// [`Algorithm`](crate::Algorithm) implementations).
     #[inline(always)]
     pub const fn new(gauge: Gauge) -> Self {
-        Self { gauge }
+        Self { gauge, delay: 0 }
+    }
+
+    /// An admission to go ahead after `delay_nanos`, leaving the bucket as `gauge` says (for
+    /// shaping [`Algorithm`](crate::Algorithm) implementations).
+    #[inline(always)]
+    pub const fn delayed(gauge: Gauge, delay_nanos: u64) -> Self {
+        Self {
+            gauge,
+            delay: delay_nanos,
+        }
+    }
+
+    /// How long the caller must wait before going ahead: zero except for shaping algorithms
+    /// (a leaky-bucket shaper, credit reservations), which admit requests into a queue.
+    pub fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay)
+    }
+
+    /// [`delay`](Self::delay) in nanoseconds.
+    pub fn delay_nanos(&self) -> u64 {
+        self.delay
     }
 
     /// Cells still available at once after this request.

@@ -1,10 +1,14 @@
-//! The limiter against a reference model: a plain, non-atomic GCRA in 128-bit arithmetic, driven
+//! The TAT-schedule algorithms (GCRA, the leaky-bucket meter and shaper, credit reservations)
+//! against a reference model: a plain, non-atomic GCRA with slack in 128-bit arithmetic, driven
 //! by the same random sequences of clock moves (forward, zero, backward, anywhere up to the
 //! 584-year horizon) and requests. Every answer must be identical: the decision, `remaining`,
-//! `limit`, `retry_after`, `reset_after`, and the "never" error.
+//! `limit`, `retry_after`, `reset_after`, `delay`, and the "never" error.
 
-use flowgate::clock::ManualClock;
-use flowgate::{Initial, Quota, RateLimiter};
+use std::time::Duration;
+
+use flowgate::algorithm::{Credit, LeakyBucket};
+use flowgate::clock::{Clock, ManualClock};
+use flowgate::{Allowed, Gcra, Initial, InsufficientCapacity, Quota, RateLimiter, Refused};
 use proptest::prelude::*;
 
 mod common;
@@ -12,26 +16,112 @@ use common::{answer_of, Answer};
 
 const MAX: u128 = u64::MAX as u128;
 
-/// GCRA written the obvious way: a theoretical arrival time, wide integers, no shortcuts.
+/// Which schedule algorithm, and its slack (maximum delay or debt) in ns.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Gcra,
+    Meter,
+    Shaper(u64),
+    Credit(u64),
+}
+
+/// Any of the schedule algorithms, behind one `check_n`/`peek`/... surface.
+enum Limiter {
+    Gcra(RateLimiter<ManualClock, Gcra>),
+    Leaky(RateLimiter<ManualClock, LeakyBucket>),
+    Credit(RateLimiter<ManualClock, Credit>),
+}
+
+type Decision = Result<Result<Allowed, Refused>, InsufficientCapacity>;
+
+macro_rules! each {
+    ($self:expr, $l:ident => $e:expr) => {
+        match $self {
+            Limiter::Gcra($l) => $e,
+            Limiter::Leaky($l) => $e,
+            Limiter::Credit($l) => $e,
+        }
+    };
+}
+
+impl Limiter {
+    fn new(kind: Kind, q: &Quota, clock: &ManualClock) -> Self {
+        let c = clock.clone();
+        match kind {
+            Kind::Gcra => Self::Gcra(RateLimiter::with_algorithm(Gcra::new(q), c)),
+            Kind::Meter => Self::Leaky(RateLimiter::with_algorithm(LeakyBucket::meter(q), c)),
+            Kind::Shaper(s) => Self::Leaky(RateLimiter::with_algorithm(
+                LeakyBucket::shaper(q, Duration::from_nanos(s)).unwrap(),
+                c,
+            )),
+            Kind::Credit(s) => Self::Credit(RateLimiter::with_algorithm(
+                Credit::new(q, Duration::from_nanos(s)).unwrap(),
+                c,
+            )),
+        }
+    }
+    fn check_n(&self, n: u32) -> Decision {
+        each!(self, l => l.check_n(n))
+    }
+    fn check_n_at(&self, n: u32, at: u64) -> Decision {
+        each!(self, l => l.check_n_at(n, at))
+    }
+    fn peek(&self, n: u32) -> Decision {
+        each!(self, l => l.peek(n))
+    }
+    fn refund(&self, n: u32) {
+        each!(self, l => l.refund(n))
+    }
+    fn refund_at(&self, n: u32, at: u64) {
+        each!(self, l => l.refund_at(n, at))
+    }
+    fn reset(&self) {
+        each!(self, l => l.reset())
+    }
+    fn available(&self) -> u32 {
+        each!(self, l => l.available())
+    }
+}
+
+/// GCRA written the obvious way: a theoretical arrival time, wide integers, no shortcuts; with
+/// a slack beyond the burst admitted with a delay (shaper: until the request conforms; credit:
+/// until the debt before it is paid).
 struct Model {
     tat: u128,
     interval: u128,
     burst: u128,
     window: u128,
+    lead: u128,
+    capacity: u128,
+    credit: bool,
 }
 
 impl Model {
     /// The model computes its interval from the rate as configured, `⌈period / count⌉`, not
     /// from the limiter's own figure.
-    fn new(q: &Quota, now: u128) -> Self {
+    fn new(kind: Kind, q: &Quota, now: u128) -> Self {
         let (count, period) = (u128::from(q.count()), q.period().as_nanos());
         let interval = period.div_ceil(count);
         let burst = u128::from(q.burst());
+        let slack = match kind {
+            Kind::Gcra | Kind::Meter => 0,
+            Kind::Shaper(s) | Kind::Credit(s) => u128::from(s),
+        };
+        let window = burst * interval;
+        let credit = matches!(kind, Kind::Credit(_));
         let mut model = Self {
             tat: 0,
             interval,
             burst,
-            window: burst * interval,
+            window,
+            lead: window + slack,
+            // Credit lends: one request may take whatever fits in τ + slack from empty.
+            capacity: if credit {
+                ((window + slack) / interval).min(u32::MAX.into())
+            } else {
+                burst
+            },
+            credit,
         };
         model.reset(q, now);
         model
@@ -48,36 +138,41 @@ impl Model {
         };
     }
 
-    /// A schedule more than one window ahead of `now` can only come from a clock that stepped
-    /// back: it is treated as an empty bucket as of `now`.
+    /// A schedule more than `τ + slack` ahead of `now` can only come from a clock that stepped
+    /// back: it is treated as a fully booked bucket as of `now`.
     fn clamped(&self, now: u128) -> u128 {
-        self.tat.min((now + self.window).min(MAX))
+        self.tat.min((now + self.lead).min(MAX))
     }
 
     fn remaining(&self, debt: u128) -> u128 {
-        self.burst - debt.div_ceil(self.interval)
+        self.burst.saturating_sub(debt.div_ceil(self.interval))
     }
 
     fn decide(&self, now: u128, n: u128) -> Answer {
-        if n > self.burst {
-            return Answer::Never(n, self.burst);
+        if n > self.capacity {
+            return Answer::Never(n, self.capacity);
         }
         let tat = self.clamped(now);
         let debt = tat.saturating_sub(now);
         if n == 0 {
-            return Answer::Allowed(self.remaining(debt), self.burst, debt);
+            return Answer::Allowed(self.remaining(debt), self.burst, debt, 0);
         }
         let new_tat = tat.max(now) + n * self.interval;
-        if new_tat <= MAX && new_tat - now <= self.window {
+        if new_tat <= MAX && new_tat - now <= self.lead {
             let debt = new_tat - now;
-            return Answer::Allowed(self.remaining(debt), self.burst, debt);
+            let delay = if self.credit {
+                (tat.max(now) - now).saturating_sub(self.window)
+            } else {
+                debt.saturating_sub(self.window)
+            };
+            return Answer::Allowed(self.remaining(debt), self.burst, debt, delay);
         }
-        // The first time t at which max(tat, t) + n·T − t ≤ τ; none before the horizon if even
-        // the TAT it would produce does not fit in 64 bits.
+        // The first time t at which max(tat, t) + n·T − t ≤ τ + slack; none before the horizon
+        // if even the TAT it would produce does not fit in 64 bits.
         let retry = if new_tat > MAX {
             MAX
         } else {
-            new_tat - self.window - now
+            new_tat - self.lead - now
         };
         // A request that can never conform sees no usable cells.
         let remaining = if retry == MAX {
@@ -94,7 +189,7 @@ impl Model {
     fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer {
         let answer = self.decide(at, n);
         match answer {
-            Answer::Allowed(_, _, debt) if n > 0 => self.tat = at + debt,
+            Answer::Allowed(_, _, debt, _) if n > 0 => self.tat = at + debt,
             Answer::Refused(..) => self.tat = self.clamped(fresh),
             _ => {}
         }
@@ -104,7 +199,7 @@ impl Model {
     /// Moves the schedule back by at most n cells, never below `now` (never above the burst).
     fn refund(&mut self, now: u128, n: u128) -> Answer {
         if self.tat > now {
-            let back = n.min(self.burst) * self.interval;
+            let back = n.min(self.capacity) * self.interval;
             self.tat = self.tat.saturating_sub(back).max(now);
         }
         Answer::Done
@@ -172,14 +267,29 @@ fn op(interval: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
-fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
-    quota().prop_flat_map(|q| {
+fn kind() -> impl Strategy<Value = Kind> {
+    let slack = prop_oneof![
+        Just(0u64),
+        0u64..=10_000_000_000,
+        Just(flowgate::quota::MAX_WINDOW_NANOS)
+    ];
+    prop_oneof![
+        3 => Just(Kind::Gcra),
+        1 => Just(Kind::Meter),
+        2 => slack.clone().prop_map(Kind::Shaper),
+        2 => slack.prop_map(Kind::Credit),
+    ]
+}
+
+fn scenario() -> impl Strategy<Value = (Kind, Quota, u64, Vec<Op>)> {
+    (kind(), quota()).prop_flat_map(|(kind, q)| {
         let start = prop_oneof![
             0u64..1_000_000,
             any::<u64>(),
             (u64::MAX - 1_000_000)..=u64::MAX
         ];
         (
+            Just(kind),
             Just(q),
             start,
             prop::collection::vec(op(q.interval_nanos()), 1..60),
@@ -191,10 +301,10 @@ proptest! {
     #![proptest_config(common::config())]
 
     #[test]
-    fn limiter_matches_the_model((quota, start, ops) in scenario()) {
+    fn limiter_matches_the_model((kind, quota, start, ops) in scenario()) {
         let clock = ManualClock::starting_at(start);
-        let limiter = RateLimiter::with_clock(quota, clock.clone());
-        let mut model = Model::new(&quota, u128::from(start));
+        let limiter = Limiter::new(kind, &quota, &clock);
+        let mut model = Model::new(kind, &quota, u128::from(start));
         for (i, op) in ops.iter().enumerate() {
             match *op {
                 Op::Advance(d) => clock.advance_nanos(d),
@@ -272,6 +382,59 @@ proptest! {
                 prop_assert!(
                     cells <= burst || (cells - burst) * period <= elapsed * count,
                     "{} cells in {} ns, burst {}, rate {}/{} ns", cells, elapsed, burst, count, period
+                );
+            }
+        }
+    }
+}
+
+/// The shaping algorithms' promise, checked independently of any model: on a clock that only
+/// moves forwards, requests *released* (decision time + delay) between any two releases never
+/// exceed burst + elapsed × count / period; for credit, plus the cells of the last request,
+/// which go first and are paid for by the callers after it. No delay exceeds the slack.
+fn shaped_run() -> impl Strategy<Value = (Kind, Quota, Vec<(u64, u32)>)> {
+    let slack = prop_oneof![Just(0u64), 0u64..=10_000_000_000];
+    let kind = prop_oneof![
+        slack.clone().prop_map(Kind::Shaper),
+        slack.prop_map(Kind::Credit)
+    ];
+    (kind, quota()).prop_flat_map(|(kind, q)| {
+        let step = q.interval_nanos().saturating_mul(2);
+        let ops = prop::collection::vec((0..=step, 1u32..=q.burst().min(8)), 1..200);
+        (Just(kind), Just(q), ops)
+    })
+}
+
+proptest! {
+    #![proptest_config(common::config())]
+
+    #[test]
+    fn releases_never_above_the_configured_rate((kind, quota, ops) in shaped_run()) {
+        let clock = ManualClock::starting_at(1 << 20);
+        let limiter = Limiter::new(kind, &quota, &clock);
+        let (Kind::Shaper(slack) | Kind::Credit(slack)) = kind else { unreachable!() };
+        // (release time, cells) of every admission.
+        let mut released: Vec<(u128, u128)> = Vec::new();
+        for &(step, n) in &ops {
+            clock.advance_nanos(step);
+            if let Ok(Ok(a)) = limiter.check_n(n) {
+                prop_assert!(a.delay_nanos() <= slack, "delay {} beyond slack {}", a.delay_nanos(), slack);
+                released.push((u128::from(clock.now()) + u128::from(a.delay_nanos()), n.into()));
+            }
+        }
+        let (count, period) = (u128::from(quota.count()), quota.period().as_nanos());
+        let burst = u128::from(quota.burst());
+        for i in 0..released.len() {
+            let mut cells = 0;
+            for j in i..released.len() {
+                cells += released[j].1;
+                prop_assert!(released[j].0 >= released[i].0, "releases out of order");
+                let elapsed = released[j].0 - released[i].0;
+                let own = if matches!(kind, Kind::Credit(_)) { released[j].1 } else { 0 };
+                let allowed = burst + own;
+                prop_assert!(
+                    cells <= allowed || (cells - allowed) * period <= elapsed * count,
+                    "{} cells released in {} ns, burst {}, rate {}/{} ns", cells, elapsed, burst, count, period
                 );
             }
         }

@@ -9,12 +9,22 @@
 //! Every algorithm documents its word layout (named shifts and masks, and what 0 means) and
 //! validates at construction every bound that keeps its arithmetic from overflowing.
 
+mod credit;
 mod fixed_window;
-pub mod gcra;
+mod gcra;
+mod interval_refill;
+mod leaky_bucket;
+mod schedule;
+mod sliding_window;
+mod stepped;
 mod window;
 
+pub use credit::Credit;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use interval_refill::IntervalRefill;
+pub use leaky_bucket::LeakyBucket;
+pub use sliding_window::SlidingWindow;
 
 use crate::decision::{Allowed, Refused};
 use crate::quota::Quota;
@@ -80,3 +90,50 @@ pub trait Algorithm {
         None
     }
 }
+
+/// Implements [`Algorithm`] for a type by delegating every method to its field `$field`, an
+/// algorithm core (`Schedule`, `Stepped`) with methods of the same names.
+macro_rules! delegate_algorithm {
+    ($ty:ty, $field:ident) => {
+        impl $crate::algorithm::Algorithm for $ty {
+            fn quota(&self) -> &$crate::Quota {
+                self.$field.quota()
+            }
+
+            #[inline(always)]
+            fn capacity(&self) -> u32 {
+                self.$field.capacity()
+            }
+
+            fn initial_word(&self, now: u64) -> u64 {
+                self.$field.initial_word(now)
+            }
+
+            #[inline(always)]
+            fn check(
+                &self,
+                word: u64,
+                now: u64,
+                n: u32,
+            ) -> $crate::algorithm::Step<Result<$crate::Allowed, $crate::Refused>> {
+                self.$field.check(word, now, n)
+            }
+
+            #[inline]
+            fn state(&self, word: u64, now: u64) -> $crate::Allowed {
+                self.$field.state(word, now)
+            }
+
+            #[inline]
+            fn refund(&self, word: u64, now: u64, n: u32) -> $crate::algorithm::Step<()> {
+                self.$field.refund(word, now, n)
+            }
+
+            #[inline]
+            fn catch_up(&self, word: u64, fresh: u64, skew: u64) -> Option<u64> {
+                self.$field.catch_up(word, fresh, skew)
+            }
+        }
+    };
+}
+use delegate_algorithm;

@@ -2,10 +2,13 @@
 //! where a stored window stands relative to it, with window indices kept modulo 2^`bits`.
 //!
 //! A word has no room for a full 64-bit window index, so counters store the index modulo
-//! 2^`bits` and compare indices by their wrapping distance: a stored window 1 to 2^(`bits`−1)−1
-//! windows behind the reading's is in the past, one up to 2^(`bits`−1) windows ahead is in the
-//! future (the reading is stale, or the clock stepped back). With the minimum window
-//! length each counter enforces, the ambiguity needs a bucket left idle for years.
+//! 2^`bits` and compare indices by their wrapping distance: a stored window 1 to `max_ahead`
+//! windows after the reading's is in the future (the reading is stale, or the clock stepped
+//! back), any other nonzero distance is in the past. With the minimum window length each
+//! counter enforces, the ambiguity needs a bucket left idle for a long time (stated per
+//! counter), and it is conservative: old cells are counted, never new cells freed.
+
+use crate::quota::{Quota, QuotaError};
 
 /// Fixed-length windows of `length` ns, counted from the clock's origin, with indices modulo
 /// 2^`bits`.
@@ -13,6 +16,7 @@
 pub(crate) struct Windows {
     length: u64,
     bits: u32,
+    max_ahead: u64,
 }
 
 /// Where a stored window stands relative to the window of a reading.
@@ -22,13 +26,26 @@ pub(crate) enum Position {
     Current,
     /// `n ≥ 1` windows before the reading's.
     Past(u64),
-    /// `n ≥ 1` windows after the reading's: a stale reading or a clock that stepped back.
+    /// `1 ≤ n ≤ max_ahead` windows after the reading's: a stale reading or a clock that
+    /// stepped back.
     Ahead(u64),
 }
 
 impl Windows {
-    pub(crate) const fn new(length: u64, bits: u32) -> Self {
-        Self { length, bits }
+    /// Windows of `length` ns, indices modulo 2^`bits`, a stored index at most `max_ahead`
+    /// (< 2^`bits`) windows after a reading's taken as ahead of it.
+    pub(crate) const fn new(length: u64, bits: u32, max_ahead: u64) -> Self {
+        Self {
+            length,
+            bits,
+            max_ahead,
+        }
+    }
+
+    /// The window length in ns.
+    #[inline(always)]
+    pub(crate) fn length(&self) -> u64 {
+        self.length
     }
 
     #[inline(always)]
@@ -45,14 +62,13 @@ impl Windows {
     /// Where the stored window `stored` stands relative to the window `index`.
     #[inline(always)]
     pub(crate) fn position(&self, stored: u64, index: u64) -> Position {
-        let forward = index.wrapping_sub(stored) & self.mask();
-        let half = 1 << (self.bits - 1);
-        if forward == 0 {
+        let ahead = stored.wrapping_sub(index) & self.mask();
+        if ahead == 0 {
             Position::Current
-        } else if forward < half {
-            Position::Past(forward)
+        } else if ahead <= self.max_ahead {
+            Position::Ahead(ahead)
         } else {
-            Position::Ahead((stored.wrapping_sub(index)) & self.mask())
+            Position::Past(index.wrapping_sub(stored) & self.mask())
         }
     }
 
@@ -61,5 +77,33 @@ impl Windows {
     #[inline(always)]
     pub(crate) fn until_end(&self, offset: u64, ahead: u64) -> u64 {
         (self.length - offset).saturating_add(ahead.saturating_mul(self.length))
+    }
+}
+
+/// The window length of a window algorithm's quota, validated: a burst of at most `max_burst`
+/// and a period of at least `min_window` ns.
+pub(crate) fn window_length(
+    quota: &Quota,
+    max_burst: u32,
+    min_window: u64,
+) -> Result<u64, QuotaError> {
+    if quota.burst() > max_burst {
+        return Err(QuotaError::LimitTooLarge { max: max_burst });
+    }
+    let window = u64::try_from(quota.period().as_nanos()).map_err(|_| QuotaError::PeriodTooLong)?;
+    if window < min_window {
+        return Err(QuotaError::WindowTooShort {
+            min_nanos: min_window,
+        });
+    }
+    Ok(window)
+}
+
+/// Checks that `quota` has no burst separate from its count, as window counters require.
+pub(crate) fn no_burst(quota: &Quota) -> Result<(), QuotaError> {
+    if quota.burst() == quota.count() {
+        Ok(())
+    } else {
+        Err(QuotaError::BurstNotSupported)
     }
 }

@@ -123,6 +123,12 @@ pub enum QuotaError {
     /// The algorithm has no burst separate from its count per window: the quota's burst must
     /// equal its count (write `"100/min"`, not `"100/min burst 20"`).
     BurstNotSupported,
+    /// A shaper's maximum queueing delay (or a credit's maximum debt) exceeds `max_nanos`
+    /// ([`MAX_WINDOW_NANOS`]).
+    DelayTooLong {
+        /// The longest delay accepted, in nanoseconds.
+        max_nanos: u64,
+    },
 }
 
 impl fmt::Display for QuotaError {
@@ -158,6 +164,10 @@ impl fmt::Display for QuotaError {
             ),
             Self::BurstNotSupported => f.write_str(
                 "invalid quota for this algorithm: a window counter has no separate burst (burst must equal the count)",
+            ),
+            Self::DelayTooLong { max_nanos } => write!(
+                f,
+                "invalid limiter: the maximum delay must be at most {max_nanos} ns (292 years)"
             ),
         }
     }

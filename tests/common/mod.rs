@@ -6,8 +6,8 @@ use flowgate::{Allowed, InsufficientCapacity, Refused};
 /// An operation's answer, as numbers a model can produce independently.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// (remaining, limit, reset_after)
-    Allowed(u128, u128, u128),
+    /// (remaining, limit, reset_after, delay)
+    Allowed(u128, u128, u128, u128),
     /// (remaining, limit, retry_after, reset_after)
     Refused(u128, u128, u128, u128),
     /// (requested, capacity): can never succeed.
@@ -25,6 +25,7 @@ pub fn answer_of(r: Result<Result<Allowed, Refused>, InsufficientCapacity>) -> A
             a.remaining().into(),
             a.limit().into(),
             a.reset_after_nanos().into(),
+            a.delay_nanos().into(),
         ),
         Ok(Err(r)) => Answer::Refused(
             r.remaining().into(),

@@ -1,0 +1,279 @@
+//! The stepwise-refill algorithms (the fixed window counter, and the token bucket with interval
+//! refill) against a reference model with absolute window numbers in 128-bit arithmetic.
+
+use flowgate::algorithm::{FixedWindow, IntervalRefill};
+use flowgate::clock::ManualClock;
+use flowgate::{Allowed, Initial, InsufficientCapacity, Quota, QuotaError, RateLimiter, Refused};
+use proptest::prelude::*;
+
+mod common;
+use common::{answer_of, Answer};
+
+/// The documented rules, written plainly: windows numbered from the clock's origin; `refill`
+/// cells come back at each boundary, up to `burst`; a bucket counts in the latest window it has
+/// seen; a reading in an earlier window (stale, or a clock that stepped back) counts against
+/// that latest window, and when it is refused there, a fresh reading that is still earlier
+/// moves the count to the fresh reading's window.
+struct Model {
+    window: u128,
+    burst: u128,
+    refill: u128,
+    stored: u128,
+    used: u128,
+}
+
+impl Model {
+    fn new(q: &Quota, now: u128) -> Self {
+        let window = q.period().as_nanos();
+        Self {
+            window,
+            burst: q.burst().into(),
+            refill: q.count().into(),
+            stored: now / window,
+            used: u128::from(q.burst() - q.initial_cells()),
+        }
+    }
+
+    /// (window counted in, cells used there)
+    fn counted(&self, now: u128) -> (u128, u128) {
+        let index = now / self.window;
+        if self.stored < index {
+            let back = (index - self.stored) * self.refill;
+            (index, self.used.saturating_sub(back))
+        } else {
+            (self.stored, self.used)
+        }
+    }
+
+    /// ns from `now` until `cells` have come back, counting in window `index`.
+    fn until(&self, index: u128, now: u128, cells: u128) -> u128 {
+        if cells == 0 {
+            return 0;
+        }
+        (index + cells.div_ceil(self.refill)) * self.window - now
+    }
+
+    fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
+        if n > self.burst {
+            return Answer::Never(n, self.burst);
+        }
+        let (index, used) = self.counted(now);
+        let reset = self.until(index, now, used);
+        if n == 0 {
+            return Answer::Allowed(self.burst - used, self.burst, reset, 0);
+        }
+        if used + n <= self.burst {
+            (self.stored, self.used) = (index, used + n);
+            return Answer::Allowed(
+                self.burst - used - n,
+                self.burst,
+                self.until(index, now, used + n),
+                0,
+            );
+        }
+        if self.stored > fresh / self.window {
+            self.stored = fresh / self.window;
+        }
+        let retry = self.until(index, now, used + n - self.burst);
+        Answer::Refused(self.burst - used, self.burst, retry, reset)
+    }
+
+    fn refund(&mut self, now: u128, n: u128) -> Answer {
+        let (index, used) = self.counted(now);
+        if used > 0 {
+            (self.stored, self.used) = (index, used - n.min(used));
+        }
+        Answer::Done
+    }
+}
+
+enum Limiter {
+    Fixed(RateLimiter<ManualClock, FixedWindow>),
+    Interval(RateLimiter<ManualClock, IntervalRefill>),
+}
+
+impl Limiter {
+    fn new(q: &Quota, clock: &ManualClock) -> Self {
+        if q.burst() == q.count() && q.count() % 2 == 0 {
+            Self::Fixed(RateLimiter::with_algorithm(
+                FixedWindow::new(q).unwrap(),
+                clock.clone(),
+            ))
+        } else {
+            Self::Interval(RateLimiter::with_algorithm(
+                IntervalRefill::new(q).unwrap(),
+                clock.clone(),
+            ))
+        }
+    }
+    fn check_n_at(
+        &self,
+        n: u32,
+        at: u64,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        match self {
+            Self::Fixed(l) => l.check_n_at(n, at),
+            Self::Interval(l) => l.check_n_at(n, at),
+        }
+    }
+    fn refund_at(&self, n: u32, at: u64) {
+        match self {
+            Self::Fixed(l) => l.refund_at(n, at),
+            Self::Interval(l) => l.refund_at(n, at),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Rewind(u64),
+    Check(u32),
+    CheckAt(u32, u64),
+    Refund(u32),
+}
+
+fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
+    let window = prop_oneof![
+        Just(1_000_000u64),
+        1_000_000u64..=10_000_000_000,
+        Just(86_400_000_000_000)
+    ];
+    // Half the quotas have burst = count (a fixed window when the count is even).
+    (
+        window,
+        1u32..=20,
+        prop_oneof![Just(0u32), 1u32..=25],
+        any::<u32>(),
+    )
+        .prop_filter_map("invalid", |(window, count, burst, cells)| {
+            let burst = if burst == 0 { count } else { burst };
+            let q = Quota::from_nanos(count, window)
+                .ok()?
+                .with_burst(burst)
+                .ok()?;
+            q.with_initial(Initial::Cells(cells % (burst + 1))).ok()
+        })
+        .prop_flat_map(|q| {
+            let w = q.period().as_nanos() as u64;
+            // Readings stay within 2^38 windows of each other, where window numbers modulo
+            // 2^40 are unambiguous (aliasing has its own test below).
+            let start = 0u64..(1u64 << 38).saturating_mul(w.min(1 << 20));
+            let op = prop_oneof![
+                4 => (0..=w.saturating_mul(2)).prop_map(Op::Advance),
+                1 => Just(Op::Advance(0)),
+                2 => (0..=w.saturating_mul(2)).prop_map(Op::Rewind),
+                8 => (0u32..=27).prop_map(Op::Check),
+                3 => (0u32..=27, 0..=w.saturating_mul(2)).prop_map(|(n, b)| Op::CheckAt(n, b)),
+                2 => (0u32..=25).prop_map(Op::Refund),
+            ];
+            (Just(q), start, prop::collection::vec(op, 1..60))
+        })
+}
+
+proptest! {
+    #![proptest_config(common::config())]
+
+    #[test]
+    fn stepped_algorithms_match_the_model((quota, start, ops) in scenario()) {
+        let clock = ManualClock::starting_at(start);
+        let limiter = Limiter::new(&quota, &clock);
+        let mut model = Model::new(&quota, start.into());
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Rewind(d) => clock.set(clock.get().saturating_sub(d)),
+                _ => {}
+            }
+            let now = clock.get();
+            let (got, want) = match *op {
+                Op::Check(n) => (answer_of(limiter.check_n_at(n, now)), model.check(now.into(), now.into(), n.into())),
+                Op::CheckAt(n, behind) => {
+                    let at = now.saturating_sub(behind);
+                    (answer_of(limiter.check_n_at(n, at)), model.check(at.into(), now.into(), n.into()))
+                }
+                Op::Refund(n) => {
+                    limiter.refund_at(n, now);
+                    (Answer::Done, model.refund(now.into(), n.into()))
+                }
+                _ => continue,
+            };
+            prop_assert_eq!(got, want, "op #{} {:?} at {}", i, op, now);
+        }
+    }
+}
+
+#[test]
+fn limits_are_validated() {
+    let q = |s: &str| s.parse::<Quota>().unwrap();
+    assert_eq!(
+        FixedWindow::new(&q("16777216/s")),
+        Err(QuotaError::LimitTooLarge { max: 16_777_215 })
+    );
+    assert!(FixedWindow::new(&q("16777215/s")).is_ok());
+    assert_eq!(
+        FixedWindow::new(&q("1/999us")),
+        Err(QuotaError::WindowTooShort {
+            min_nanos: 1_000_000
+        })
+    );
+    assert!(FixedWindow::new(&q("1/1ms")).is_ok());
+    assert_eq!(
+        FixedWindow::new(&q("100/min burst 20")),
+        Err(QuotaError::BurstNotSupported)
+    );
+}
+
+/// Window numbers are kept modulo 2^40: a bucket idle for 2^39 windows or more is read as a
+/// future window, which counts conservatively (its old cells still count) and is repaired on
+/// its first refusal.
+#[test]
+fn aliasing_after_two_to_the_thirty_nine_windows_is_conservative() {
+    let ms = 1_000_000u64;
+    let clock = ManualClock::new();
+    let fw = FixedWindow::new(&"2/1ms".parse().unwrap()).unwrap();
+    let limiter = RateLimiter::with_algorithm(fw, clock.clone());
+    assert!(limiter.check_n(2).unwrap().is_ok());
+    clock.set((1u64 << 39) * ms);
+    // Seen as the stored window, still full: refused, never an extra cell.
+    assert!(limiter.check().is_err());
+    // The refusal moved the count to the current window; the next window is fresh.
+    clock.advance_nanos(ms);
+    assert!(limiter.check_n(2).unwrap().is_ok());
+}
+
+#[test]
+fn interval_refill_limits_are_validated() {
+    let q = |s: &str| s.parse::<Quota>().unwrap();
+    assert_eq!(
+        IntervalRefill::new(&q("1/s burst 16777216")),
+        Err(QuotaError::LimitTooLarge { max: 16_777_215 })
+    );
+    assert!(IntervalRefill::new(&q("100000000/s burst 16777215")).is_ok());
+    assert_eq!(
+        IntervalRefill::new(&q("1/999us")),
+        Err(QuotaError::WindowTooShort {
+            min_nanos: 1_000_000
+        })
+    );
+}
+
+/// A whole batch arrives at each boundary, and none before it; many idle intervals refill only
+/// up to the burst.
+#[test]
+fn interval_refill_arrives_in_batches() {
+    let ms = 1_000_000u64;
+    let clock = ManualClock::new();
+    let bucket = IntervalRefill::new(&"3/100ms burst 7".parse().unwrap()).unwrap();
+    let limiter = RateLimiter::with_algorithm(bucket, clock.clone());
+    assert!(limiter.try_consume(7));
+    clock.set(99 * ms);
+    assert_eq!(limiter.available(), 0);
+    let refused = limiter.check_n(4).unwrap().unwrap_err();
+    // 4 cells need two batches: the boundaries at 100 ms and 200 ms.
+    assert_eq!(refused.retry_after_nanos(), 101 * ms);
+    clock.set(100 * ms);
+    assert_eq!(limiter.available(), 3);
+    clock.set(1_000 * ms);
+    assert_eq!(limiter.available(), 7);
+}
