@@ -37,11 +37,13 @@ mod decision;
 mod limiter;
 mod primitive;
 pub mod quota;
+mod sliding_log;
 
 pub use algorithm::{Algorithm, Gcra};
 pub use decision::{Allowed, Gauge, InsufficientCapacity, Refused};
 pub use limiter::RateLimiter;
 pub use quota::{Initial, Quota, QuotaError};
+pub use sliding_log::SlidingLog;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

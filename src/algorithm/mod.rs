@@ -17,7 +17,7 @@ mod leaky_bucket;
 mod schedule;
 mod sliding_window;
 mod stepped;
-mod window;
+pub(crate) mod window;
 
 pub use credit::Credit;
 pub use fixed_window::FixedWindow;

@@ -1,0 +1,465 @@
+//! [`SlidingLog`]: the exact sliding window — at most `limit` requests in *any* interval of the
+//! window's length — as a lock-free ring of request times.
+//!
+//! Unlike the one-word algorithms, a log needs one slot per request it remembers, so it is its
+//! own limiter type rather than an [`Algorithm`](crate::Algorithm). The decision rule is still
+//! pure (`slot`): a request may take the slot holding the `limit`-th most recent request's time
+//! only if that time has left the window. Each slot is thus reused at least one window after its
+//! last use, so no window can hold more than `limit` requests: the bound is exact by
+//! construction, whatever the interleaving.
+//!
+//! # The ring
+//! `limit` slots (one `AtomicU64` each, see `slot` for the encoding) and a `cursor`, the
+//! sequence number of the next request; request `s` uses slot `s mod limit`, which holds
+//! request `s − limit`. A request is recorded in three steps, none of which waits for another
+//! thread:
+//! 1. **claim**: read the cursor `c`, read slot `c`, check that the cursor still reads `c` (so the
+//!    slot holds request `c − limit`), check that its time has left the window, and swap in
+//!    "pending `c`";
+//! 2. **advance** the cursor from `c` to `c + 1` (any thread that finds slot `c` pending while
+//!    the cursor reads `c` does this for the claimer, so a preempted claimer blocks nobody);
+//! 3. **record**: store the request's time in the slot.
+//!
+//! A slot still pending from the *previous* lap (its claimer preempted between steps 1 and 3
+//! for a whole lap of the ring) is treated as a request made now: the caller is refused with a
+//! retry of one window. That is a brief under-admission, never an over-admission. A request for
+//! `n` cells claims `n` consecutive slots; if another thread takes one of them first, the ones
+//! it took are freed again and it starts over.
+
+mod slot;
+
+use core::time::Duration;
+
+use crate::clock::{Clock, QuantaClock};
+use crate::decision::{Allowed, Gauge, InsufficientCapacity, Refused};
+use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
+use crate::quota::{Quota, QuotaError};
+use slot::Slot;
+
+/// The sliding window log: **exactly** at most `limit` requests in any interval of one window's
+/// length, measured to the nanosecond (times are rounded up to 4 ns, which can only delay a
+/// request by 3 ns, never admit one early).
+///
+/// The fixed and sliding *counters* approximate this in 8 bytes; the log pays one 8-byte slot
+/// per request it remembers. Choose it where the bound is a contract (a partner's API terms, a
+/// billing limit) and limits are modest.
+///
+/// | | |
+/// |---|---|
+/// | burst | the whole limit at once |
+/// | boundary effect | none: any window-length interval holds at most `limit` |
+/// | precision | exact (times rounded up to 4 ns) |
+/// | bytes per bucket | `8 × limit + 32` (the ring, its cursor, its length, the pointer) |
+/// | cost per decision | two loads and two CASes per cell, then one store per cell; `O(log limit)` loads for `remaining` |
+///
+/// # Limits
+/// At most 65 536 per window ([`QuotaError::LimitTooLarge`]: 512 KiB per bucket), windows of at
+/// least 1 µs ([`QuotaError::WindowTooShort`]), no burst separate from the count
+/// ([`QuotaError::BurstNotSupported`]).
+///
+/// # Time
+/// As for the other limiters, a stale reading can admit up to its age early. A recorded time
+/// after the reading (a stale reading, or a clock that stepped back) refuses; the limiter then
+/// takes a fresh reading and, if the clock really is behind by more than its skew, moves every
+/// such time back to the fresh reading: the lockout after a backward step is at most one window.
+///
+/// `remaining` is found by binary search over the ring's times, exact when requests are recorded
+/// in time order (one thread, or readings taken in order) and otherwise an estimate;
+/// `reset_after` is exact. Refunds are not offered: a log cannot tell which recorded request a
+/// refund would cancel.
+///
+/// ```
+/// use std::time::Duration;
+/// use flowgate::{clock::ManualClock, SlidingLog};
+///
+/// let clock = ManualClock::new();
+/// let log = SlidingLog::with_clock("3/s".parse()?, clock.clone())?;
+/// clock.set(Duration::from_millis(900).as_nanos() as u64);
+/// assert!(log.try_consume(3));
+/// clock.set(Duration::from_millis(1_500).as_nanos() as u64);
+/// // A fixed window would have reset at 1 s; the log still holds the three from 0.9 s.
+/// let refused = log.check().unwrap_err();
+/// assert_eq!(refused.retry_after(), Duration::from_millis(400));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct SlidingLog<C: Clock = QuantaClock> {
+    cursor: AtomicU64,
+    slots: Box<[AtomicU64]>,
+    window: u64,
+    limit: u32,
+    quota: Quota,
+    clock: C,
+}
+
+/// One claim attempt's outcome.
+enum Attempt {
+    Claimed,
+    /// The cursor moved, or the attempt helped another claimer: read the cursor again.
+    Retry,
+    /// The slot holds a request that leaves the window at `free_at`; `behind` if it was
+    /// recorded after the reading.
+    Busy {
+        free_at: u64,
+        behind: bool,
+    },
+}
+
+impl SlidingLog<QuantaClock> {
+    /// A log for `quota` on the default clock.
+    ///
+    /// # Errors
+    /// As [`with_clock`](Self::with_clock).
+    pub fn new(quota: Quota) -> Result<Self, QuotaError> {
+        Self::with_clock(quota, QuantaClock::new())
+    }
+}
+
+impl<C: Clock> SlidingLog<C> {
+    /// The most requests one log remembers.
+    pub const MAX_LIMIT: u32 = 1 << 16;
+    /// The shortest window: 1 µs.
+    pub const MIN_WINDOW_NANOS: u64 = 1_000;
+
+    /// A log for `quota` (`count` per `period`, no separate burst) on `clock`, starting as
+    /// [`Quota::initial`] says.
+    ///
+    /// # Errors
+    /// [`QuotaError::BurstNotSupported`], [`QuotaError::LimitTooLarge`] or
+    /// [`QuotaError::WindowTooShort`].
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        crate::algorithm::window::no_burst(&quota)?;
+        let window = crate::algorithm::window::window_length(
+            &quota,
+            Self::MAX_LIMIT,
+            Self::MIN_WINDOW_NANOS,
+        )?;
+        let limit = quota.count();
+        let log = Self {
+            // Request `limit` is the first: the ring holds "lap 0" as its previous lap.
+            cursor: AtomicU64::new(u64::from(limit)),
+            slots: (0..limit).map(|_| AtomicU64::new(0)).collect(),
+            window,
+            limit,
+            quota,
+            clock,
+        };
+        log.reset();
+        Ok(log)
+    }
+
+    /// The quota this log enforces.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// The log's clock, whose readings the `*_at` methods expect.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The most requests the log admits in one window: the largest `n` that can succeed.
+    pub fn capacity(&self) -> u32 {
+        self.limit
+    }
+
+    /// Bytes this log occupies, its ring included.
+    pub fn memory_bytes(&self) -> usize {
+        core::mem::size_of::<Self>() + self.slots.len() * core::mem::size_of::<AtomicU64>()
+    }
+
+    #[inline(always)]
+    fn slot(&self, seq: u64) -> &AtomicU64 {
+        &self.slots[(seq % u64::from(self.limit)) as usize]
+    }
+
+    #[inline(always)]
+    fn lap(&self, seq: u64) -> u64 {
+        seq / u64::from(self.limit)
+    }
+
+    /// Takes one cell if the window has room now.
+    #[inline]
+    pub fn check(&self) -> Result<Allowed, Refused> {
+        self.check_at(self.clock.now())
+    }
+
+    /// Takes one cell if the window has room at `now` (a reading of this log's clock).
+    #[inline]
+    pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
+        self.take(1, now)
+    }
+
+    /// Takes `n` cells if the window has room for all of them now; otherwise takes nothing.
+    /// `n = 0` is always allowed and takes nothing.
+    ///
+    /// # Errors
+    /// The outer `Err` when `n` exceeds the limit (it can never succeed); the inner `Err` says
+    /// when it can.
+    pub fn check_n(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.check_n_at(n, self.clock.now())
+    }
+
+    /// [`check_n`](Self::check_n) at `now` (a reading of this log's clock).
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub fn check_n_at(
+        &self,
+        n: u32,
+        now: u64,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        if n > self.limit {
+            return Err(InsufficientCapacity {
+                requested: n,
+                burst: self.limit,
+            });
+        }
+        if n == 0 {
+            return Ok(Ok(Allowed::new(self.gauge(self.head(), now))));
+        }
+        Ok(self.take(n, now))
+    }
+
+    /// Takes `n` tokens if there is room; otherwise takes nothing and returns `false`.
+    pub fn try_consume(&self, n: u32) -> bool {
+        matches!(self.check_n(n), Ok(Ok(_)))
+    }
+
+    /// Cells available now.
+    pub fn available(&self) -> u32 {
+        self.gauge(self.head(), self.clock.now()).remaining()
+    }
+
+    /// Forgets past requests: the log starts over as [`Quota::initial`] says, as of now.
+    ///
+    /// Not atomic with checks running at the same time: a request recorded concurrently may be
+    /// forgotten too.
+    pub fn reset(&self) {
+        let now = self.clock.now();
+        let head = self.head();
+        let free = self.quota.initial_cells();
+        for i in 0..self.limit {
+            let seq = head + u64::from(i);
+            // Slot `seq` holds request `seq − limit`, of the lap before seq's.
+            let lap = self.lap(seq) - 1;
+            let value = if i < free {
+                slot::free(lap)
+            } else {
+                slot::done(now, lap)
+            };
+            // Release: publishes the recorded time with the slot (see `take`).
+            self.slot(seq).store(value, Ordering::Release);
+        }
+    }
+
+    /// The cursor: the sequence number of the next request.
+    #[inline(always)]
+    fn head(&self) -> u64 {
+        // Acquire: pairs with the AcqRel advance, so the slots of every request before the
+        // cursor read at least "pending" (their claim happened before the advance).
+        self.cursor.load(Ordering::Acquire)
+    }
+
+    fn take(&self, n: u32, now: u64) -> Result<Allowed, Refused> {
+        'retry: loop {
+            let head = self.head();
+            if n > 1 {
+                // Refuse at once if any of the n slots is busy, before claiming any.
+                if let Some((free_at, behind)) = self.busiest(head, n, now) {
+                    return Err(self.refused(head, now, free_at, behind));
+                }
+            }
+            for i in 0..u64::from(n) {
+                match self.claim(head + i, now) {
+                    Attempt::Claimed => {}
+                    Attempt::Busy { free_at, behind } if i == 0 => {
+                        return Err(self.refused(head, now, free_at, behind));
+                    }
+                    Attempt::Busy { .. } | Attempt::Retry => {
+                        // Lost a race part way: free what was claimed and start over.
+                        for k in 0..i {
+                            let seq = head + k;
+                            // Release: as the records below.
+                            self.slot(seq)
+                                .store(slot::free(self.lap(seq)), Ordering::Release);
+                        }
+                        continue 'retry;
+                    }
+                }
+            }
+            for i in 0..u64::from(n) {
+                let seq = head + i;
+                // Release: a thread that reads this time (Acquire) also sees the cursor past seq.
+                self.slot(seq)
+                    .store(slot::done(now, self.lap(seq)), Ordering::Release);
+            }
+            let next = head + u64::from(n);
+            return Ok(Allowed::new(self.gauge(next, now)));
+        }
+    }
+
+    /// One attempt to claim the slot of request `seq` at `now`.
+    #[inline]
+    fn claim(&self, seq: u64, now: u64) -> Attempt {
+        let cell = self.slot(seq);
+        // Acquire: pairs with the Release of the claim or record that wrote the value.
+        let value = cell.load(Ordering::Acquire);
+        match slot::decode(value, self.window) {
+            Slot::Pending(owner) if owner == seq => {
+                // Its claimer has not advanced the cursor yet: do it for them.
+                self.advance(seq);
+                Attempt::Retry
+            }
+            // Request `seq − limit` is still being recorded: treat it as made now.
+            Slot::Pending(owner) if owner < seq => Attempt::Busy {
+                free_at: now.saturating_add(self.window),
+                behind: false,
+            },
+            Slot::Pending(_) => Attempt::Retry,
+            Slot::Done { free_at } => {
+                // The value is request `seq − limit`'s only if the cursor still reads `seq`.
+                if self.head() != seq {
+                    return Attempt::Retry;
+                }
+                if free_at > now {
+                    return Attempt::Busy {
+                        free_at,
+                        behind: free_at - self.window > now,
+                    };
+                }
+                // AcqRel on success: Release publishes the claim to helpers, Acquire orders
+                // it after the value's writer. Relaxed on failure: the caller reloads.
+                match compare_exchange_weak(
+                    cell,
+                    value,
+                    slot::pending(seq),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        self.advance(seq);
+                        Attempt::Claimed
+                    }
+                    Err(_) => Attempt::Retry,
+                }
+            }
+        }
+    }
+
+    /// Moves the cursor from `seq` to `seq + 1` unless someone already has.
+    #[inline]
+    fn advance(&self, seq: u64) {
+        loop {
+            // AcqRel: Release publishes the claim of `seq` with the cursor (see `head`); Acquire
+            // on failure (and success) keeps a helper's view of the cursor current.
+            match compare_exchange_weak(
+                &self.cursor,
+                seq,
+                seq + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) if actual != seq => return,
+                Err(_) => {} // spurious
+            }
+        }
+    }
+
+    /// The latest `free_at` among the `n` slots from `head`, if any is busy at `now`.
+    fn busiest(&self, head: u64, n: u32, now: u64) -> Option<(u64, bool)> {
+        let mut busiest: Option<(u64, bool)> = None;
+        for i in 0..u64::from(n) {
+            // Acquire: as in `claim`.
+            let value = self.slot(head + i).load(Ordering::Acquire);
+            let (free_at, behind) = match slot::decode(value, self.window) {
+                Slot::Pending(_) => (now.saturating_add(self.window), false),
+                Slot::Done { free_at } if free_at > now => (free_at, free_at - self.window > now),
+                Slot::Done { .. } => continue,
+            };
+            let (latest, was_behind) = busiest.unwrap_or((0, false));
+            busiest = Some((latest.max(free_at), was_behind || behind));
+        }
+        busiest
+    }
+
+    /// Whether the slot of request `seq` is busy at `now`.
+    #[inline]
+    fn busy(&self, seq: u64, now: u64) -> bool {
+        // Acquire: as in `claim`.
+        match slot::decode(self.slot(seq).load(Ordering::Acquire), self.window) {
+            Slot::Pending(_) => true,
+            Slot::Done { free_at } => free_at > now,
+        }
+    }
+
+    /// The log as seen at `now` from the cursor `head`: how many of the slots from `head` on are
+    /// free (binary search: in time order, free slots come first) and when the newest request
+    /// leaves the window.
+    fn gauge(&self, head: u64, now: u64) -> Gauge {
+        let (mut lo, mut hi) = (0u64, u64::from(self.limit));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.busy(head + mid, now) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let free = lo as u32;
+        let newest = head + u64::from(self.limit) - 1;
+        // Acquire: as in `claim`.
+        let reset = match slot::decode(self.slot(newest).load(Ordering::Acquire), self.window) {
+            Slot::Pending(_) => self.window,
+            Slot::Done { free_at } => free_at.saturating_sub(now),
+        };
+        Gauge::new(u64::from(self.limit - free), 1, self.limit, reset)
+    }
+
+    #[cold]
+    fn refused(&self, head: u64, now: u64, free_at: u64, behind: bool) -> Refused {
+        if behind {
+            self.catch_up();
+        }
+        Refused::new(self.gauge(head, now), (free_at - now).max(1))
+    }
+
+    /// After a refusal against a time recorded after the reading: with fresh readings taken
+    /// after each slot is loaded, moves back to the fresh reading every recorded time more than
+    /// the clock's skew after it (the clock stepped back).
+    #[cold]
+    #[inline(never)]
+    fn catch_up(&self) {
+        let skew = self.clock.skew_nanos();
+        for cell in self.slots.iter() {
+            loop {
+                // Acquire: the fresh reading below must follow the write of this time.
+                let value = cell.load(Ordering::Acquire);
+                let fresh = self.clock.now();
+                match slot::recorded(value) {
+                    Some(at) if at > fresh.saturating_add(skew) => {
+                        // Release: as a record. Relaxed on failure: reloaded above.
+                        if compare_exchange_weak(
+                            cell,
+                            value,
+                            slot::restamped(value, fresh),
+                            Ordering::Release,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                        {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+
+    /// The window length.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+}

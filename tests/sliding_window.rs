@@ -1,0 +1,239 @@
+//! The sliding window counter against a reference model: absolute window numbers, 128-bit
+//! arithmetic, and `retry_after` found by searching for the first admitting time rather than
+//! by the limiter's closed form.
+
+use flowgate::algorithm::SlidingWindow;
+use flowgate::clock::ManualClock;
+use flowgate::{Initial, Quota, QuotaError, RateLimiter};
+use proptest::prelude::*;
+
+mod common;
+use common::{answer_of, Answer};
+
+/// The documented rule: admitted iff ⌈previous × weight / unit⌉ + current + n ≤ limit, with
+/// weight = (W − elapsed) >> shift and unit = W >> shift (shift = 0 for windows up to 2^42 ns).
+#[derive(Clone)]
+struct Model {
+    window: u128,
+    shift: u32,
+    limit: u128,
+    stored: u128,
+    previous: u128,
+    current: u128,
+}
+
+/// A stored window up to this many windows after a reading's is "ahead" of it.
+const MAX_AHEAD: u128 = 1024;
+
+impl Model {
+    fn new(q: &Quota, now: u128) -> Self {
+        let window = q.period().as_nanos();
+        let bits = 128 - window.leading_zeros();
+        Self {
+            window,
+            shift: bits.saturating_sub(42),
+            limit: q.count().into(),
+            stored: now / window,
+            previous: 0,
+            current: u128::from(q.count() - q.initial_cells()),
+        }
+    }
+
+    /// (window counted in, previous, current, offset judged at, ns until that offset)
+    fn counted(&self, now: u128) -> (u128, u128, u128, u128, u128) {
+        let index = now / self.window;
+        let offset = now % self.window;
+        if self.stored > index && self.stored - index <= MAX_AHEAD {
+            let lead = self.stored * self.window - now;
+            (self.stored, self.previous, self.current, 0, lead)
+        } else if self.stored == index {
+            (index, self.previous, self.current, offset, 0)
+        } else if self.stored + 1 == index {
+            (index, self.current, 0, offset, 0)
+        } else {
+            (index, 0, 0, offset, 0)
+        }
+    }
+
+    fn weighted(&self, previous: u128, current: u128, offset: u128) -> (u128, u128) {
+        let unit = self.window >> self.shift;
+        let weight = (self.window - offset) >> self.shift;
+        (previous * weight + current * unit, unit)
+    }
+
+    fn admits(&self, now: u128, n: u128) -> bool {
+        let (_, p, c, o, _) = self.counted(now);
+        let (used, unit) = self.weighted(p, c, o);
+        used.div_ceil(unit) + n <= self.limit
+    }
+
+    fn gauge(&self, now: u128, extra: u128) -> (u128, u128) {
+        let (_, p, c, o, lead) = self.counted(now);
+        let (used, unit) = self.weighted(p, c + extra, o);
+        let end = lead + self.window - o;
+        let reset = if c + extra > 0 {
+            end + self.window
+        } else if p > 0 {
+            end
+        } else {
+            0
+        };
+        (self.limit.saturating_sub(used.div_ceil(unit)), reset)
+    }
+
+    fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
+        if n > self.limit {
+            return Answer::Never(n, self.limit);
+        }
+        if n == 0 {
+            let (remaining, reset) = self.gauge(now, 0);
+            return Answer::Allowed(remaining, self.limit, reset, 0);
+        }
+        if self.admits(now, n) {
+            let (remaining, reset) = self.gauge(now, n);
+            let (index, p, c, ..) = self.counted(now);
+            (self.stored, self.previous, self.current) = (index, p, c + n);
+            return Answer::Allowed(remaining, self.limit, reset, 0);
+        }
+        // The first admitting time, by binary search: admission only gets easier with time.
+        let (mut lo, mut hi) = (now, now + 3 * self.window + MAX_AHEAD * self.window);
+        assert!(self.admits(hi, n));
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if self.admits(mid, n) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let (remaining, reset) = self.gauge(now, 0);
+        let answer = Answer::Refused(remaining, self.limit, hi - now, reset);
+        let fresh_index = fresh / self.window;
+        if self.stored > fresh_index && self.stored - fresh_index <= MAX_AHEAD {
+            self.stored = fresh_index;
+        }
+        answer
+    }
+
+    fn refund(&mut self, now: u128, n: u128) -> Answer {
+        let (index, p, c, ..) = self.counted(now);
+        if c > 0 {
+            (self.stored, self.previous, self.current) = (index, p, c - n.min(c));
+        }
+        Answer::Done
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Rewind(u64),
+    Check(u32),
+    CheckAt(u32, u64),
+    Refund(u32),
+}
+
+fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
+    let window = prop_oneof![
+        Just(1_000_000u64),
+        1_000_000u64..=10_000_000_000,
+        Just(86_400_000_000_000),
+        // Longer than 2^42 ns: scaled weights.
+        (1u64 << 42)..(1u64 << 50),
+    ];
+    (window, prop_oneof![1u32..=20, 1u32..=1_000], any::<u32>())
+        .prop_filter_map("invalid", |(window, limit, cells)| {
+            let q = Quota::from_nanos(limit, window).ok()?;
+            q.with_initial(Initial::Cells(cells % (limit + 1))).ok()
+        })
+        .prop_flat_map(|q| {
+            let w = q.period().as_nanos() as u64;
+            let l = q.count();
+            // Readings stay within 2^22 windows, where indices modulo 2^24 are unambiguous.
+            let start = 0u64..(1u64 << 22).saturating_mul(w.min(1 << 30));
+            let op = prop_oneof![
+                4 => (0..=w.saturating_mul(2)).prop_map(Op::Advance),
+                1 => Just(Op::Advance(0)),
+                1 => (0..=w.saturating_mul(1100)).prop_map(Op::Advance),
+                2 => (0..=w.saturating_mul(2)).prop_map(Op::Rewind),
+                1 => (0..=w.saturating_mul(1100)).prop_map(Op::Rewind),
+                8 => (0u32..=l.min(5) + 1).prop_map(Op::Check),
+                2 => (0u32..=l + 1).prop_map(Op::Check),
+                3 => (0u32..=l + 1, 0..=w.saturating_mul(2)).prop_map(|(n, b)| Op::CheckAt(n, b)),
+                2 => (0u32..=l + 1).prop_map(Op::Refund),
+            ];
+            (Just(q), start, prop::collection::vec(op, 1..60))
+        })
+}
+
+proptest! {
+    #![proptest_config(common::config())]
+
+    #[test]
+    fn sliding_window_matches_the_model((quota, start, ops) in scenario()) {
+        let clock = ManualClock::starting_at(start);
+        let sw = SlidingWindow::new(&quota).unwrap();
+        let limiter = RateLimiter::with_algorithm(sw, clock.clone());
+        let mut model = Model::new(&quota, start.into());
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Rewind(d) => clock.set(clock.get().saturating_sub(d)),
+                _ => {}
+            }
+            let now = clock.get();
+            let (got, want) = match *op {
+                Op::Check(n) => (answer_of(limiter.check_n(n)), model.check(now.into(), now.into(), n.into())),
+                Op::CheckAt(n, behind) => {
+                    let at = now.saturating_sub(behind);
+                    (answer_of(limiter.check_n_at(n, at)), model.check(at.into(), now.into(), n.into()))
+                }
+                Op::Refund(n) => {
+                    limiter.refund(n);
+                    (Answer::Done, model.refund(now.into(), n.into()))
+                }
+                _ => continue,
+            };
+            prop_assert_eq!(got, want, "op #{} {:?} at {}", i, op, now);
+        }
+    }
+}
+
+#[test]
+fn limits_are_validated() {
+    let q = |s: &str| s.parse::<Quota>().unwrap();
+    assert_eq!(
+        SlidingWindow::new(&q("1048576/s")),
+        Err(QuotaError::LimitTooLarge { max: 1_048_575 })
+    );
+    assert!(SlidingWindow::new(&q("1048575/s")).is_ok());
+    assert_eq!(
+        SlidingWindow::new(&q("1/999us")),
+        Err(QuotaError::WindowTooShort {
+            min_nanos: 1_000_000
+        })
+    );
+    assert_eq!(
+        SlidingWindow::new(&q("100/min burst 20")),
+        Err(QuotaError::BurstNotSupported)
+    );
+}
+
+/// A clock that steps back more than 1024 windows is taken as a new timeline: the bucket reads
+/// as empty (documented: at most one limit extra per such step).
+#[test]
+fn a_far_backward_step_empties_the_bucket() {
+    let ms = 1_000_000u64;
+    let clock = ManualClock::starting_at(10_000 * ms);
+    let sw = SlidingWindow::new(&"2/1ms".parse().unwrap()).unwrap();
+    let limiter = RateLimiter::with_algorithm(sw, clock.clone());
+    assert!(limiter.try_consume(2));
+    clock.set(9_000 * ms); // 1000 windows back: still "ahead", refused
+    assert!(limiter.check().is_err());
+    assert!(limiter.try_consume(0));
+    let clock2 = ManualClock::starting_at(10_000 * ms);
+    let limiter2 = RateLimiter::with_algorithm(sw, clock2.clone());
+    assert!(limiter2.try_consume(2));
+    clock2.set(8_000 * ms); // 2000 windows back: past, empty
+    assert!(limiter2.try_consume(2));
+}
