@@ -74,7 +74,7 @@ pub(crate) fn decode(value: u64, window: u64) -> Slot {
 /// The time (ns, rounded up to 4) a done slot recorded; 0 for never used. `None` if pending.
 #[inline]
 pub(crate) fn recorded(value: u64) -> Option<u64> {
-    (value & PENDING == 0).then(|| (value & TIME_MASK) << UNIT_SHIFT)
+    (value & PENDING == 0).then_some((value & TIME_MASK) << UNIT_SHIFT)
 }
 
 /// A done slot's value with its time moved back to `now` (after a backward clock step),
