@@ -13,7 +13,9 @@ const MS: u64 = 1_000_000;
 
 /// The request times, in ms.
 fn times() -> impl Iterator<Item = u64> {
-    (0..100).map(|i| 50_000 + i * 100).chain((0..100).map(|i| 60_000 + i * 100))
+    (0..100)
+        .map(|i| 50_000 + i * 100)
+        .chain((0..100).map(|i| 60_000 + i * 100))
 }
 
 fn quota() -> Quota {
@@ -35,7 +37,12 @@ fn run(algorithm: impl Algorithm) -> Vec<(u64, Allowed)> {
 /// The most admissions in any span of `span_ms` (closed at both ends).
 fn most_in_any(admitted: &[u64], span_ms: u64) -> usize {
     (0..admitted.len())
-        .map(|i| admitted[i..].iter().take_while(|&&t| t - admitted[i] <= span_ms).count())
+        .map(|i| {
+            admitted[i..]
+                .iter()
+                .take_while(|&&t| t - admitted[i] <= span_ms)
+                .count()
+        })
         .max()
         .unwrap_or(0)
 }
@@ -117,12 +124,18 @@ fn shaper_and_credit_admit_one_hundred_seventy_nine_with_delays() {
     let max_delay = |a: &[(u64, Allowed)]| a.iter().map(|(_, a)| a.delay()).max().unwrap();
     assert_eq!(max_delay(&shaper), ten);
     assert_eq!(max_delay(&credit), Duration::from_millis(9_500));
-    assert_eq!(shaper.iter().filter(|(_, a)| !a.delay().is_zero()).count(), 30);
+    assert_eq!(
+        shaper.iter().filter(|(_, a)| !a.delay().is_zero()).count(),
+        30
+    );
     // Released (admitted + delay), the delayed requests leave exactly one interval apart.
     let released: Vec<u64> = shaper
         .iter()
         .filter(|(_, a)| !a.delay().is_zero())
         .map(|(t, a)| t + a.delay().as_millis() as u64)
         .collect();
-    assert!(released.windows(2).all(|w| w[1] - w[0] == 500), "{released:?}");
+    assert!(
+        released.windows(2).all(|w| w[1] - w[0] == 500),
+        "{released:?}"
+    );
 }
