@@ -9,7 +9,6 @@ mod common;
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -86,24 +85,6 @@ fn clocks(c: &mut Criterion) {
 /// Two threads, each making `iters` allowed decisions on one shared bucket; the reported time
 /// per iteration covers 2 decisions (throughput is in decisions).
 fn contention(c: &mut Criterion) {
-    fn two_threads(iters: u64, decide: &(dyn Fn() -> bool + Sync)) -> Duration {
-        let barrier = Barrier::new(3);
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    barrier.wait();
-                    for _ in 0..iters {
-                        assert!(black_box(decide()));
-                    }
-                    barrier.wait();
-                });
-            }
-            barrier.wait();
-            let start = Instant::now();
-            barrier.wait();
-            start.elapsed()
-        })
-    }
     let mut g = c.benchmark_group("contention_2_threads");
     g.throughput(Throughput::Elements(2));
     let l = flowgate_allowing();

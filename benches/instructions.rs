@@ -39,6 +39,20 @@ const CASES: &[&str] = &[
     "governor_check_n",
 ];
 
+/// Counts `name`'s decisions, admitted or refused, without a dispatch inside the loop.
+fn algorithm_case(name: &str, allowing: bool, n: u64) {
+    macro_rules! count {
+        ($($variant:ident),*) => {
+            match algorithm(name, allowing) {
+                $(Any::$variant(l) => hot_loop(n, || {
+                    assert_eq!(black_box(l.check().is_ok()), allowing);
+                }),)*
+            }
+        };
+    }
+    count!(Gcra, Leaky, Credit, Interval, Fixed, Sliding, Log, Governor)
+}
+
 fn run(case: &str, n: u64) {
     match case {
         "baseline" => hot_loop(n, || {
@@ -107,6 +121,12 @@ fn run(case: &str, n: u64) {
                 assert!(black_box(matches!(l.check_n(black_box(five)), Ok(Ok(_)))));
             })
         }
+        other if other.starts_with("algorithm_") => {
+            let (name, outcome) = other["algorithm_".len()..]
+                .rsplit_once('_')
+                .expect("algorithm_NAME_allowed or algorithm_NAME_refused");
+            algorithm_case(name, outcome == "allowed", n);
+        }
         other => {
             eprintln!("unknown case {other}; cases: {CASES:?}");
             std::process::exit(2);
@@ -124,6 +144,10 @@ fn main() {
         _ => {
             for case in CASES {
                 run(case, 1_000);
+            }
+            for name in ALGORITHMS {
+                algorithm_case(name, true, 1_000);
+                algorithm_case(name, false, 1_000);
             }
             println!(
                 "instructions: {} cases ran; count them with scripts/instructions.sh",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per decision, counted by callgrind inside `hot_loop` of benches/instructions.rs.
-# Usage: scripts/instructions.sh [N] [CASE...]   (default N = 1000000, all cases)
+# Usage: scripts/instructions.sh [N] [CASE...]   (default N = 1000000, all cases; algorithm cases
+# are algorithm_NAME_allowed and algorithm_NAME_refused)
 # Deterministic for a given binary: the figures in BENCHMARKS.md come from this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,13 @@ for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m["target"]["name"]=="instructions" and m.get("executable"): print(m["executable"])' | tail -1)
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || mapfile -t cases < <(grep -oE '^    "[a-z_]+",' benches/instructions.rs | tr -d '", ')
+if [ ${#cases[@]} -eq 0 ]; then
+  mapfile -t cases < <(grep -oE '^    "[a-z_]+",' benches/instructions.rs | tr -d '", ')
+  # One case per algorithm and outcome (benches/common: ALGORITHMS).
+  for a in $(sed -n '/^pub const ALGORITHMS/,/^];/p' benches/common/mod.rs | grep -oE '"[a-z_]+"' | tr -d '"'); do
+    cases+=("algorithm_${a}_allowed" "algorithm_${a}_refused")
+  done
+fi
 out=$(mktemp -d)
 printf '%-24s %14s\n' case instructions/iter
 for c in "${cases[@]}"; do

@@ -3,8 +3,11 @@
 #![allow(dead_code)]
 
 use std::num::NonZeroU32;
+use std::time::Duration;
 
-use flowgate::{Quota, RateLimiter};
+use flowgate::algorithm::{Credit, FixedWindow, IntervalRefill, LeakyBucket, SlidingWindow};
+use flowgate::clock::QuantaClock;
+use flowgate::{Quota, RateLimiter, SlidingLog};
 use governor::{clock::DefaultClock, state::InMemoryState, state::NotKeyed};
 
 pub type Governor = governor::RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
@@ -37,4 +40,137 @@ pub fn governor_refusing() -> Governor {
     let limiter = governor::RateLimiter::direct(governor::Quota::per_hour(one));
     assert!(limiter.check().is_ok());
     limiter
+}
+
+/// Two threads, each making `iters` decisions on one shared bucket (each must be admitted);
+/// the time both take. Criterion reports it per iteration, which covers 2 decisions.
+pub fn two_threads(iters: u64, decide: &(dyn Fn() -> bool + Sync)) -> std::time::Duration {
+    let barrier = std::sync::Barrier::new(3);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                barrier.wait();
+                for _ in 0..iters {
+                    assert!(std::hint::black_box(decide()));
+                }
+                barrier.wait();
+            });
+        }
+        barrier.wait();
+        let start = std::time::Instant::now();
+        barrier.wait();
+        start.elapsed()
+    })
+}
+
+/// One limiter per algorithm, all deciding the same way in a benchmark loop (all admitted, or
+/// all refused), behind one `check`.
+pub enum Any {
+    Gcra(RateLimiter),
+    Leaky(RateLimiter<QuantaClock, LeakyBucket>),
+    Credit(RateLimiter<QuantaClock, Credit>),
+    Interval(RateLimiter<QuantaClock, IntervalRefill>),
+    Fixed(RateLimiter<QuantaClock, FixedWindow>),
+    Sliding(RateLimiter<QuantaClock, SlidingWindow>),
+    Log(SlidingLog),
+    Governor(Governor),
+}
+
+impl Any {
+    #[inline(always)]
+    pub fn check(&self) -> bool {
+        match self {
+            Any::Gcra(l) => l.check().is_ok(),
+            Any::Leaky(l) => l.check().is_ok(),
+            Any::Credit(l) => l.check().is_ok(),
+            Any::Interval(l) => l.check().is_ok(),
+            Any::Fixed(l) => l.check().is_ok(),
+            Any::Sliding(l) => l.check().is_ok(),
+            Any::Log(l) => l.check().is_ok(),
+            Any::Governor(l) => l.check().is_ok(),
+        }
+    }
+}
+
+/// The algorithms benchmarked, by name.
+pub const ALGORITHMS: &[&str] = &[
+    "gcra",
+    "leaky_meter",
+    "leaky_shaper",
+    "credit",
+    "interval_refill",
+    "fixed_window",
+    "sliding_window",
+    "sliding_log",
+    "governor",
+];
+
+fn q(s: &str) -> Quota {
+    s.parse().unwrap()
+}
+
+/// `name`'s limiter, admitting every check of a benchmark loop (`allowing`) or refusing every
+/// one: the window counters at 10⁶ per 1 ms window (the finest rate a quota holds), the log at 1000 per µs
+/// (its ring stays in L1 and every slot has left the window when reused).
+pub fn algorithm(name: &str, allowing: bool) -> Any {
+    let clock = QuantaClock::new;
+    let with = |a| RateLimiter::with_algorithm(a, clock());
+    let any = match (name, allowing) {
+        ("gcra", true) => Any::Gcra(flowgate_allowing()),
+        ("gcra", false) => Any::Gcra(flowgate_refusing()),
+        ("leaky_meter", true) => Any::Leaky(with(LeakyBucket::meter(&allowing_quota()))),
+        ("leaky_meter", false) => Any::Leaky(with(LeakyBucket::meter(&q("1/h")))),
+        ("leaky_shaper", a) => {
+            let quota = if a { allowing_quota() } else { q("1/h") };
+            Any::Leaky(with(
+                LeakyBucket::shaper(&quota, Duration::from_millis(1)).unwrap(),
+            ))
+        }
+        ("credit", a) => {
+            let quota = if a { allowing_quota() } else { q("1/h") };
+            let debt = if a {
+                Duration::from_millis(1)
+            } else {
+                Duration::ZERO
+            };
+            Any::Credit(RateLimiter::with_algorithm(
+                Credit::new(&quota, debt).unwrap(),
+                clock(),
+            ))
+        }
+        ("interval_refill", a) => {
+            let quota = if a { q("1000000/1ms") } else { q("1/h") };
+            Any::Interval(RateLimiter::with_algorithm(
+                IntervalRefill::new(&quota).unwrap(),
+                clock(),
+            ))
+        }
+        ("fixed_window", a) => {
+            let quota = if a { q("1000000/1ms") } else { q("1/h") };
+            Any::Fixed(RateLimiter::with_algorithm(
+                FixedWindow::new(&quota).unwrap(),
+                clock(),
+            ))
+        }
+        ("sliding_window", a) => {
+            let quota = if a { q("1000000/1ms") } else { q("1/h") };
+            Any::Sliding(RateLimiter::with_algorithm(
+                SlidingWindow::new(&quota).unwrap(),
+                clock(),
+            ))
+        }
+        ("sliding_log", a) => {
+            let quota = if a { q("1000/1us") } else { q("1/h") };
+            Any::Log(SlidingLog::with_clock(quota, clock()).unwrap())
+        }
+        ("governor", true) => Any::Governor(governor_allowing()),
+        ("governor", false) => Any::Governor(governor_refusing()),
+        _ => panic!("unknown algorithm {name}"),
+    };
+    if !allowing {
+        // Spend the one cell (the shaper and credit have no slack here).
+        any.check();
+        assert!(!any.check(), "{name} should refuse now");
+    }
+    any
 }

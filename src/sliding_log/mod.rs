@@ -92,6 +92,15 @@ pub struct SlidingLog<C: Clock = QuantaClock> {
     clock: C,
 }
 
+/// A request's place in the ring: its sequence number, lap (`seq / limit`) and slot
+/// (`seq mod limit`), found with one division and then stepped without any.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    seq: u64,
+    lap: u64,
+    index: usize,
+}
+
 /// One claim attempt's outcome.
 enum Attempt {
     Claimed,
@@ -168,14 +177,41 @@ impl<C: Clock> SlidingLog<C> {
         core::mem::size_of::<Self>() + self.slots.len() * core::mem::size_of::<AtomicU64>()
     }
 
+    /// The place of request `seq`.
     #[inline(always)]
-    fn slot(&self, seq: u64) -> &AtomicU64 {
-        &self.slots[(seq % u64::from(self.limit)) as usize]
+    fn place(&self, seq: u64) -> Place {
+        let limit = u64::from(self.limit);
+        Place {
+            seq,
+            lap: seq / limit,
+            index: (seq % limit) as usize,
+        }
+    }
+
+    /// The place `k ≤ limit` requests after `p`.
+    #[inline(always)]
+    fn after(&self, p: Place, k: u32) -> Place {
+        let index = p.index + k as usize;
+        let limit = self.limit as usize;
+        let seq = p.seq + u64::from(k);
+        if index >= limit {
+            Place {
+                seq,
+                lap: p.lap + 1,
+                index: index - limit,
+            }
+        } else {
+            Place {
+                seq,
+                lap: p.lap,
+                index,
+            }
+        }
     }
 
     #[inline(always)]
-    fn lap(&self, seq: u64) -> u64 {
-        seq / u64::from(self.limit)
+    fn slot(&self, p: Place) -> &AtomicU64 {
+        &self.slots[p.index]
     }
 
     /// Takes one cell if the window has room now.
@@ -216,7 +252,7 @@ impl<C: Clock> SlidingLog<C> {
             });
         }
         if n == 0 {
-            return Ok(Ok(Allowed::new(self.gauge(self.head(), now))));
+            return Ok(Ok(Allowed::new(self.gauge(self.place(self.head()), now))));
         }
         Ok(self.take(n, now))
     }
@@ -228,7 +264,8 @@ impl<C: Clock> SlidingLog<C> {
 
     /// Cells available now.
     pub fn available(&self) -> u32 {
-        self.gauge(self.head(), self.clock.now()).remaining()
+        self.gauge(self.place(self.head()), self.clock.now())
+            .remaining()
     }
 
     /// Forgets past requests: the log starts over as [`Quota::initial`] says, as of now.
@@ -237,19 +274,20 @@ impl<C: Clock> SlidingLog<C> {
     /// forgotten too.
     pub fn reset(&self) {
         let now = self.clock.now();
-        let head = self.head();
+        let head = self.place(self.head());
         let free = self.quota.initial_cells();
         for i in 0..self.limit {
-            let seq = head + u64::from(i);
-            // Slot `seq` holds request `seq − limit`, of the lap before seq's.
-            let lap = self.lap(seq) - 1;
+            let p = self.after(head, i);
+            // Slot `seq` holds request `seq − limit`, of the lap before seq's (the cursor
+            // starts at `limit`, so lap ≥ 1).
+            let lap = p.lap - 1;
             let value = if i < free {
                 slot::free(lap)
             } else {
                 slot::done(now, lap)
             };
             // Release: publishes the recorded time with the slot (see `take`).
-            self.slot(seq).store(value, Ordering::Release);
+            self.slot(p).store(value, Ordering::Release);
         }
     }
 
@@ -263,15 +301,15 @@ impl<C: Clock> SlidingLog<C> {
 
     fn take(&self, n: u32, now: u64) -> Result<Allowed, Refused> {
         'retry: loop {
-            let head = self.head();
+            let head = self.place(self.head());
             if n > 1 {
                 // Refuse at once if any of the n slots is busy, before claiming any.
                 if let Some((free_at, behind)) = self.busiest(head, n, now) {
                     return Err(self.refused(head, now, free_at, behind));
                 }
             }
-            for i in 0..u64::from(n) {
-                match self.claim(head + i, now) {
+            for i in 0..n {
+                match self.claim(self.after(head, i), now) {
                     Attempt::Claimed => {}
                     Attempt::Busy { free_at, behind } if i == 0 => {
                         return Err(self.refused(head, now, free_at, behind));
@@ -279,30 +317,29 @@ impl<C: Clock> SlidingLog<C> {
                     Attempt::Busy { .. } | Attempt::Retry => {
                         // Lost a race part way: free what was claimed and start over.
                         for k in 0..i {
-                            let seq = head + k;
+                            let p = self.after(head, k);
                             // Release: as the records below.
-                            self.slot(seq)
-                                .store(slot::free(self.lap(seq)), Ordering::Release);
+                            self.slot(p).store(slot::free(p.lap), Ordering::Release);
                         }
                         continue 'retry;
                     }
                 }
             }
-            for i in 0..u64::from(n) {
-                let seq = head + i;
-                // Release: a thread that reads this time (Acquire) also sees the cursor past seq.
-                self.slot(seq)
-                    .store(slot::done(now, self.lap(seq)), Ordering::Release);
+            for i in 0..n {
+                let p = self.after(head, i);
+                // Release: a thread that reads this time (Acquire) also sees the cursor past it.
+                self.slot(p)
+                    .store(slot::done(now, p.lap), Ordering::Release);
             }
-            let next = head + u64::from(n);
-            return Ok(Allowed::new(self.gauge(next, now)));
+            return Ok(Allowed::new(self.gauge(self.after(head, n), now)));
         }
     }
 
-    /// One attempt to claim the slot of request `seq` at `now`.
+    /// One attempt to claim the slot of request `p` at `now`.
     #[inline]
-    fn claim(&self, seq: u64, now: u64) -> Attempt {
-        let cell = self.slot(seq);
+    fn claim(&self, p: Place, now: u64) -> Attempt {
+        let seq = p.seq;
+        let cell = self.slot(p);
         // Acquire: pairs with the Release of the claim or record that wrote the value.
         let value = cell.load(Ordering::Acquire);
         match slot::decode(value, self.window) {
@@ -368,11 +405,11 @@ impl<C: Clock> SlidingLog<C> {
     }
 
     /// The latest `free_at` among the `n` slots from `head`, if any is busy at `now`.
-    fn busiest(&self, head: u64, n: u32, now: u64) -> Option<(u64, bool)> {
+    fn busiest(&self, head: Place, n: u32, now: u64) -> Option<(u64, bool)> {
         let mut busiest: Option<(u64, bool)> = None;
-        for i in 0..u64::from(n) {
+        for i in 0..n {
             // Acquire: as in `claim`.
-            let value = self.slot(head + i).load(Ordering::Acquire);
+            let value = self.slot(self.after(head, i)).load(Ordering::Acquire);
             let (free_at, behind) = match slot::decode(value, self.window) {
                 Slot::Pending(_) => (now.saturating_add(self.window), false),
                 Slot::Done { free_at } if free_at > now => (free_at, free_at - self.window > now),
@@ -384,11 +421,11 @@ impl<C: Clock> SlidingLog<C> {
         busiest
     }
 
-    /// Whether the slot of request `seq` is busy at `now`.
+    /// Whether the slot of request `p` is busy at `now`.
     #[inline]
-    fn busy(&self, seq: u64, now: u64) -> bool {
+    fn busy(&self, p: Place, now: u64) -> bool {
         // Acquire: as in `claim`.
-        match slot::decode(self.slot(seq).load(Ordering::Acquire), self.window) {
+        match slot::decode(self.slot(p).load(Ordering::Acquire), self.window) {
             Slot::Pending(_) => true,
             Slot::Done { free_at } => free_at > now,
         }
@@ -397,18 +434,37 @@ impl<C: Clock> SlidingLog<C> {
     /// The log as seen at `now` from the cursor `head`: how many of the slots from `head` on are
     /// free (binary search: in time order, free slots come first) and when the newest request
     /// leaves the window.
-    fn gauge(&self, head: u64, now: u64) -> Gauge {
-        let (mut lo, mut hi) = (0u64, u64::from(self.limit));
+    fn gauge(&self, head: Place, now: u64) -> Gauge {
+        // Free slots come first: indices below `lo` are free, from `hi` on busy. A busy oldest
+        // slot means none is free (the refused case, one probe); otherwise gallop back from the
+        // newest, so a mostly free log costs a few probes rather than log2(limit).
+        let (mut lo, mut hi) = (0u32, self.limit);
+        if !self.busy(head, now) {
+            lo = 1;
+            let mut step = 1;
+            while hi - lo >= step {
+                let probe = hi - step;
+                if self.busy(self.after(head, probe), now) {
+                    hi = probe;
+                    step *= 2;
+                } else {
+                    lo = probe + 1;
+                    break;
+                }
+            }
+        } else {
+            hi = 0;
+        }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.busy(head + mid, now) {
+            if self.busy(self.after(head, mid), now) {
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        let free = lo as u32;
-        let newest = head + u64::from(self.limit) - 1;
+        let free = lo;
+        let newest = self.after(head, self.limit - 1);
         // Acquire: as in `claim`.
         let reset = match slot::decode(self.slot(newest).load(Ordering::Acquire), self.window) {
             Slot::Pending(_) => self.window,
@@ -418,7 +474,7 @@ impl<C: Clock> SlidingLog<C> {
     }
 
     #[cold]
-    fn refused(&self, head: u64, now: u64, free_at: u64, behind: bool) -> Refused {
+    fn refused(&self, head: Place, now: u64, free_at: u64, behind: bool) -> Refused {
         if behind {
             self.catch_up();
         }
