@@ -114,6 +114,6 @@ impl Cell {
 /// it never takes.
 #[cold]
 #[inline(never)]
-fn contended(backoff: &Backoff) {
+pub(crate) fn contended(backoff: &Backoff) {
     backoff.spin();
 }

@@ -23,7 +23,9 @@
 //! * [`clock`]: the [`Clock`](clock::Clock) trait, the default TSC clock, a coarse clock, and a
 //!   manual clock for tests.
 //! * [`algorithm`]: the [`Algorithm`] trait, pure decision math over one packed word, and the
-//!   algorithms ([`Gcra`], the default).
+//!   algorithms ([`Gcra`], the default; the leaky bucket, credit, interval refill, fixed and
+//!   sliding window counters), with a table to choose from.
+//! * [`SlidingLog`]: the exact sliding window, a lock-free ring of request times.
 //! * `cell`: the single compare-and-swap loop every algorithm runs in.
 //! * [`RateLimiter`]: one bucket, what users call.
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.

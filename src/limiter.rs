@@ -138,6 +138,20 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         Ok(self.answer(self.cell.update(|tat| self.algorithm.check(tat, now, n))))
     }
 
+    /// Reserves `n` cells, possibly for later: [`check_n`](Self::check_n) under the name the
+    /// shaping algorithms use. With [`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper)
+    /// or [`Credit`](crate::algorithm::Credit), an `Ok` may carry a delay the caller must wait
+    /// before going ahead ([`Allowed::delay`]); a request that would wait longer than the
+    /// algorithm's maximum is refused, and nothing is reserved for it. With any other algorithm
+    /// the delay is always zero.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    #[inline]
+    pub fn reserve(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.check_n(n)
+    }
+
     /// The decision [`check_n`](Self::check_n) would make now, without taking anything.
     ///
     /// # Errors

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use flowgate::algorithm::{Credit, LeakyBucket};
 use flowgate::clock::{Clock, ManualClock};
-use flowgate::{Allowed, Gcra, Initial, InsufficientCapacity, Quota, RateLimiter, Refused};
+use flowgate::{
+    Algorithm, Allowed, Gcra, Initial, InsufficientCapacity, Quota, RateLimiter, Refused,
+};
 use proptest::prelude::*;
 
 mod common;
@@ -439,4 +441,32 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn delays_beyond_the_horizon_are_typed_errors() {
+    let q = Quota::per_second(10).unwrap();
+    let max = Duration::from_nanos(flowgate::quota::MAX_WINDOW_NANOS);
+    let too_long = flowgate::QuotaError::DelayTooLong {
+        max_nanos: flowgate::quota::MAX_WINDOW_NANOS,
+    };
+    assert_eq!(
+        LeakyBucket::shaper(&q, Duration::MAX).unwrap_err(),
+        too_long
+    );
+    assert_eq!(
+        Credit::new(&q, max + Duration::from_nanos(1)).unwrap_err(),
+        too_long
+    );
+    assert_eq!(LeakyBucket::shaper(&q, max).unwrap().max_delay(), max);
+    // The largest debt and the finest interval: capacity saturates at u32::MAX, nothing wraps.
+    let fine = Quota::from_nanos(1, 1).unwrap();
+    let credit = Credit::new(&fine, max).unwrap();
+    assert_eq!(credit.capacity(), u32::MAX);
+    let clock = ManualClock::starting_at(u64::MAX - 10);
+    let limiter = RateLimiter::with_algorithm(credit, clock);
+    assert!(
+        matches!(limiter.check_n(u32::MAX), Ok(Err(_))),
+        "past the horizon: refused"
+    );
 }

@@ -8,6 +8,28 @@
 //!
 //! Every algorithm documents its word layout (named shifts and masks, and what 0 means) and
 //! validates at construction every bound that keeps its arithmetic from overflowing.
+//!
+//! # Choosing one
+//!
+//! | algorithm | burst | boundary effect | precision | bytes per bucket | cost per decision |
+//! |---|---|---|---|---|---|
+//! | [`Gcra`] (default) | `burst`, then one per interval | none | exact (ns) | 8 | load + CAS |
+//! | [`LeakyBucket::meter`] | as GCRA (same decisions) | none | exact (ns) | 8 | load + CAS |
+//! | [`LeakyBucket::shaper`] | `burst`, then queued up to a max delay | none | exact (ns) | 8 | load + CAS |
+//! | [`Credit`] | `burst`, then borrowed up to a max debt | none | exact (ns) | 8 | load + CAS |
+//! | [`IntervalRefill`] | `burst`; `count` return at each boundary | a batch per boundary | exact per interval | 8 | load + CAS + division |
+//! | [`FixedWindow`] | the limit, anywhere in a window | up to 2 × limit across an edge | exact per window | 8 | load + CAS + division |
+//! | [`SlidingWindow`] | the limit | smoothed (approximation) | approximate | 8 | load + CAS + division |
+//! | [`SlidingLog`](crate::SlidingLog) | the limit | none | exact in any window | 8 × limit + 32 | 2 loads + 2 CAS + store per cell |
+//!
+//! The shapers ([`LeakyBucket::shaper`], [`Credit`]) admit requests *to go ahead later*:
+//! [`Allowed::delay`] is how long the caller must wait. [`SlidingLog`](crate::SlidingLog) keeps
+//! one slot per request, so it is its own limiter type rather than an [`Algorithm`].
+//!
+//! # Cores
+//! The algorithms share two cores: `schedule` (the theoretical-arrival-time arithmetic behind
+//! GCRA, the leaky bucket and credit) and `stepped` (the bucket refilled at window boundaries
+//! behind the interval refill and the fixed window). The sliding window counter has its own.
 
 mod credit;
 mod fixed_window;

@@ -193,7 +193,12 @@ impl SlidingWindow {
             return 0;
         }
         // Weights never exceed `unit`, so a bound of `unit` or more is met from offset 0.
-        let bound = (free / u64::from(previous)).min(self.unit());
+        let previous = u64::from(previous);
+        let bound = if free < previous {
+            0 // a full window: no division
+        } else {
+            (free / previous).min(self.unit())
+        };
         // (W − o) >> shift ≤ bound ⇔ W − o < (bound + 1) << shift.
         (length + 1).saturating_sub((bound + 1) << self.shift)
     }

@@ -30,6 +30,9 @@ mod slot;
 
 use core::time::Duration;
 
+use crossbeam_utils::Backoff;
+
+use crate::cell::contended;
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Allowed, Gauge, InsufficientCapacity, Refused};
 use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
@@ -300,6 +303,7 @@ impl<C: Clock> SlidingLog<C> {
     }
 
     fn take(&self, n: u32, now: u64) -> Result<Allowed, Refused> {
+        let backoff = Backoff::new();
         'retry: loop {
             let head = self.place(self.head());
             if n > 1 {
@@ -321,6 +325,9 @@ impl<C: Clock> SlidingLog<C> {
                             // Release: as the records below.
                             self.slot(p).store(slot::free(p.lap), Ordering::Release);
                         }
+                        // Another thread moved first: let its cache lines settle (as the
+                        // one-word cell does after a failed CAS).
+                        contended(&backoff);
                         continue 'retry;
                     }
                 }
