@@ -8,7 +8,7 @@ use flowgate::{Initial, Quota, QuotaError, RateLimiter};
 use proptest::prelude::*;
 
 mod common;
-use common::{answer_of, Answer};
+use common::{Answer, Op, WindowModel};
 
 /// The documented rule: admitted iff ⌈previous × weight / unit⌉ + current + n ≤ limit, with
 /// weight = (W − elapsed) >> shift and unit = W >> shift (shift = 0 for windows up to 2^42 ns).
@@ -81,7 +81,7 @@ impl Model {
         (self.limit.saturating_sub(used.div_ceil(unit)), reset)
     }
 
-    fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
+    fn check_inner(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
         if n > self.limit {
             return Answer::Never(n, self.limit);
         }
@@ -115,7 +115,7 @@ impl Model {
         answer
     }
 
-    fn refund(&mut self, now: u128, n: u128) -> Answer {
+    fn refund_inner(&mut self, now: u128, n: u128) -> Answer {
         let (index, p, c, ..) = self.counted(now);
         if c > 0 {
             (self.stored, self.previous, self.current) = (index, p, c - n.min(c));
@@ -124,13 +124,13 @@ impl Model {
     }
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    Advance(u64),
-    Rewind(u64),
-    Check(u32),
-    CheckAt(u32, u64),
-    Refund(u32),
+impl WindowModel for Model {
+    fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer {
+        self.check_inner(at, fresh, n)
+    }
+    fn refund(&mut self, now: u128, n: u128) -> Answer {
+        self.refund_inner(now, n)
+    }
 }
 
 fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
@@ -175,27 +175,7 @@ proptest! {
         let sw = SlidingWindow::new(&quota).unwrap();
         let limiter = RateLimiter::with_algorithm(sw, clock.clone());
         let mut model = Model::new(&quota, start.into());
-        for (i, op) in ops.iter().enumerate() {
-            match *op {
-                Op::Advance(d) => clock.advance_nanos(d),
-                Op::Rewind(d) => clock.set(clock.get().saturating_sub(d)),
-                _ => {}
-            }
-            let now = clock.get();
-            let (got, want) = match *op {
-                Op::Check(n) => (answer_of(limiter.check_n(n)), model.check(now.into(), now.into(), n.into())),
-                Op::CheckAt(n, behind) => {
-                    let at = now.saturating_sub(behind);
-                    (answer_of(limiter.check_n_at(n, at)), model.check(at.into(), now.into(), n.into()))
-                }
-                Op::Refund(n) => {
-                    limiter.refund(n);
-                    (Answer::Done, model.refund(now.into(), n.into()))
-                }
-                _ => continue,
-            };
-            prop_assert_eq!(got, want, "op #{} {:?} at {}", i, op, now);
-        }
+        common::drive(&clock, &ops, |n, at| limiter.check_n_at(n, at), |n, at| limiter.refund_at(n, at), &mut model)?;
     }
 }
 

@@ -7,7 +7,7 @@ use flowgate::{Allowed, Initial, InsufficientCapacity, Quota, QuotaError, RateLi
 use proptest::prelude::*;
 
 mod common;
-use common::{answer_of, Answer};
+use common::{Answer, Op, WindowModel};
 
 /// The documented rules, written plainly: windows numbered from the clock's origin; `refill`
 /// cells come back at each boundary, up to `burst`; a bucket counts in the latest window it has
@@ -53,7 +53,7 @@ impl Model {
         (index + cells.div_ceil(self.refill)) * self.window - now
     }
 
-    fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
+    fn check_inner(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
         if n > self.burst {
             return Answer::Never(n, self.burst);
         }
@@ -78,12 +78,21 @@ impl Model {
         Answer::Refused(self.burst - used, self.burst, retry, reset)
     }
 
-    fn refund(&mut self, now: u128, n: u128) -> Answer {
+    fn refund_inner(&mut self, now: u128, n: u128) -> Answer {
         let (index, used) = self.counted(now);
         if used > 0 {
             (self.stored, self.used) = (index, used - n.min(used));
         }
         Answer::Done
+    }
+}
+
+impl WindowModel for Model {
+    fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer {
+        self.check_inner(at, fresh, n)
+    }
+    fn refund(&mut self, now: u128, n: u128) -> Answer {
+        self.refund_inner(now, n)
     }
 }
 
@@ -122,15 +131,6 @@ impl Limiter {
             Self::Interval(l) => l.refund_at(n, at),
         }
     }
-}
-
-#[derive(Debug, Clone)]
-enum Op {
-    Advance(u64),
-    Rewind(u64),
-    Check(u32),
-    CheckAt(u32, u64),
-    Refund(u32),
 }
 
 fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
@@ -179,27 +179,7 @@ proptest! {
         let clock = ManualClock::starting_at(start);
         let limiter = Limiter::new(&quota, &clock);
         let mut model = Model::new(&quota, start.into());
-        for (i, op) in ops.iter().enumerate() {
-            match *op {
-                Op::Advance(d) => clock.advance_nanos(d),
-                Op::Rewind(d) => clock.set(clock.get().saturating_sub(d)),
-                _ => {}
-            }
-            let now = clock.get();
-            let (got, want) = match *op {
-                Op::Check(n) => (answer_of(limiter.check_n_at(n, now)), model.check(now.into(), now.into(), n.into())),
-                Op::CheckAt(n, behind) => {
-                    let at = now.saturating_sub(behind);
-                    (answer_of(limiter.check_n_at(n, at)), model.check(at.into(), now.into(), n.into()))
-                }
-                Op::Refund(n) => {
-                    limiter.refund_at(n, now);
-                    (Answer::Done, model.refund(now.into(), n.into()))
-                }
-                _ => continue,
-            };
-            prop_assert_eq!(got, want, "op #{} {:?} at {}", i, op, now);
-        }
+        common::drive(&clock, &ops, |n, at| limiter.check_n_at(n, at), |n, at| limiter.refund_at(n, at), &mut model)?;
     }
 }
 
