@@ -7,18 +7,19 @@ use crate::decision::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError};
 
 /// Bits of each count field.
-const COUNT_BITS: u32 = 20;
+const COUNT_BITS: u32 = 18;
 /// Mask of a count field.
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 /// Shift of the previous window's count.
 const PREV_SHIFT: u32 = COUNT_BITS;
 /// Shift of the window index.
 const INDEX_SHIFT: u32 = 2 * COUNT_BITS;
-/// Bits of the window index (modulo 2^24).
+/// Bits of the window index (modulo 2^28).
 const INDEX_BITS: u32 = 64 - INDEX_SHIFT;
-/// A stored window at most this many windows after a reading's is taken as ahead of it (a stale
-/// reading or a clock that stepped back); further is taken as past.
-const MAX_AHEAD: u64 = 1 << 10;
+/// A stored window up to half the index range after a reading's is taken as ahead of it (a
+/// stale reading or a clock that stepped back), never as past: an old reading must not empty
+/// the bucket.
+const MAX_AHEAD: u64 = 1 << (INDEX_BITS - 1);
 /// Weights are computed on window lengths scaled to at most this many bits, so that
 /// `count × weight` fits in 64 bits.
 const WEIGHT_BITS: u32 = 42;
@@ -43,21 +44,21 @@ const WEIGHT_BITS: u32 = 42;
 /// | cost per decision | one load, one CAS, one 64-bit division |
 ///
 /// # Word layout
-/// `index << 40 | previous << 20 | current`: bits 63–40 hold the present window's index
-/// (nanoseconds since the clock's origin divided by the window length, modulo 2^24), bits 39–20
-/// the previous window's count, bits 19–0 the present window's. `0` is window 0 with nothing
+/// `index << 36 | previous << 18 | current`: bits 63–36 hold the present window's index
+/// (nanoseconds since the clock's origin divided by the window length, modulo 2^28), bits 35–18
+/// the previous window's count, bits 17–0 the present window's. `0` is window 0 with nothing
 /// counted; a new bucket holds the index of its creation window.
 ///
-/// Window indices compare by wrapping distance: a stored window up to 1024 windows after the
+/// Window indices compare by wrapping distance: a stored window up to 2^27 windows after the
 /// reading's is taken as ahead (a stale reading or a clock that stepped back: counted against
 /// conservatively, then corrected with a fresh reading as for [`FixedWindow`](super::FixedWindow));
-/// any other distance as past. So a clock that steps back more than 1024 windows empties the
-/// bucket (at most one limit extra), and a bucket left idle for a multiple of 2^24 windows (4.6
-/// hours of 1 ms windows, 194 days of 1 s windows), to within one window, is read as current:
-/// its old counts still count, conservatively, until the window ends.
+/// one up to 2^27 − 1 windows before it as past. A stale reading therefore never empties the
+/// bucket. The price is paid by a bucket left idle for 2^27 windows or more (37 hours of 1 ms
+/// windows, 4.2 years of 1 s windows): it may be read as ahead, or current, and its old counts
+/// then still count, conservatively, for at most two windows.
 ///
 /// # Limits
-/// At most 1 048 575 per window ([`QuotaError::LimitTooLarge`]), windows of at least 1 ms
+/// At most 262 143 per window ([`QuotaError::LimitTooLarge`]), windows of at least 1 ms
 /// ([`QuotaError::WindowTooShort`]), and no burst separate from the count
 /// ([`QuotaError::BurstNotSupported`]). Windows longer than 2^42 ns (73 minutes) weight the
 /// previous count at a resolution of `W / 2^41` (relative error below 10⁻¹²).
@@ -171,7 +172,7 @@ impl SlidingWindow {
 
     #[inline(always)]
     fn gauge(&self, c: &Counted, current: u32) -> Gauge {
-        let until_end = c.lead + (self.windows.length() - c.offset);
+        let until_end = c.lead.saturating_add(self.windows.length() - c.offset);
         let reset = if current > 0 {
             until_end.saturating_add(self.windows.length())
         } else if c.previous > 0 {
@@ -179,7 +180,7 @@ impl SlidingWindow {
         } else {
             0
         };
-        // previous, current < 2^20 and weight ≤ unit < 2^42: the sum is below 2^63.
+        // previous, current < 2^18 and weight ≤ unit < 2^42: the sum is below 2^61.
         let used = u64::from(c.previous) * self.weight(c.offset) + u64::from(current) * self.unit();
         Gauge::new(used, self.unit(), self.limit, reset)
     }
@@ -238,7 +239,7 @@ impl super::Algorithm for SlidingWindow {
     #[inline(always)]
     fn check(&self, word: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
         let c = self.counted(word, now);
-        // current ≤ limit < 2^20, n ≤ limit: no overflow; admitted iff
+        // current ≤ limit < 2^18, n ≤ limit: no overflow; admitted iff
         // ⌈previous × weight / unit⌉ + current + n ≤ limit.
         let after = c.current + n;
         if after <= self.limit

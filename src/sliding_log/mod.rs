@@ -24,7 +24,9 @@
 //! for a whole lap of the ring) is treated as a request made now: the caller is refused with a
 //! retry of one window. That is a brief under-admission, never an over-admission. A request for
 //! `n` cells claims `n` consecutive slots; if another thread takes one of them first, the ones
-//! it took are freed again and it starts over.
+//! it took are freed again and it starts over. So single-cell requests are lock-free, while
+//! multi-cell requests racing each other can retry repeatedly (obstruction-free; a backoff after
+//! each lost race breaks the symmetry in practice).
 
 mod slot;
 
@@ -308,8 +310,15 @@ impl<C: Clock> SlidingLog<C> {
             let head = self.place(self.head());
             if n > 1 {
                 // Refuse at once if any of the n slots is busy, before claiming any.
-                if let Some((free_at, behind)) = self.busiest(head, n, now) {
-                    return Err(self.refused(head, now, free_at, behind));
+                match self.busiest(head, n, now) {
+                    Attempt::Busy { free_at, behind } => {
+                        return Err(self.refused(head, now, free_at, behind));
+                    }
+                    Attempt::Retry => {
+                        contended(&backoff);
+                        continue 'retry;
+                    }
+                    Attempt::Claimed => {}
                 }
             }
             for i in 0..n {
@@ -357,7 +366,7 @@ impl<C: Clock> SlidingLog<C> {
             }
             // Request `seq − limit` is still being recorded: treat it as made now.
             Slot::Pending(owner) if owner < seq => Attempt::Busy {
-                free_at: now.saturating_add(self.window),
+                free_at: self.pending_free_at(now),
                 behind: false,
             },
             Slot::Pending(_) => Attempt::Retry,
@@ -411,21 +420,36 @@ impl<C: Clock> SlidingLog<C> {
         }
     }
 
-    /// The latest `free_at` among the `n` slots from `head`, if any is busy at `now`.
-    fn busiest(&self, head: Place, n: u32, now: u64) -> Option<(u64, bool)> {
+    /// Whether the `n` slots from `head` are free at `now` (`Claimed`: go ahead and claim
+    /// them), one is busy (the latest `free_at` among the busy ones), or a claim is in flight on
+    /// one of them (`Retry`: the cursor is moving).
+    fn busiest(&self, head: Place, n: u32, now: u64) -> Attempt {
         let mut busiest: Option<(u64, bool)> = None;
         for i in 0..n {
+            let p = self.after(head, i);
             // Acquire: as in `claim`.
-            let value = self.slot(self.after(head, i)).load(Ordering::Acquire);
+            let value = self.slot(p).load(Ordering::Acquire);
             let (free_at, behind) = match slot::decode(value, self.window) {
-                Slot::Pending(_) => (now.saturating_add(self.window), false),
+                Slot::Pending(owner) if owner < p.seq => (self.pending_free_at(now), false),
+                Slot::Pending(_) => return Attempt::Retry,
                 Slot::Done { free_at } if free_at > now => (free_at, free_at - self.window > now),
                 Slot::Done { .. } => continue,
             };
             let (latest, was_behind) = busiest.unwrap_or((0, false));
             busiest = Some((latest.max(free_at), was_behind || behind));
         }
-        busiest
+        match busiest {
+            Some((free_at, behind)) => Attempt::Busy { free_at, behind },
+            None => Attempt::Claimed,
+        }
+    }
+
+    /// When a slot still pending from the previous lap leaves the window, at the latest: its
+    /// owner read the clock before claiming, so before this fresh reading (taken after the
+    /// slot was seen pending).
+    #[cold]
+    fn pending_free_at(&self, now: u64) -> u64 {
+        self.clock.now().max(now).saturating_add(self.window)
     }
 
     /// Whether the slot of request `p` is busy at `now`.
