@@ -431,7 +431,12 @@ impl<C: Clock> SlidingLog<C> {
             let value = self.slot(p).load(Ordering::Acquire);
             let (free_at, behind) = match slot::decode(value, self.window) {
                 Slot::Pending(owner) if owner < p.seq => (self.pending_free_at(now), false),
-                Slot::Pending(_) => return Attempt::Retry,
+                Slot::Pending(owner) => {
+                    // A claim in flight: help it move the cursor on (as `claim` does), so
+                    // that nobody waits for its owner, then look again.
+                    self.advance(owner);
+                    return Attempt::Retry;
+                }
                 Slot::Done { free_at } if free_at > now => (free_at, free_at - self.window > now),
                 Slot::Done { .. } => continue,
             };
