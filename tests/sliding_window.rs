@@ -80,8 +80,10 @@ impl Model {
         };
         (self.limit.saturating_sub(used.div_ceil(unit)), reset)
     }
+}
 
-    fn check_inner(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
+impl WindowModel for Model {
+    fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
         if n > self.limit {
             return Answer::Never(n, self.limit);
         }
@@ -115,21 +117,12 @@ impl Model {
         answer
     }
 
-    fn refund_inner(&mut self, now: u128, n: u128) -> Answer {
+    fn refund(&mut self, now: u128, n: u128) -> Answer {
         let (index, p, c, ..) = self.counted(now);
         if c > 0 {
             (self.stored, self.previous, self.current) = (index, p, c - n.min(c));
         }
         Answer::Done
-    }
-}
-
-impl WindowModel for Model {
-    fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer {
-        self.check_inner(at, fresh, n)
-    }
-    fn refund(&mut self, now: u128, n: u128) -> Answer {
-        self.refund_inner(now, n)
     }
 }
 

@@ -52,8 +52,10 @@ impl Model {
         }
         (index + cells.div_ceil(self.refill)) * self.window - now
     }
+}
 
-    fn check_inner(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
+impl WindowModel for Model {
+    fn check(&mut self, now: u128, fresh: u128, n: u128) -> Answer {
         if n > self.burst {
             return Answer::Never(n, self.burst);
         }
@@ -78,21 +80,12 @@ impl Model {
         Answer::Refused(self.burst - used, self.burst, retry, reset)
     }
 
-    fn refund_inner(&mut self, now: u128, n: u128) -> Answer {
+    fn refund(&mut self, now: u128, n: u128) -> Answer {
         let (index, used) = self.counted(now);
         if used > 0 {
             (self.stored, self.used) = (index, used - n.min(used));
         }
         Answer::Done
-    }
-}
-
-impl WindowModel for Model {
-    fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer {
-        self.check_inner(at, fresh, n)
-    }
-    fn refund(&mut self, now: u128, n: u128) -> Answer {
-        self.refund_inner(now, n)
     }
 }
 

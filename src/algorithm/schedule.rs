@@ -74,6 +74,16 @@ impl Schedule {
                 max_nanos: MAX_WINDOW_NANOS,
             });
         }
+        Ok(Self::with_slack(quota, slack, delay))
+    }
+
+    /// The schedule of plain GCRA: no slack.
+    pub(crate) fn gcra(quota: &Quota) -> Self {
+        Self::with_slack(quota, 0, Delay::Own)
+    }
+
+    /// The schedule of `quota` with a validated `slack` (at most `MAX_WINDOW_NANOS`).
+    fn with_slack(quota: &Quota, slack: u64, delay: Delay) -> Self {
         let interval = quota.interval_nanos();
         // Quota guarantees burst·T ≤ MAX_WINDOW_NANOS, so lead ≤ 2·(2^63 − 1) < 2^64.
         let window = quota.window_nanos();
@@ -84,27 +94,13 @@ impl Schedule {
             // Credit lends up to the slack: from an empty bucket, n·T ≤ τ + slack.
             Delay::Queue => u32::try_from(lead / interval).unwrap_or(u32::MAX),
         };
-        Ok(Self {
+        Self {
             interval,
             window,
             lead,
             burst: quota.burst(),
             capacity,
             delay,
-            quota: *quota,
-        })
-    }
-
-    /// The schedule of plain GCRA: no slack.
-    pub(crate) fn gcra(quota: &Quota) -> Self {
-        let window = quota.window_nanos();
-        Self {
-            interval: quota.interval_nanos(),
-            window,
-            lead: window,
-            burst: quota.burst(),
-            capacity: quota.burst(),
-            delay: Delay::Own,
             quota: *quota,
         }
     }
