@@ -121,6 +121,21 @@ impl Allowed {
     }
 }
 
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The bucket does not hold the cells yet: [`Refused::retry_after`] is exact.
+    Quota,
+    /// The key is new and the keyed table is full, with nothing idle to make room for it (see
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter)). [`Refused::retry_after`] is only a hint
+    /// (one emission interval of the key's quota): room appears when another key goes idle.
+    TableFull,
+    /// The key is new and the quota on new keys refused to create it; the refusal's gauge and
+    /// [`Refused::retry_after`] are that quota's.
+    NewKeys,
+}
+
 /// A request refused for now: it conforms after [`retry_after`](Self::retry_after), if nothing
 /// else is taken in between. Nothing was consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +145,7 @@ pub struct Refused {
     /// The bucket was booked more than a window ahead of the reading: the clock stepped back or
     /// the reading was stale. The limiter re-checks with a fresh reading.
     pub(crate) clock_behind: bool,
+    pub(crate) cause: Cause,
 }
 
 impl Refused {
@@ -141,7 +157,20 @@ impl Refused {
             gauge,
             wait: retry_after_nanos,
             clock_behind: false,
+            cause: Cause::Quota,
         }
+    }
+
+    /// The same refusal, for `cause`.
+    pub(crate) const fn because(mut self, cause: Cause) -> Self {
+        self.cause = cause;
+        self
+    }
+
+    /// Why the request was refused: the quota (almost always), or a keyed table that could not
+    /// take a new key.
+    pub fn cause(&self) -> Cause {
+        self.cause
     }
 
     /// Marks the refusal as made against a bucket booked further ahead than the reading can
@@ -211,6 +240,20 @@ pub struct InsufficientCapacity {
     pub requested: u32,
     /// The bucket's capacity (burst).
     pub burst: u32,
+}
+
+impl InsufficientCapacity {
+    /// `Ok` if `n` cells fit in a bucket of `burst`; otherwise the error.
+    #[inline(always)]
+    pub(crate) fn check(n: u32, burst: u32) -> Result<(), Self> {
+        if n > burst {
+            return Err(Self {
+                requested: n,
+                burst,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for InsufficientCapacity {

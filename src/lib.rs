@@ -28,6 +28,8 @@
 //! * [`SlidingLog`]: the exact sliding window, a lock-free ring of request times.
 //! * `cell`: the single compare-and-swap loop every algorithm runs in.
 //! * [`RateLimiter`]: one bucket, what users call.
+//! * [`KeyedRateLimiter`]: one bucket per key in a bounded, sharded table that forgets idle keys
+//!   ([`keyed`](KeyedRateLimiter) module docs: memory model, eviction, a full table).
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
@@ -36,13 +38,15 @@ pub mod algorithm;
 mod cell;
 pub mod clock;
 mod decision;
+mod keyed;
 mod limiter;
 mod primitive;
 pub mod quota;
 mod sliding_log;
 
 pub use algorithm::{Algorithm, Gcra};
-pub use decision::{Allowed, Gauge, InsufficientCapacity, Refused};
+pub use decision::{Allowed, Cause, Gauge, InsufficientCapacity, Refused};
+pub use keyed::{Builder, KeyedError, KeyedRateLimiter, KeyedStats, Sweeper, WhenFull};
 pub use limiter::RateLimiter;
 pub use quota::{Initial, Quota, QuotaError};
 pub use sliding_log::SlidingLog;

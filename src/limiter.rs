@@ -219,14 +219,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
 
     #[inline(always)]
     fn within_burst(&self, n: u32) -> Result<(), InsufficientCapacity> {
-        let burst = self.algorithm.capacity();
-        if n > burst {
-            return Err(InsufficientCapacity {
-                requested: n,
-                burst,
-            });
-        }
-        Ok(())
+        InsufficientCapacity::check(n, self.algorithm.capacity())
     }
 }
 

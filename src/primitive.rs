@@ -1,4 +1,4 @@
-//! The one place flowgate's atomics come from.
+//! The one place flowgate's atomics and locks come from.
 //!
 //! In a normal build these are `core`'s atomics. Built with `--cfg flowgate_loom` they are
 //! [loom](https://docs.rs/loom)'s, so the model tests in `loom-tests/` explore every interleaving
@@ -13,6 +13,7 @@
 #[cfg(not(flowgate_loom))]
 mod imp {
     pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use std::sync::{Mutex, MutexGuard};
 
     /// `AtomicU64::compare_exchange_weak`, unchanged.
     #[inline(always)]
@@ -32,6 +33,7 @@ mod imp {
     use core::cell::Cell;
 
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use loom::sync::{Mutex, MutexGuard};
 
     loom::thread_local! {
         static SPURIOUS: Cell<u32> = Cell::new(0);
@@ -69,3 +71,11 @@ mod imp {
 #[cfg(flowgate_loom)]
 pub use imp::fail_next_cas;
 pub(crate) use imp::*;
+
+/// Locks `mutex`, taking the data even if a thread panicked while holding it: flowgate's
+/// locked sections leave the data consistent at every step, so poisoning carries no meaning.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -102,6 +102,17 @@ pub trait Algorithm {
     /// Gives `n` cells back to the bucket `word` at `now`, never beyond its capacity.
     fn refund(&self, word: u64, now: u64, n: u32) -> Step<()>;
 
+    /// Whether the bucket `word` is full at `now` and stays full at every later reading until
+    /// something is taken: then it answers every request exactly as a bucket created full at
+    /// `now` would, and a keyed table may forget it without changing any decision (see
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter)). Must be conservative: `false` is always
+    /// safe (the bucket is then never evicted). The default says `false`.
+    #[inline]
+    fn is_idle(&self, word: u64, now: u64) -> bool {
+        let _ = (word, now);
+        false
+    }
+
     /// After a refusal flagged as "clock behind" (the bucket looked booked further ahead than
     /// any reading could explain), the word to write given a `fresh` reading taken after the
     /// word was loaded, and the clock's declared `skew`; `None` to leave it. The default never
@@ -154,6 +165,11 @@ macro_rules! delegate_algorithm {
             #[inline]
             fn catch_up(&self, word: u64, fresh: u64, skew: u64) -> Option<u64> {
                 self.$field.catch_up(word, fresh, skew)
+            }
+
+            #[inline]
+            fn is_idle(&self, word: u64, now: u64) -> bool {
+                self.$field.is_idle(word, now)
             }
         }
     };

@@ -224,6 +224,13 @@ impl Schedule {
         (tat > latest.saturating_add(skew)).then_some(latest)
     }
 
+    /// Full at `now`: the TAT is not after it (0, a new full bucket's word, is idle at every
+    /// reading). The TAT only moves forwards when something is taken, so the bucket stays full.
+    #[inline]
+    pub(crate) fn is_idle(&self, tat: u64, now: u64) -> bool {
+        tat <= now
+    }
+
     /// The bucket `tat` as seen at `now`, taking nothing.
     #[inline]
     pub(crate) fn state(&self, tat: u64, now: u64) -> Allowed {

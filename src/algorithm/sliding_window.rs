@@ -266,6 +266,13 @@ impl super::Algorithm for SlidingWindow {
 
     /// Gives back up to `n` of the present window's cells (the previous window's are not
     /// refundable: they already only weigh partly).
+    /// Full at `now`: nothing counted in the reading's window or the one before it (so no
+    /// weight is left to fall), and the stored window not ahead of the reading's.
+    fn is_idle(&self, word: u64, now: u64) -> bool {
+        let c = self.counted(word, now);
+        c.previous == 0 && c.current == 0 && c.lead == 0
+    }
+
     fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
         let c = self.counted(word, now);
         if c.current == 0 {

@@ -173,6 +173,13 @@ impl Stepped {
         Allowed::new(self.gauge(&c, c.used))
     }
 
+    /// Full at `now`: nothing in use once the refills are counted, and the stored window not
+    /// ahead of the reading's (an ahead window is judged conservatively, as in use).
+    pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {
+        let c = self.counted(word, now);
+        c.used == 0 && c.ahead == 0
+    }
+
     pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
         let c = self.counted(word, now);
         if c.used == 0 {

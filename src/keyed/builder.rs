@@ -1,0 +1,276 @@
+//! [`Builder`]: every option of a [`KeyedRateLimiter`], validated once by [`Builder::build`].
+
+use core::fmt;
+use core::hash::Hash;
+use core::marker::PhantomData;
+
+use super::table::{SizeError, Table};
+use super::{Classify, KeyedRateLimiter};
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, QuantaClock};
+use crate::limiter::RateLimiter;
+use crate::quota::Quota;
+
+/// Keys a limiter holds unless told otherwise: 2²⁰, about 22 MB of table.
+const DEFAULT_MAX_KEYS: usize = 1 << 20;
+/// Most quota tiers (the tier takes the low bits of a key's tag).
+const MAX_TIERS: usize = 256;
+/// Most keys: 2⁴⁰ (a table of about 23 TB), far beyond any machine, to keep sizes in range.
+const MAX_KEYS: usize = 1 << 40;
+/// Fewest keys per shard when the shard count is chosen automatically.
+const MIN_KEYS_PER_SHARD: usize = 64;
+/// Most shards chosen automatically.
+const MAX_AUTO_SHARDS: usize = 256;
+
+/// What a full table does with a request from a key it does not hold, when no idle key can make
+/// room. Keys it holds are never affected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenFull {
+    /// Refuse the request ([`Cause::TableFull`](crate::Cause::TableFull)). Safe for the quota,
+    /// but during a flood of new keys, newcomers are locked out until keys go idle: pair it with
+    /// a quota on new keys ([`Builder::new_keys`]) so that a flood fills the table only slowly.
+    #[default]
+    Refuse,
+    /// Admit the request as a new bucket would, without keeping a bucket: the key's next request
+    /// is a new key again. Nobody is locked out, but every untracked key gets a full burst per
+    /// request; pair it with a quota on new keys ([`Builder::new_keys`]), which then caps
+    /// untracked admissions too.
+    AdmitUntracked,
+}
+
+/// Why a [`Builder`] could not build a limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// `max_keys` was 0.
+    NoKeys,
+    /// `max_keys` above 2⁴⁰, or a table that could not be allocated.
+    TooManyKeys {
+        /// The `max_keys` asked for.
+        max_keys: usize,
+    },
+    /// More than 256 quota tiers.
+    TooManyTiers,
+    /// A shard count that is 0 or not a power of two.
+    Shards {
+        /// The shard count asked for.
+        shards: usize,
+    },
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoKeys => write!(f, "a keyed limiter needs max_keys of at least 1"),
+            Self::TooManyKeys { max_keys } => write!(
+                f,
+                "a table for {max_keys} keys cannot be allocated (at most 2^40 keys, 16 bytes \
+                 per slot)"
+            ),
+            Self::TooManyTiers => write!(f, "at most {MAX_TIERS} quota tiers"),
+            Self::Shards { shards } => {
+                write!(f, "the shard count must be a power of two, not {shards}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyedError {}
+
+/// Options of a [`KeyedRateLimiter`], from [`KeyedRateLimiter::builder`].
+///
+/// ```
+/// use flowgate::{clock::ManualClock, Gcra, KeyedRateLimiter, Quota, WhenFull};
+///
+/// let clock = ManualClock::new();
+/// let limiter = KeyedRateLimiter::<str, _, _>::builder(Gcra::new(&Quota::per_second(5)?))
+///     .tier(Gcra::new(&Quota::per_second(50)?)) // tier 1: premium keys
+///     .classify(|key: &str| usize::from(key.starts_with("pro-")))
+///     .max_keys(10_000)
+///     .when_full(WhenFull::Refuse)
+///     .new_keys(Quota::per_second(1_000)?)
+///     .clock(clock.clone())
+///     .build()?;
+/// assert_eq!(limiter.check_key("free-1").unwrap().limit(), 5);
+/// assert_eq!(limiter.check_key("pro-1").unwrap().limit(), 50);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Builder<K: ?Sized, C, A> {
+    tiers: Vec<A>,
+    classify: Option<Classify<K>>,
+    clock: C,
+    max_keys: usize,
+    when_full: WhenFull,
+    new_keys: Option<Quota>,
+    shards: Option<usize>,
+    seed: Option<u64>,
+    key: PhantomData<fn(&K)>,
+}
+
+impl<K: ?Sized + Hash, A: Algorithm> Builder<K, QuantaClock, A> {
+    pub(super) fn new(algorithm: A) -> Self {
+        Self {
+            tiers: vec![algorithm],
+            classify: None,
+            clock: QuantaClock::new(),
+            max_keys: DEFAULT_MAX_KEYS,
+            when_full: WhenFull::default(),
+            new_keys: None,
+            shards: None,
+            seed: None,
+            key: PhantomData,
+        }
+    }
+}
+
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
+    /// The clock (default: [`QuantaClock`]).
+    pub fn clock<C2: Clock>(self, clock: C2) -> Builder<K, C2, A> {
+        Builder {
+            tiers: self.tiers,
+            classify: self.classify,
+            clock,
+            max_keys: self.max_keys,
+            when_full: self.when_full,
+            new_keys: self.new_keys,
+            shards: self.shards,
+            seed: self.seed,
+            key: PhantomData,
+        }
+    }
+
+    /// The most keys the table holds (default 2²⁰). The table is allocated for them at once:
+    /// 21⅓ bytes per key (see the [module docs](super)).
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// What to do with a new key when the table is full and nothing is idle (default
+    /// [`WhenFull::Refuse`]).
+    pub fn when_full(mut self, when_full: WhenFull) -> Self {
+        self.when_full = when_full;
+        self
+    }
+
+    /// A quota on creating keys: every request that would create a bucket (or, with
+    /// [`WhenFull::AdmitUntracked`], be admitted without one) first takes a cell from this
+    /// GCRA bucket, shared by all new keys; when it refuses, the request is refused with
+    /// [`Cause::NewKeys`](crate::Cause::NewKeys).
+    pub fn new_keys(mut self, quota: Quota) -> Self {
+        self.new_keys = Some(quota);
+        self
+    }
+
+    /// Adds a quota tier: tier 1 is the first added, and so on; tier 0 is the builder's
+    /// algorithm. [`classify`](Self::classify) picks a key's tier. A key's tier is part of its
+    /// identity: the same key in two tiers has two buckets.
+    pub fn tier(mut self, algorithm: A) -> Self {
+        self.tiers.push(algorithm);
+        self
+    }
+
+    /// How to pick a key's tier (default: tier 0 for every key). An index without a tier picks
+    /// tier 0. Called once per check, so it should be cheap.
+    pub fn classify(mut self, classify: impl Fn(&K) -> usize + Send + Sync + 'static) -> Self {
+        self.classify = Some(Box::new(classify));
+        self
+    }
+
+    /// The shard count, a power of two (default: four per available CPU, rounded up to a power
+    /// of two, at most 256, and fewer if shards would hold fewer than 64 keys each).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Seeds the key hash, for reproducible layouts (simulations, tests). The default seed is
+    /// random per limiter, so that nobody can choose keys that collide or crowd one shard; with
+    /// a known seed, somebody can.
+    pub fn hash_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Builds the limiter, allocating its table.
+    ///
+    /// # Errors
+    /// [`KeyedError`] for a zero or impossible `max_keys`, more than 256 tiers, or a shard
+    /// count that is not a power of two.
+    pub fn build(self) -> Result<KeyedRateLimiter<K, C, A>, KeyedError>
+    where
+        C: Clone,
+    {
+        if self.max_keys == 0 {
+            return Err(KeyedError::NoKeys);
+        }
+        if self.max_keys > MAX_KEYS {
+            return Err(KeyedError::TooManyKeys {
+                max_keys: self.max_keys,
+            });
+        }
+        if self.tiers.len() > MAX_TIERS {
+            return Err(KeyedError::TooManyTiers);
+        }
+        let shards = match self.shards {
+            Some(shards) if !shards.is_power_of_two() || shards > MAX_KEYS => {
+                return Err(KeyedError::Shards { shards })
+            }
+            Some(shards) => shards.min(self.max_keys.next_power_of_two()),
+            None => default_shards(),
+        };
+        let min_per_shard = if self.shards.is_some() {
+            1
+        } else {
+            MIN_KEYS_PER_SHARD
+        };
+        let table =
+            Table::new(self.max_keys, shards, min_per_shard).map_err(|SizeError::TooLarge| {
+                KeyedError::TooManyKeys {
+                    max_keys: self.max_keys,
+                }
+            })?;
+        let tier_bits = usize::BITS - (self.tiers.len() - 1).leading_zeros();
+        let hasher = match self.seed {
+            Some(seed) => ahash::RandomState::with_seeds(
+                seed,
+                seed.rotate_left(16) ^ 0x243f_6a88_85a3_08d3,
+                seed.rotate_left(32) ^ 0x1319_8a2e_0370_7344,
+                seed.rotate_left(48) ^ 0xa409_3822_299f_31d0,
+            ),
+            None => ahash::RandomState::new(),
+        };
+        let new_keys = self
+            .new_keys
+            .map(|quota| RateLimiter::with_clock(quota, self.clock.clone()));
+        Ok(KeyedRateLimiter {
+            table,
+            tiers: self.tiers.into_boxed_slice(),
+            tier_mask: (1u64 << tier_bits) - 1,
+            classify: self.classify,
+            hasher,
+            clock: self.clock,
+            when_full: self.when_full,
+            new_keys,
+        })
+    }
+}
+
+/// Four shards per available CPU, as a power of two, at most 256.
+fn default_shards() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus * 4).next_power_of_two().min(MAX_AUTO_SHARDS)
+}
+
+impl<K: ?Sized, C: fmt::Debug, A: fmt::Debug> fmt::Debug for Builder<K, C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("tiers", &self.tiers)
+            .field("max_keys", &self.max_keys)
+            .field("when_full", &self.when_full)
+            .field("new_keys", &self.new_keys)
+            .field("shards", &self.shards)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,213 @@
+//! [`Slot`]: one key's bucket in the table, a tag word naming the key and a state word holding
+//! its algorithm word, and the protocol that lets checks run without a lock while keys come and
+//! go under the shard's lock.
+//!
+//! # The words
+//! * **tag**: [`EMPTY`] (never used since the last deletion; ends a probe), [`BUSY`] (being
+//!   written under the shard's lock; a probe passes over it), or a key's [`Tag`] (≥ [`FIRST_TAG`]).
+//! * **word**: the algorithm's word XOR the tag. Masking the word with its owner's tag makes the
+//!   words of two keys different values even when their algorithm words are equal, so a check
+//!   that stalled on a key's slot while the slot passed to another key cannot complete its
+//!   compare-and-swap on the other key's word (see "Reuse" below).
+//!
+//! # Protocol
+//! Only the shard's lock holder changes a tag. Checks change only the word, with a CAS.
+//! * **Publish** (insert, or the destination of a move): write the word, then the tag with
+//!   `Release`; a check that reads the tag with `Acquire` then reads that word or a later one.
+//! * **Close** (eviction, or the source of a move): set the tag to `BUSY`, then flip a bit of the
+//!   word with a `Release` read-modify-write, which returns the key's final word. Every check that
+//!   loaded an earlier word fails its CAS; every check that loads the flipped word sees, through
+//!   the `Release`/`Acquire` pair, the `BUSY` tag when it validates, and looks again.
+//! * **Check**: load the tag; if it is the key's, load the word (`Acquire`), then load the tag
+//!   again: if it still names the key, the word was the key's when loaded. A refusal (no write) is
+//!   answered only if a third load finds the word unchanged, so a flipped word read just before a
+//!   re-publication is never taken for the key's own.
+//!
+//! # Reuse
+//! A slot whose key was closed may be published again for another key while a check of the old
+//! key is stalled between its loads and its CAS. That CAS expects the old key's masked word; it
+//! can succeed on the new key's word only if `new_word ^ new_tag == old_word ^ old_tag`, an
+//! equation over two independent 64-bit hashes that holds for a given pair of words with
+//! probability 2⁻⁶⁴. This is the same order as the collision of two keys' fingerprints, which the
+//! table already accepts (see the keyed module's docs); no ordering of events is needed for it.
+
+use crossbeam_utils::Backoff;
+
+use crate::algorithm::Step;
+use crate::cell::contended;
+use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
+
+/// A key's tag: its 64-bit hash (with the tier in the low bits), never below [`FIRST_TAG`].
+pub(crate) type Tag = u64;
+
+/// Tag of a slot unused since it was last cleared: a probe for a key stops here.
+pub(crate) const EMPTY: u64 = 0;
+/// Tag of a slot the lock holder is writing: a probe passes over it.
+pub(crate) const BUSY: u64 = 1;
+/// The smallest tag a key can have.
+pub(crate) const FIRST_TAG: u64 = 2;
+/// The bit a close flips in the word.
+const CLOSED: u64 = 1;
+
+/// One key's place in a shard: 16 bytes, aligned so that a slot never straddles a cache line.
+#[derive(Debug)]
+#[repr(C, align(16))]
+pub(crate) struct Slot {
+    tag: AtomicU64,
+    word: AtomicU64,
+}
+
+impl Slot {
+    /// An empty slot.
+    pub(crate) fn empty() -> Self {
+        Self {
+            tag: AtomicU64::new(EMPTY),
+            word: AtomicU64::new(0),
+        }
+    }
+
+    /// The tag now.
+    #[inline(always)]
+    pub(crate) fn tag(&self) -> u64 {
+        // Acquire: pairs with `publish`'s Release, so the word read next is the published one or
+        // later.
+        self.tag.load(Ordering::Acquire)
+    }
+
+    /// Applies `step` to the key `tag`'s algorithm word atomically, as `Cell::update` does for a
+    /// single bucket. `None` if the slot stopped holding `tag` (closed or moved): look again.
+    #[inline(always)]
+    pub(crate) fn update<T>(&self, tag: Tag, mut step: impl FnMut(u64) -> Step<T>) -> Option<T> {
+        // Acquire: pairs with the Release of a close, so a flipped word is seen with its BUSY tag.
+        let mut raw = self.word.load(Ordering::Acquire);
+        let backoff = Backoff::new();
+        loop {
+            if self.tag() != tag {
+                return None;
+            }
+            match step(raw ^ tag) {
+                Step::Keep(answer) => {
+                    // Acquire: as above; an unchanged word was the key's when the tag was read.
+                    let again = self.word.load(Ordering::Acquire);
+                    if again == raw {
+                        return Some(answer);
+                    }
+                    raw = again;
+                }
+                Step::Write(new, answer) => {
+                    // Release on success: publishes the clock reading behind `new` (see `cell`).
+                    // Acquire on failure: the fresh word may be a close's flip; see `update`'s load.
+                    match compare_exchange_weak(
+                        &self.word,
+                        raw,
+                        new ^ tag,
+                        Ordering::Release,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Some(answer),
+                        Err(actual) => {
+                            raw = actual;
+                            contended(&backoff);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The key `tag`'s algorithm word, or `None` if the slot no longer holds it. For the lock
+    /// holder (whose view of tags is stable) and for peeks.
+    #[inline]
+    pub(crate) fn word(&self, tag: Tag) -> Option<u64> {
+        self.update(tag, |word| Step::Keep(word))
+    }
+
+    /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
+    /// the key's final algorithm word.
+    pub(crate) fn close(&self, tag: Tag) -> u64 {
+        debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
+        // Relaxed: the Release of the flip below publishes this store to whoever sees the flip.
+        self.tag.store(BUSY, Ordering::Relaxed);
+        // Release: a check that loads the flipped word then sees BUSY (module docs).
+        self.word.fetch_xor(CLOSED, Ordering::Release) ^ tag
+    }
+
+    /// Publishes `word` for the key `tag` in this slot (lock holder only; the slot is `EMPTY` or
+    /// closed).
+    pub(crate) fn publish(&self, tag: Tag, word: u64) {
+        debug_assert!(tag >= FIRST_TAG);
+        // Relaxed: published by the Release store of the tag.
+        self.word.store(word ^ tag, Ordering::Relaxed);
+        // Release: a check that reads this tag with Acquire reads this word or a later one.
+        self.tag.store(tag, Ordering::Release);
+    }
+
+    /// Marks a closed slot empty (lock holder only).
+    pub(crate) fn clear(&self) {
+        // Release: orders the close before the slot can be seen free.
+        self.tag.store(EMPTY, Ordering::Release);
+    }
+
+    /// Replaces the key `tag`'s word by `clamp(word)` while that returns `Some`, loading the word
+    /// with `Acquire` before each call (see `Cell::clamp`); gives up if the slot stops holding
+    /// `tag`.
+    pub(crate) fn clamp(&self, tag: Tag, mut clamp: impl FnMut(u64) -> Option<u64>) {
+        loop {
+            // Acquire: pairs with the Release of the write that produced this word (see `cell`).
+            let raw = self.word.load(Ordering::Acquire);
+            if self.tag() != tag {
+                return;
+            }
+            let Some(new) = clamp(raw ^ tag) else { return };
+            // Release: as in `update`. Relaxed on failure: the loop reloads with Acquire.
+            if compare_exchange_weak(
+                &self.word,
+                raw,
+                new ^ tag,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_is_sixteen_bytes_on_its_own_line_share() {
+        assert_eq!(core::mem::size_of::<Slot>(), 16);
+        assert_eq!(core::mem::align_of::<Slot>(), 16);
+    }
+
+    #[test]
+    fn a_closed_slot_refuses_its_old_key() {
+        let slot = Slot::empty();
+        slot.publish(7, 100);
+        assert_eq!(slot.word(7), Some(100));
+        assert_eq!(slot.word(8), None);
+        assert_eq!(slot.close(7), 100);
+        assert_eq!(slot.word(7), None);
+        assert_eq!(slot.update(7, |w| Step::Write(w + 1, ())), None);
+        slot.clear();
+        slot.publish(9, 100);
+        assert_eq!(slot.update(9, |w| Step::Write(w + 1, w)), Some(100));
+        assert_eq!(slot.word(9), Some(101));
+    }
+
+    #[test]
+    fn equal_words_of_two_keys_are_different_values() {
+        let slot = Slot::empty();
+        slot.publish(7, 5);
+        let raw_seven = slot.word.load(Ordering::Relaxed);
+        slot.close(7);
+        slot.clear();
+        slot.publish(9, 5);
+        assert_ne!(slot.word.load(Ordering::Relaxed), raw_seven);
+    }
+}

@@ -1,0 +1,380 @@
+//! [`Table`]: the cache-padded shards of [`Slot`]s, sized once for a key cap; how keys are found
+//! (without a lock), inserted, removed and swept (under the shard's lock).
+//!
+//! Each shard is an open-addressing table with linear probing over a fixed array of slots, at
+//! most 3/4 full. A key's shard comes from its tag's high bits and its home slot from the bits
+//! below them (a multiply-shift, so shard lengths need not be powers of two). Deletion shifts
+//! the rest of the probe chain back instead of leaving tombstones, so probe chains stay as short
+//! as the load factor makes them however many keys come and go.
+//!
+//! A lookup that finds its key is answered without the lock. One that does not is not trusted
+//! (a key can be mid-move); the caller takes the shard's lock and looks again, and only the
+//! lock holder inserts, closes, moves or clears slots.
+
+use core::ops::Range;
+
+use crossbeam_utils::CachePadded;
+
+use super::slot::{Slot, Tag, EMPTY};
+use crate::primitive::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+
+/// Most slots one locked sweep step visits: the longest a sweep holds a shard's lock.
+pub(crate) const SWEEP_CHUNK: usize = 256;
+/// Slots an insert into a full shard sweeps, from the shard's own cursor, looking for room.
+const INSERT_SWEEP: usize = 64;
+
+/// The shards.
+#[derive(Debug)]
+pub(crate) struct Table {
+    shards: Box<[CachePadded<Shard>]>,
+    /// log2 of the shard count.
+    shard_bits: u32,
+    /// Slots per shard (every shard has the same number).
+    shard_len: usize,
+    /// Where the next global sweep starts, in slots over all shards.
+    cursor: AtomicU64,
+}
+
+/// One shard: its slots and the lock that serializes changes to which key owns which slot.
+#[derive(Debug)]
+pub(crate) struct Shard {
+    slots: Box<[Slot]>,
+    /// The most keys this shard holds.
+    cap: usize,
+    state: Mutex<State>,
+}
+
+/// What the shard's lock guards besides the right to change tags.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// Keys held.
+    pub(crate) live: usize,
+    /// Where this shard's next insert-time sweep starts.
+    cursor: usize,
+    /// Keys removed because they were idle.
+    pub(crate) evicted: u64,
+    /// Keys inserted.
+    pub(crate) created: u64,
+    /// Requests from new keys admitted without a bucket because the shard was full.
+    pub(crate) untracked: u64,
+    /// Requests from new keys refused because the shard was full.
+    pub(crate) refused: u64,
+}
+
+/// The result of a locked lookup that may insert.
+pub(crate) enum Entry<'a> {
+    /// The key was there.
+    Found(&'a Slot),
+    /// The key was inserted.
+    Inserted(&'a Slot),
+    /// The key was not there and there was no room.
+    Full,
+}
+
+/// Errors sizing a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SizeError {
+    /// The slots would not fit in memory (or in `usize`).
+    TooLarge,
+}
+
+impl Table {
+    /// A table for at most `max_keys ≥ 1` keys in `shards` (a power of two) shards; fewer shards
+    /// if there would be fewer than `min_per_shard` keys in each.
+    pub(crate) fn new(
+        max_keys: usize,
+        shards: usize,
+        min_per_shard: usize,
+    ) -> Result<Self, SizeError> {
+        debug_assert!(max_keys >= 1 && shards.is_power_of_two());
+        let mut shards = shards;
+        while shards > 1 && max_keys / shards < min_per_shard {
+            shards /= 2;
+        }
+        let cap = max_keys.div_ceil(shards);
+        // At most 3/4 full, and always one EMPTY slot to end every probe.
+        let shard_len = cap
+            .checked_add(cap.div_ceil(3))
+            .and_then(|n| n.checked_add(1))
+            .ok_or(SizeError::TooLarge)?;
+        let mut list = Vec::new();
+        list.try_reserve_exact(shards)
+            .map_err(|_| SizeError::TooLarge)?;
+        let mut left = max_keys;
+        for _ in 0..shards {
+            let mut slots = Vec::new();
+            slots
+                .try_reserve_exact(shard_len)
+                .map_err(|_| SizeError::TooLarge)?;
+            slots.extend((0..shard_len).map(|_| Slot::empty()));
+            let cap = cap.min(left);
+            left -= cap;
+            list.push(CachePadded::new(Shard {
+                slots: slots.into_boxed_slice(),
+                cap,
+                state: Mutex::new(State::default()),
+            }));
+        }
+        Ok(Self {
+            shards: list.into_boxed_slice(),
+            shard_bits: shards.trailing_zeros(),
+            shard_len,
+            cursor: AtomicU64::new(0),
+        })
+    }
+
+    /// The shard of `tag`: its high bits.
+    #[inline(always)]
+    pub(crate) fn shard(&self, tag: Tag) -> &Shard {
+        // A u128 shift, so that 0 shard bits give shard 0 without a branch.
+        let index = (u128::from(tag) >> (64 - self.shard_bits)) as usize;
+        &self.shards[index]
+    }
+
+    /// The index of `tag`'s shard.
+    pub(crate) fn shard_index(&self, tag: Tag) -> usize {
+        (u128::from(tag) >> (64 - self.shard_bits)) as usize
+    }
+
+    /// The shards.
+    pub(crate) fn shards(&self) -> &[CachePadded<Shard>] {
+        &self.shards
+    }
+
+    /// Slots in all shards.
+    pub(crate) fn slots(&self) -> usize {
+        self.shards.len() * self.shard_len
+    }
+
+    /// Bytes the table holds: its slots and shard headers.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.slots() * core::mem::size_of::<Slot>()
+            + self.shards.len() * core::mem::size_of::<CachePadded<Shard>>()
+            + core::mem::size_of::<Self>()
+    }
+
+    /// The most keys the table holds.
+    pub(crate) fn max_keys(&self) -> usize {
+        self.shards.iter().map(|s| s.cap).sum()
+    }
+
+    /// Claims the next `budget` slots of the global sweep: the ranges of slot indices to visit,
+    /// shard by shard.
+    pub(crate) fn claim_sweep(
+        &self,
+        budget: usize,
+    ) -> impl Iterator<Item = (&Shard, Range<usize>)> {
+        let total = self.slots() as u64;
+        let budget = (budget as u64).min(total);
+        // Relaxed: the cursor only spreads concurrent sweeps over different slots; every slot
+        // a sweep visits is read under its shard's lock.
+        let start = self.cursor.fetch_add(budget, Ordering::Relaxed) % total;
+        let len = self.shard_len as u64;
+        let mut at = start;
+        let mut left = budget;
+        core::iter::from_fn(move || {
+            if left == 0 {
+                return None;
+            }
+            let shard = (at / len) as usize;
+            let from = (at % len) as usize;
+            let take = left.min(len - from as u64).min(SWEEP_CHUNK as u64) as usize;
+            left -= take as u64;
+            at = (at + take as u64) % total;
+            Some((&*self.shards[shard], from..from + take))
+        })
+    }
+
+    /// The home slot of `tag` in a shard of `len` slots: the bits below the shard bits, scaled.
+    #[inline(always)]
+    fn home(&self, tag: Tag) -> usize {
+        let below = tag << self.shard_bits;
+        ((u128::from(below) * self.shard_len as u128) >> 64) as usize
+    }
+
+    /// The slot holding `tag`, without a lock. `None` is not proof of absence (the key may be
+    /// moving): look again under the lock with [`Table::entry`].
+    #[inline(always)]
+    pub(crate) fn find<'a>(&self, shard: &'a Shard, tag: Tag) -> Option<&'a Slot> {
+        let len = shard.slots.len();
+        let mut i = self.home(tag);
+        for _ in 0..len {
+            let slot = &shard.slots[i];
+            match slot.tag() {
+                t if t == tag => return Some(slot),
+                EMPTY => return None,
+                _ => {}
+            }
+            i += 1;
+            if i == len {
+                i = 0;
+            }
+        }
+        None
+    }
+
+    /// The slot holding `tag` (lock holder: the answer is exact).
+    pub(crate) fn find_locked<'a>(
+        &self,
+        shard: &'a Shard,
+        _held: &Held<'_>,
+        tag: Tag,
+    ) -> Option<&'a Slot> {
+        self.find(shard, tag)
+    }
+
+    /// Finds `tag`, or inserts it with the word `fresh()`, reusing an idle slot of its probe chain
+    /// if there is one, and making room by sweeping part of the shard if it is full (`idle` says
+    /// which slots may go). `Full` if there is no room.
+    pub(crate) fn entry<'a>(
+        &self,
+        shard: &'a Shard,
+        held: &mut Held<'_>,
+        tag: Tag,
+        fresh: impl Fn() -> u64,
+        idle: impl Fn(Tag, u64) -> bool,
+    ) -> Entry<'a> {
+        for attempt in 0..2 {
+            let len = shard.slots.len();
+            let mut i = self.home(tag);
+            let mut reusable = None;
+            // The chain from the home slot to the first EMPTY slot (there is always one).
+            loop {
+                let slot = &shard.slots[i];
+                let t = slot.tag();
+                if t == tag {
+                    return Entry::Found(slot);
+                }
+                if t == EMPTY {
+                    break;
+                }
+                if reusable.is_none() && slot.word(t).is_some_and(|w| idle(t, w)) {
+                    reusable = Some((slot, t));
+                }
+                i += 1;
+                if i == len {
+                    i = 0;
+                }
+            }
+            if let Some((slot, old)) = reusable {
+                let word = slot.close(old);
+                if idle(old, word) {
+                    slot.publish(tag, fresh());
+                    held.state.evicted += 1;
+                    held.state.created += 1;
+                    return Entry::Inserted(slot);
+                }
+                // Taken from since the look: it stays.
+                slot.publish(old, word);
+            }
+            if held.state.live < shard.cap {
+                let slot = &shard.slots[i];
+                slot.publish(tag, fresh());
+                held.state.live += 1;
+                held.state.created += 1;
+                return Entry::Inserted(slot);
+            }
+            if attempt == 0 {
+                let from = held.state.cursor;
+                let to = from + INSERT_SWEEP.min(len);
+                held.state.cursor = to % len;
+                let wrapped = to.saturating_sub(len);
+                let freed = self.sweep_shard(shard, held, from..to.min(len), &idle)
+                    + self.sweep_shard(shard, held, 0..wrapped, &idle);
+                if freed == 0 {
+                    break;
+                }
+            }
+        }
+        Entry::Full
+    }
+
+    /// Removes the key `tag` if it is there (lock holder). Whether it was.
+    pub(crate) fn remove(&self, shard: &Shard, held: &mut Held<'_>, tag: Tag) -> bool {
+        let Some(slot) = self.find(shard, tag) else {
+            return false;
+        };
+        let at = self.position(shard, slot);
+        slot.close(tag);
+        self.shift_back(shard, held, at);
+        true
+    }
+
+    /// Evicts the idle keys among the slots `range` of `shard` (lock holder); how many.
+    pub(crate) fn sweep_shard(
+        &self,
+        shard: &Shard,
+        held: &mut Held<'_>,
+        range: Range<usize>,
+        idle: impl Fn(Tag, u64) -> bool,
+    ) -> usize {
+        let mut evicted = 0;
+        let mut i = range.start;
+        while i < range.end {
+            let slot = &shard.slots[i];
+            let t = slot.tag();
+            if t != EMPTY && slot.word(t).is_some_and(|w| idle(t, w)) {
+                let word = slot.close(t);
+                if idle(t, word) {
+                    self.shift_back(shard, held, i);
+                    held.state.evicted += 1;
+                    evicted += 1;
+                    // The shift may have moved a key into slot i: look at it again.
+                    continue;
+                }
+                slot.publish(t, word);
+            }
+            i += 1;
+        }
+        evicted
+    }
+
+    /// The index of `slot` in `shard`.
+    fn position(&self, shard: &Shard, slot: &Slot) -> usize {
+        let base = shard.slots.as_ptr() as usize;
+        (slot as *const Slot as usize - base) / core::mem::size_of::<Slot>()
+    }
+
+    /// Fills the hole left by the closed slot `hole` by moving later keys of its probe chain
+    /// back (each closed at its old place before it is published at its new one, so no key is
+    /// ever in two slots), then clears the last hole.
+    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) {
+        let len = shard.slots.len();
+        let distance = |from: usize, to: usize| (to + len - from) % len;
+        let mut j = hole;
+        loop {
+            j += 1;
+            if j == len {
+                j = 0;
+            }
+            let slot = &shard.slots[j];
+            let t = slot.tag();
+            if t == EMPTY {
+                break;
+            }
+            // The key at j may move to the hole if the hole is on its chain: between its home
+            // and j.
+            if distance(self.home(t), j) >= distance(hole, j) {
+                let word = slot.close(t);
+                shard.slots[hole].publish(t, word);
+                hole = j;
+            }
+        }
+        shard.slots[hole].clear();
+        held.state.live -= 1;
+    }
+}
+
+/// Proof that a shard's lock is held, with what it guards.
+pub(crate) struct Held<'a> {
+    pub(crate) state: MutexGuard<'a, State>,
+}
+
+impl Shard {
+    /// Takes this shard's lock.
+    pub(crate) fn lock(&self) -> Held<'_> {
+        Held {
+            state: lock(&self.state),
+        }
+    }
+}
