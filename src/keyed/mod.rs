@@ -444,6 +444,27 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.table.shard_index(self.locate(key).0)
     }
 
+    /// Where `key`'s bucket is now, as (shard, slot), if the table holds it. For tests of the
+    /// table's moves; not a stable interface.
+    #[doc(hidden)]
+    pub fn position_of(&self, key: &K) -> Option<(usize, usize)> {
+        let (tag, _) = self.locate(key);
+        let shard = self.table.shard(tag);
+        let held = shard.lock();
+        let slot = self.table.find_locked(shard, &held, tag)?;
+        Some((
+            self.table.shard_index(tag),
+            self.table.position(shard, slot),
+        ))
+    }
+
+    /// `key`'s home: the (shard, slot) its probe starts from. For tests; not a stable interface.
+    #[doc(hidden)]
+    pub fn home_of(&self, key: &K) -> (usize, usize) {
+        let (tag, _) = self.locate(key);
+        (self.table.shard_index(tag), self.table.home(tag))
+    }
+
     /// Bytes of the table: slots and shard headers, all allocated at construction (the limiter's
     /// algorithms and clock are not counted).
     pub fn memory_bytes(&self) -> usize {

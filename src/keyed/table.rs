@@ -187,7 +187,7 @@ impl Table {
 
     /// The home slot of `tag` in a shard of `len` slots: the bits below the shard bits, scaled.
     #[inline(always)]
-    fn home(&self, tag: Tag) -> usize {
+    pub(crate) fn home(&self, tag: Tag) -> usize {
         let below = tag << self.shard_bits;
         ((u128::from(below) * self.shard_len as u128) >> 64) as usize
     }
@@ -330,7 +330,7 @@ impl Table {
     }
 
     /// The index of `slot` in `shard`.
-    fn position(&self, shard: &Shard, slot: &Slot) -> usize {
+    pub(crate) fn position(&self, shard: &Shard, slot: &Slot) -> usize {
         let base = shard.slots.as_ptr() as usize;
         (slot as *const Slot as usize - base) / core::mem::size_of::<Slot>()
     }

@@ -1,0 +1,110 @@
+//! Loom models of the keyed table: a lock-free check of a key racing what the shard's lock holder
+//! does to the same key (evict it, move it when another key leaves, insert it). Each asserts
+//! that no update is lost and nothing is admitted twice: the bucket accounts for every admitted
+//! cell afterwards.
+//!
+//! Run: `RUSTFLAGS="--cfg flowgate_loom" cargo test --release -p flowgate-loom-tests`
+#![cfg(flowgate_loom)]
+
+use flowgate::clock::ManualClock;
+use flowgate::loom::fail_next_cas;
+use flowgate::{Gcra, KeyedRateLimiter, Quota};
+use flowgate_loom_tests::model;
+use loom::sync::Arc;
+use loom::thread;
+
+type Keyed = KeyedRateLimiter<u64, ManualClock>;
+
+/// `burst` cells per hour per key, one shard of `max_keys`, a fixed hash seed.
+fn keyed(burst: u32, max_keys: usize, seed: u64, clock: &ManualClock) -> Keyed {
+    KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&Quota::per_hour(burst).unwrap()))
+        .clock(clock.clone())
+        .max_keys(max_keys)
+        .shards(1)
+        .hash_seed(seed)
+        .build()
+        .unwrap()
+}
+
+/// Cells left in `key`'s bucket.
+fn left(limiter: &Keyed, key: u64) -> u32 {
+    limiter.peek_key(&key, 0).unwrap().unwrap().remaining()
+}
+
+/// Key 7 is idle (its hour has passed) when one thread checks it while another sweeps it away
+/// and a third checks it too (re-inserting it if the sweep won). Burst 1: exactly one
+/// admission, and the key ends up held and empty.
+#[test]
+fn check_vs_evict_vs_insert_on_one_key() {
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        let limiter = Arc::new(keyed(1, 2, 1, &clock));
+        assert!(limiter.check_key(&7).is_ok());
+        clock.advance(core::time::Duration::from_secs(3600));
+        let sweeper = {
+            let limiter = limiter.clone();
+            thread::spawn(move || limiter.sweep(limiter.slots()))
+        };
+        let checker = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                fail_next_cas(1);
+                limiter.check_key(&7).is_ok()
+            })
+        };
+        let here = limiter.check_key(&7).is_ok();
+        let there = checker.join().unwrap();
+        sweeper.join().unwrap();
+        assert_eq!(u32::from(here) + u32::from(there), 1);
+        assert_eq!(left(&limiter, 7), 0);
+        assert_eq!(limiter.len(), 1);
+    });
+}
+
+/// Two keys share a home slot, so the second sits after the first. One thread removes the first
+/// (the second moves back into its slot) while another checks the second: the check lands in
+/// the bucket the second key ends up with, whichever slot that is.
+#[test]
+fn check_vs_move_of_the_same_key() {
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        // A seed under which keys 1 and 2 share a home slot (the search is deterministic).
+        let limiter = (0..)
+            .map(|seed| keyed(2, 3, seed, &clock))
+            .find(|l| l.home_of(&1) == l.home_of(&2))
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        assert!(limiter.check_key(&1).is_ok());
+        assert!(limiter.check_key(&2).is_ok());
+        let before = limiter.position_of(&2);
+        let remover = {
+            let limiter = limiter.clone();
+            thread::spawn(move || assert!(limiter.reset_key(&1)))
+        };
+        let checked = limiter.check_key(&2).is_ok();
+        remover.join().unwrap();
+        assert!(checked);
+        assert_ne!(limiter.position_of(&2), before, "key 2 moved");
+        assert_eq!(left(&limiter, 2), 0);
+        assert_eq!(limiter.len(), 1);
+    });
+}
+
+/// Two threads check a key the table does not hold yet: one inserts it, the other finds it.
+/// Burst 1: exactly one admission, one bucket.
+#[test]
+fn two_inserts_of_one_new_key() {
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        let limiter = Arc::new(keyed(1, 2, 1, &clock));
+        let other = {
+            let limiter = limiter.clone();
+            thread::spawn(move || limiter.check_key(&9).is_ok())
+        };
+        let here = limiter.check_key(&9).is_ok();
+        let there = other.join().unwrap();
+        assert_eq!(u32::from(here) + u32::from(there), 1);
+        assert_eq!(limiter.len(), 1);
+        assert_eq!(left(&limiter, 9), 0);
+    });
+}
