@@ -45,13 +45,23 @@ pub fn governor_refusing() -> Governor {
 /// Two threads, each making `iters` decisions on one shared bucket (each must be admitted);
 /// the time both take. Criterion reports it per iteration, which covers 2 decisions.
 pub fn two_threads(iters: u64, decide: &(dyn Fn() -> bool + Sync)) -> std::time::Duration {
+    two_threads_walking(iters, &|_, _| decide())
+}
+
+/// [`two_threads`], where `decide(thread, i)` is told which thread (0 or 1) makes its `i`-th
+/// decision.
+pub fn two_threads_walking(
+    iters: u64,
+    decide: &(dyn Fn(usize, u64) -> bool + Sync),
+) -> std::time::Duration {
     let barrier = std::sync::Barrier::new(3);
     std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
+        for thread in 0..2 {
+            let barrier = &barrier;
+            s.spawn(move || {
                 barrier.wait();
-                for _ in 0..iters {
-                    assert!(std::hint::black_box(decide()));
+                for i in 0..iters {
+                    assert!(std::hint::black_box(decide(thread, i)));
                 }
                 barrier.wait();
             });

@@ -7,6 +7,11 @@
 //! the rest of the probe chain back instead of leaving tombstones, so probe chains stay as short
 //! as the load factor makes them however many keys come and go.
 //!
+//! The key cap is global: a counter of keys (touched only when a key is inserted or removed)
+//! never exceeds `max_keys`. Shards are sized for their share of it plus five standard
+//! deviations of the binomial spread of random hashes (1–3 % at a million keys), so the chance
+//! that one shard fills before the table does is below 10⁻⁶ per shard.
+//!
 //! A lookup that finds its key is answered without the lock. One that does not is not trusted
 //! (a key can be mid-move); the caller takes the shard's lock and looks again, and only the
 //! lock holder inserts, closes, moves or clears slots.
@@ -33,6 +38,10 @@ pub(crate) struct Table {
     shard_len: usize,
     /// Where the next global sweep starts, in slots over all shards.
     cursor: AtomicU64,
+    /// Keys held in all shards.
+    live: AtomicU64,
+    /// The most keys held in all shards.
+    max_keys: u64,
 }
 
 /// One shard: its slots and the lock that serializes changes to which key owns which slot.
@@ -91,7 +100,14 @@ impl Table {
         while shards > 1 && max_keys / shards < min_per_shard {
             shards /= 2;
         }
-        let cap = max_keys.div_ceil(shards);
+        // A shard's share, plus five standard deviations of its binomial spread, plus a little.
+        let share = max_keys.div_ceil(shards);
+        let spread = if shards == 1 {
+            0
+        } else {
+            5 * (share as f64).sqrt().ceil() as usize + 8
+        };
+        let cap = share.saturating_add(spread).min(max_keys);
         // At most 3/4 full, and always one EMPTY slot to end every probe.
         let shard_len = cap
             .checked_add(cap.div_ceil(3))
@@ -100,15 +116,12 @@ impl Table {
         let mut list = Vec::new();
         list.try_reserve_exact(shards)
             .map_err(|_| SizeError::TooLarge)?;
-        let mut left = max_keys;
         for _ in 0..shards {
             let mut slots = Vec::new();
             slots
                 .try_reserve_exact(shard_len)
                 .map_err(|_| SizeError::TooLarge)?;
             slots.extend((0..shard_len).map(|_| Slot::empty()));
-            let cap = cap.min(left);
-            left -= cap;
             list.push(CachePadded::new(Shard {
                 slots: slots.into_boxed_slice(),
                 cap,
@@ -120,6 +133,8 @@ impl Table {
             shard_bits: shards.trailing_zeros(),
             shard_len,
             cursor: AtomicU64::new(0),
+            live: AtomicU64::new(0),
+            max_keys: max_keys as u64,
         })
     }
 
@@ -155,7 +170,25 @@ impl Table {
 
     /// The most keys the table holds.
     pub(crate) fn max_keys(&self) -> usize {
-        self.shards.iter().map(|s| s.cap).sum()
+        self.max_keys as usize
+    }
+
+    /// Counts one more key if the table has room for it (lock holder of the key's shard).
+    fn reserve(&self) -> bool {
+        // Relaxed: a counter; each shard's own count is exact under its lock, and this one only
+        // needs its read-modify-writes to be atomic to never pass `max_keys`.
+        if self.live.fetch_add(1, Ordering::Relaxed) < self.max_keys {
+            return true;
+        }
+        // Relaxed: as above.
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Counts one key fewer.
+    fn release(&self) {
+        // Relaxed: as in `reserve`.
+        self.live.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Claims the next `budget` slots of the global sweep: the ranges of slot indices to visit,
@@ -267,7 +300,7 @@ impl Table {
                 // Taken from since the look: it stays.
                 slot.publish(old, word);
             }
-            if held.state.live < shard.cap {
+            if held.state.live < shard.cap && self.reserve() {
                 let slot = &shard.slots[i];
                 slot.publish(tag, fresh());
                 held.state.live += 1;
@@ -362,6 +395,7 @@ impl Table {
         }
         shard.slots[hole].clear();
         held.state.live -= 1;
+        self.release();
     }
 }
 

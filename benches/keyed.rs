@@ -1,0 +1,250 @@
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+//! Keyed limiters, flowgate beside governor's `DefaultKeyedRateLimiter` in the same run: u64 and
+//! `String` keys, 1 000 / 100 000 / 1 000 000 keys drawn at random, 1 and 2 threads; and a
+//! sweep of a million keys beside governor's `retain_recent`.
+//!
+//! `cargo bench --bench keyed` (see BENCHMARKS.md for the figures and how they were taken).
+
+mod common;
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use common::two_threads_walking;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use flowgate::clock::ManualClock;
+use flowgate::{Gcra, KeyedRateLimiter, Quota};
+use governor::clock::FakeRelativeClock;
+use governor::DefaultKeyedRateLimiter;
+
+/// Table sizes.
+const SIZES: [usize; 3] = [1_000, 100_000, 1_000_000];
+/// Length of the pre-drawn sequence of key indices every loop walks through.
+const DRAWS: usize = 1 << 20;
+
+/// `DRAWS` indices below `keys`, uniformly at random (xorshift, fixed seed), offset per thread.
+fn draws(keys: usize, thread: u64) -> Vec<u32> {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ thread.wrapping_mul(0xa076_1d64_78bd_642f);
+    (0..DRAWS)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 32) * keys as u64 >> 32) as u32
+        })
+        .collect()
+}
+
+fn string_keys(keys: usize) -> Vec<String> {
+    (0..keys).map(|i| format!("user-{i}|/api/books")).collect()
+}
+
+/// 4·10⁹ per hour (one cell per 0.9 µs): each key is filled with half of it, so that it stays
+/// busy (not idle, never evicted) for half an hour and admits every check of a run.
+const PER_HOUR: u32 = 4_000_000_000;
+const FILL: u32 = PER_HOUR / 2;
+
+fn governor_allowing<K: std::hash::Hash + Eq + Clone>() -> DefaultKeyedRateLimiter<K> {
+    let n = NonZeroU32::new(PER_HOUR).unwrap();
+    governor::RateLimiter::keyed(governor::Quota::per_hour(n))
+}
+
+fn quota() -> Quota {
+    Quota::per_hour(PER_HOUR).unwrap()
+}
+
+fn governor_u64(keys: usize) -> DefaultKeyedRateLimiter<u64> {
+    let l = governor_allowing::<u64>();
+    let fill = NonZeroU32::new(FILL).unwrap();
+    for key in 0..keys as u64 {
+        assert!(matches!(l.check_key_n(&key, fill), Ok(Ok(_))));
+    }
+    l
+}
+
+fn governor_string(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
+    let l = governor_allowing::<String>();
+    let fill = NonZeroU32::new(FILL).unwrap();
+    for key in keys {
+        assert!(matches!(l.check_key_n(key, fill), Ok(Ok(_))));
+    }
+    l
+}
+
+fn flowgate_u64(keys: usize) -> KeyedRateLimiter<u64> {
+    let limiter = KeyedRateLimiter::new(quota(), keys).unwrap();
+    for key in 0..keys as u64 {
+        assert!(matches!(limiter.check_key_n(&key, FILL), Ok(Ok(_))));
+    }
+    assert_eq!(limiter.len(), keys);
+    limiter
+}
+
+fn flowgate_str(keys: &[String]) -> KeyedRateLimiter<str> {
+    let limiter = KeyedRateLimiter::<str>::new(quota(), keys.len()).unwrap();
+    for key in keys {
+        assert!(matches!(limiter.check_key_n(key.as_str(), FILL), Ok(Ok(_))));
+    }
+    assert_eq!(limiter.len(), keys.len());
+    limiter
+}
+
+/// One decision per iteration on the next drawn key.
+fn walk<'a>(draws: &'a [u32], mut decide: impl FnMut(u32) -> bool + 'a) -> impl FnMut() + 'a {
+    let mut i = 0;
+    move || {
+        let key = draws[i];
+        i = (i + 1) & (DRAWS - 1);
+        assert!(black_box(decide(key)));
+    }
+}
+
+fn one_thread(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_u64");
+    for keys in SIZES {
+        let d = draws(keys, 0);
+        {
+            let l = flowgate_u64(keys);
+            let mut next = walk(&d, |k| l.check_key(&u64::from(k)).is_ok());
+            g.bench_function(BenchmarkId::new("flowgate", keys), |b| b.iter(&mut next));
+        }
+        let l = governor_u64(keys);
+        let mut next = walk(&d, |k| l.check_key(&u64::from(k)).is_ok());
+        g.bench_function(BenchmarkId::new("governor", keys), |b| b.iter(&mut next));
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("keyed_string");
+    for keys in SIZES {
+        let d = draws(keys, 0);
+        let names = string_keys(keys);
+        {
+            let l = flowgate_str(&names);
+            let mut next = walk(&d, |k| l.check_key(names[k as usize].as_str()).is_ok());
+            g.bench_function(BenchmarkId::new("flowgate", keys), |b| b.iter(&mut next));
+        }
+        let l = governor_string(&names);
+        let mut next = walk(&d, |k| l.check_key(&names[k as usize]).is_ok());
+        g.bench_function(BenchmarkId::new("governor", keys), |b| b.iter(&mut next));
+    }
+    g.finish();
+}
+
+/// Two threads, each walking its own draws over one shared limiter.
+fn pair(iters: u64, decide: &(dyn Fn(u32) -> bool + Sync), draws: &[Vec<u32>; 2]) -> Duration {
+    two_threads_walking(iters, &|thread, i| {
+        decide(draws[thread][i as usize & (DRAWS - 1)])
+    })
+}
+
+fn contention(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_u64_2_threads");
+    g.throughput(Throughput::Elements(2));
+    for keys in SIZES {
+        let d = [draws(keys, 1), draws(keys, 2)];
+        {
+            let l = flowgate_u64(keys);
+            g.bench_function(BenchmarkId::new("flowgate", keys), |b| {
+                b.iter_custom(|iters| pair(iters, &|k| l.check_key(&u64::from(k)).is_ok(), &d))
+            });
+        }
+        let l = governor_u64(keys);
+        g.bench_function(BenchmarkId::new("governor", keys), |b| {
+            b.iter_custom(|iters| pair(iters, &|k| l.check_key(&u64::from(k)).is_ok(), &d))
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("keyed_string_2_threads");
+    g.throughput(Throughput::Elements(2));
+    for keys in SIZES {
+        let d = [draws(keys, 1), draws(keys, 2)];
+        let names = string_keys(keys);
+        {
+            let l = flowgate_str(&names);
+            let decide = |k: u32| l.check_key(names[k as usize].as_str()).is_ok();
+            g.bench_function(BenchmarkId::new("flowgate", keys), |b| {
+                b.iter_custom(|iters| pair(iters, &decide, &d))
+            });
+        }
+        let l = governor_string(&names);
+        let decide = |k: u32| l.check_key(&names[k as usize]).is_ok();
+        g.bench_function(BenchmarkId::new("governor", keys), |b| {
+            b.iter_custom(|iters| pair(iters, &decide, &d))
+        });
+    }
+    g.finish();
+}
+
+/// A million keys, a second after each took one cell of 1/s: all idle. flowgate sweeps the
+/// whole table (every key evicted, 256 slots per lock hold) or, with the clock not advanced,
+/// visits every key and evicts none; governor's `retain_recent` removes them all.
+fn sweep(c: &mut Criterion) {
+    const KEYS: usize = 1_000_000;
+    let quota = Quota::per_second(1).unwrap();
+    let mut g = c.benchmark_group("keyed_sweep_1m");
+    g.sample_size(10);
+    let filled = |advance: bool| {
+        let clock = ManualClock::new();
+        let l = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
+            .clock(clock.clone())
+            .max_keys(KEYS)
+            .build()
+            .unwrap();
+        for key in 0..KEYS as u64 {
+            assert!(l.check_key(&key).is_ok());
+        }
+        if advance {
+            clock.advance(Duration::from_secs(1));
+        }
+        l
+    };
+    g.bench_function("flowgate_all_idle", |b| {
+        b.iter_batched(
+            || filled(true),
+            |l| {
+                assert_eq!(l.sweep(l.slots()), KEYS);
+                l
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let busy = filled(false);
+    g.bench_function("flowgate_none_idle", |b| {
+        b.iter(|| assert_eq!(busy.sweep(busy.slots()), 0))
+    });
+    drop(busy);
+    g.bench_function("governor_retain_recent_all_idle", |b| {
+        b.iter_batched(
+            || {
+                let clock = FakeRelativeClock::default();
+                let q = governor::Quota::per_second(NonZeroU32::new(1).unwrap());
+                let l = governor::RateLimiter::dashmap_with_clock(q, clock.clone());
+                for key in 0..KEYS as u64 {
+                    assert!(l.check_key(&key).is_ok());
+                }
+                // governor keeps a key whose arrival time equals `now`: one more second.
+                clock.advance(Duration::from_secs(2));
+                l
+            },
+            |l| {
+                l.retain_recent();
+                assert!(l.is_empty());
+                l
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+}
+
+criterion_group! { name = benches; config = config(); targets = one_thread, contention, sweep }
+criterion_main!(benches);
