@@ -18,8 +18,14 @@ use flowgate::{Gcra, KeyedRateLimiter, Quota};
 use governor::clock::FakeRelativeClock;
 use governor::DefaultKeyedRateLimiter;
 
-/// Table sizes.
-const SIZES: [usize; 3] = [1_000, 100_000, 1_000_000];
+/// Table sizes: all three under `cargo bench`, the smallest as a smoke test under `cargo test`.
+fn sizes() -> &'static [usize] {
+    if std::env::args().any(|arg| arg == "--bench") {
+        &[1_000, 100_000, 1_000_000]
+    } else {
+        &[1_000]
+    }
+}
 /// Length of the pre-drawn sequence of key indices every loop walks through.
 const DRAWS: usize = 1 << 20;
 
@@ -31,7 +37,7 @@ fn draws(keys: usize, thread: u64) -> Vec<u32> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            ((x >> 32) * keys as u64 >> 32) as u32
+            (((x >> 32) * keys as u64) >> 32) as u32
         })
         .collect()
 }
@@ -102,7 +108,7 @@ fn walk<'a>(draws: &'a [u32], mut decide: impl FnMut(u32) -> bool + 'a) -> impl 
 
 fn one_thread(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_u64");
-    for keys in SIZES {
+    for &keys in sizes() {
         let d = draws(keys, 0);
         {
             let l = flowgate_u64(keys);
@@ -116,7 +122,7 @@ fn one_thread(c: &mut Criterion) {
     g.finish();
 
     let mut g = c.benchmark_group("keyed_string");
-    for keys in SIZES {
+    for &keys in sizes() {
         let d = draws(keys, 0);
         let names = string_keys(keys);
         {
@@ -141,7 +147,7 @@ fn pair(iters: u64, decide: &(dyn Fn(u32) -> bool + Sync), draws: &[Vec<u32>; 2]
 fn contention(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_u64_2_threads");
     g.throughput(Throughput::Elements(2));
-    for keys in SIZES {
+    for &keys in sizes() {
         let d = [draws(keys, 1), draws(keys, 2)];
         {
             let l = flowgate_u64(keys);
@@ -158,7 +164,7 @@ fn contention(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("keyed_string_2_threads");
     g.throughput(Throughput::Elements(2));
-    for keys in SIZES {
+    for &keys in sizes() {
         let d = [draws(keys, 1), draws(keys, 2)];
         let names = string_keys(keys);
         {
@@ -177,22 +183,22 @@ fn contention(c: &mut Criterion) {
     g.finish();
 }
 
-/// A million keys, a second after each took one cell of 1/s: all idle. flowgate sweeps the
+/// A million keys (under `cargo bench`), a second after each took one cell of 1/s: all idle. flowgate sweeps the
 /// whole table (every key evicted, 256 slots per lock hold) or, with the clock not advanced,
 /// visits every key and evicts none; governor's `retain_recent` removes them all.
 fn sweep(c: &mut Criterion) {
-    const KEYS: usize = 1_000_000;
+    let keys = *sizes().last().unwrap();
     let quota = Quota::per_second(1).unwrap();
-    let mut g = c.benchmark_group("keyed_sweep_1m");
+    let mut g = c.benchmark_group("keyed_sweep");
     g.sample_size(10);
     let filled = |advance: bool| {
         let clock = ManualClock::new();
         let l = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
             .clock(clock.clone())
-            .max_keys(KEYS)
+            .max_keys(keys)
             .build()
             .unwrap();
-        for key in 0..KEYS as u64 {
+        for key in 0..keys as u64 {
             assert!(l.check_key(&key).is_ok());
         }
         if advance {
@@ -200,42 +206,45 @@ fn sweep(c: &mut Criterion) {
         }
         l
     };
-    g.bench_function("flowgate_all_idle", |b| {
+    g.bench_function(BenchmarkId::new("flowgate_all_idle", keys), |b| {
         b.iter_batched(
             || filled(true),
             |l| {
-                assert_eq!(l.sweep(l.slots()), KEYS);
+                assert_eq!(l.sweep(l.slots()), keys);
                 l
             },
             BatchSize::PerIteration,
         )
     });
     let busy = filled(false);
-    g.bench_function("flowgate_none_idle", |b| {
+    g.bench_function(BenchmarkId::new("flowgate_none_idle", keys), |b| {
         b.iter(|| assert_eq!(busy.sweep(busy.slots()), 0))
     });
     drop(busy);
-    g.bench_function("governor_retain_recent_all_idle", |b| {
-        b.iter_batched(
-            || {
-                let clock = FakeRelativeClock::default();
-                let q = governor::Quota::per_second(NonZeroU32::new(1).unwrap());
-                let l = governor::RateLimiter::dashmap_with_clock(q, clock.clone());
-                for key in 0..KEYS as u64 {
-                    assert!(l.check_key(&key).is_ok());
-                }
-                // governor keeps a key whose arrival time equals `now`: one more second.
-                clock.advance(Duration::from_secs(2));
-                l
-            },
-            |l| {
-                l.retain_recent();
-                assert!(l.is_empty());
-                l
-            },
-            BatchSize::PerIteration,
-        )
-    });
+    g.bench_function(
+        BenchmarkId::new("governor_retain_recent_all_idle", keys),
+        |b| {
+            b.iter_batched(
+                || {
+                    let clock = FakeRelativeClock::default();
+                    let q = governor::Quota::per_second(NonZeroU32::new(1).unwrap());
+                    let l = governor::RateLimiter::dashmap_with_clock(q, clock.clone());
+                    for key in 0..keys as u64 {
+                        assert!(l.check_key(&key).is_ok());
+                    }
+                    // governor keeps a key whose arrival time equals `now`: one more second.
+                    clock.advance(Duration::from_secs(2));
+                    l
+                },
+                |l| {
+                    l.retain_recent();
+                    assert!(l.is_empty());
+                    l
+                },
+                BatchSize::PerIteration,
+            )
+        },
+    );
     g.finish();
 }
 

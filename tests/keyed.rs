@@ -304,10 +304,7 @@ fn memory_is_within_24_bytes_per_key_at_a_million() {
     let limiter = KeyedRateLimiter::<u64>::new(Quota::per_second(1).unwrap(), 1_000_000).unwrap();
     assert_eq!(limiter.max_keys(), 1_000_000);
     let per_key = limiter.memory_bytes() as f64 / 1e6;
-    assert!(
-        per_key <= 24.0 && per_key >= 21.3,
-        "{per_key} bytes per key"
-    );
+    assert!((21.3..=24.0).contains(&per_key), "{per_key} bytes per key");
 }
 
 #[test]

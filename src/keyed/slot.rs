@@ -119,7 +119,7 @@ impl Slot {
     /// holder (whose view of tags is stable) and for peeks.
     #[inline]
     pub(crate) fn word(&self, tag: Tag) -> Option<u64> {
-        self.update(tag, |word| Step::Keep(word))
+        self.update(tag, Step::Keep)
     }
 
     /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
