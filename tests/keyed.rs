@@ -177,8 +177,11 @@ fn a_full_table_makes_room_from_idle_keys_on_insert() {
     // After 1 s every bucket is full again: idle, so a new key may take a slot.
     limiter.clock().advance(Duration::from_secs(1));
     assert_eq!(limiter.check_key(&99).unwrap().remaining(), 1);
-    assert_eq!(limiter.len(), 4);
-    assert!(limiter.stats().evicted >= 1);
+    assert!(limiter.position_of(&99).is_some());
+    // Idle keys the insert met on its way may have gone too; never a busy one, never too many.
+    let stats = limiter.stats();
+    assert!((1..=4).contains(&stats.keys));
+    assert_eq!(stats.keys as u64 + stats.evicted, 5);
 }
 
 #[test]

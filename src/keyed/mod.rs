@@ -144,7 +144,9 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// takes its shard's lock. See `BENCHMARKS.md`.
     #[inline]
     pub fn check_key(&self, key: &K) -> Result<Allowed, Refused> {
-        self.check_key_at(key, self.clock.now())
+        let (tag, algorithm) = self.locate(key);
+        // Every algorithm's capacity is at least 1, so one cell is within it.
+        self.decide(tag, algorithm, 1, || self.clock.now())
     }
 
     /// [`check_key`](Self::check_key) at `now` (a reading of this limiter's clock).
@@ -152,7 +154,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     pub fn check_key_at(&self, key: &K, now: u64) -> Result<Allowed, Refused> {
         let (tag, algorithm) = self.locate(key);
         // Every algorithm's capacity is at least 1, so one cell is within it.
-        self.decide(tag, algorithm, now, 1)
+        self.decide(tag, algorithm, 1, || now)
     }
 
     /// Takes `n` cells from `key`'s bucket if they are all available now; otherwise takes
@@ -167,7 +169,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         key: &K,
         n: u32,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.check_key_n_at(key, n, self.clock.now())
+        self.check_key_n_with(key, n, || self.clock.now())
     }
 
     /// [`check_key_n`](Self::check_key_n) at `now` (a reading of this limiter's clock).
@@ -181,12 +183,22 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         n: u32,
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.check_key_n_with(key, n, || now)
+    }
+
+    #[inline(always)]
+    fn check_key_n_with(
+        &self,
+        key: &K,
+        n: u32,
+        now: impl FnOnce() -> u64,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         if n == 0 {
-            return self.peek_key_at(key, 0, now);
+            return self.peek_key_at(key, 0, now());
         }
         let (tag, algorithm) = self.locate(key);
         within_capacity(algorithm, n)?;
-        Ok(self.decide(tag, algorithm, now, n))
+        Ok(self.decide(tag, algorithm, n, now))
     }
 
     /// The decision [`check_key_n`](Self::check_key_n) would make now, without taking anything
@@ -277,15 +289,22 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.tiers.get(tier).unwrap_or(&self.tiers[0])
     }
 
+    /// Decides `n` cells for `tag` at the reading `now()`, taken after the probe for the key's
+    /// slot has issued its loads.
     #[inline(always)]
-    fn decide(&self, tag: Tag, algorithm: &A, now: u64, n: u32) -> Result<Allowed, Refused> {
+    fn decide(
+        &self,
+        tag: Tag,
+        algorithm: &A,
+        n: u32,
+        now: impl FnOnce() -> u64,
+    ) -> Result<Allowed, Refused> {
         let shard = self.table.shard(tag);
+        let slot = self.table.find(shard, tag);
+        // Read once the probe has issued its loads: the clock read overlaps a miss on the slot.
+        let now = now();
         let step = |word| algorithm.check(word, now, n);
-        let answer = match self
-            .table
-            .find(shard, tag)
-            .and_then(|s| s.update(tag, step))
-        {
+        let answer = match slot.and_then(|s| s.update(tag, step)) {
             Some(answer) => answer,
             None => self.insert(shard, tag, algorithm, now, n),
         };

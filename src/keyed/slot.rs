@@ -122,6 +122,15 @@ impl Slot {
         self.update(tag, Step::Keep)
     }
 
+    /// The key `tag`'s algorithm word as last written, for the lock holder, who knows the slot
+    /// holds `tag`. A check may change it at any moment: a hint, to be confirmed by a close.
+    #[inline]
+    pub(crate) fn word_locked(&self, tag: Tag) -> u64 {
+        debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
+        // Relaxed: only a filter; `close` returns the word for certain.
+        self.word.load(Ordering::Relaxed) ^ tag
+    }
+
     /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
     /// the key's final algorithm word.
     pub(crate) fn close(&self, tag: Tag) -> u64 {

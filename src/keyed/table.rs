@@ -185,10 +185,10 @@ impl Table {
         false
     }
 
-    /// Counts one key fewer.
-    fn release(&self) {
+    /// Counts `keys` keys fewer.
+    fn release(&self, keys: u64) {
         // Relaxed: as in `reserve`.
-        self.live.fetch_sub(1, Ordering::Relaxed);
+        self.live.fetch_sub(keys, Ordering::Relaxed);
     }
 
     /// Claims the next `budget` slots of the global sweep: the ranges of slot indices to visit,
@@ -205,16 +205,19 @@ impl Table {
         let len = self.shard_len as u64;
         let mut at = start;
         let mut left = budget;
+        // Sweeps run from the last slot to the first (see `sweep_shard`): claimed position `p`
+        // is slot `total − 1 − p` counted over all shards.
         core::iter::from_fn(move || {
             if left == 0 {
                 return None;
             }
-            let shard = (at / len) as usize;
-            let from = (at % len) as usize;
-            let take = left.min(len - from as u64).min(SWEEP_CHUNK as u64) as usize;
+            let slot = total - 1 - at;
+            let shard = (slot / len) as usize;
+            let end = (slot % len) as usize + 1;
+            let take = left.min(end as u64).min(SWEEP_CHUNK as u64) as usize;
             left -= take as u64;
             at = (at + take as u64) % total;
-            Some((&*self.shards[shard], from..from + take))
+            Some((&*self.shards[shard], end - take..end))
         })
     }
 
@@ -281,7 +284,7 @@ impl Table {
                 if t == EMPTY {
                     break;
                 }
-                if reusable.is_none() && slot.word(t).is_some_and(|w| idle(t, w)) {
+                if reusable.is_none() && idle(t, slot.word_locked(t)) {
                     reusable = Some((slot, t));
                 }
                 i += 1;
@@ -308,13 +311,14 @@ impl Table {
                 return Entry::Inserted(slot);
             }
             if attempt == 0 {
-                let from = held.state.cursor;
-                let to = from + INSERT_SWEEP.min(len);
-                held.state.cursor = to % len;
-                let wrapped = to.saturating_sub(len);
-                let freed = self.sweep_shard(shard, held, from..to.min(len), &idle)
-                    + self.sweep_shard(shard, held, 0..wrapped, &idle);
-                if freed == 0 {
+                // The next slots below the shard's cursor, backwards like every sweep.
+                let end = match held.state.cursor {
+                    0 => len,
+                    end => end,
+                };
+                let from = end.saturating_sub(INSERT_SWEEP);
+                held.state.cursor = from;
+                if self.sweep_shard(shard, held, from..end, &idle) == 0 {
                     break;
                 }
             }
@@ -329,11 +333,15 @@ impl Table {
         };
         let at = self.position(shard, slot);
         slot.close(tag);
-        self.shift_back(shard, held, at);
+        self.shift_back(shard, at);
+        self.forget(held, 1);
         true
     }
 
-    /// Evicts the idle keys among the slots `range` of `shard` (lock holder); how many.
+    /// Evicts the idle keys among the slots `range` of `shard` (lock holder), last slot first;
+    /// how many. Sweeps visit the table backwards, so a key a shift moves back into a hole comes
+    /// from a slot already visited, and a sweep of every slot in claim order evicts every key
+    /// idle throughout it.
     pub(crate) fn sweep_shard(
         &self,
         shard: &Shard,
@@ -342,24 +350,46 @@ impl Table {
         idle: impl Fn(Tag, u64) -> bool,
     ) -> usize {
         let mut evicted = 0;
-        let mut i = range.start;
-        while i < range.end {
-            let slot = &shard.slots[i];
-            let t = slot.tag();
-            if t != EMPTY && slot.word(t).is_some_and(|w| idle(t, w)) {
-                let word = slot.close(t);
-                if idle(t, word) {
-                    self.shift_back(shard, held, i);
-                    held.state.evicted += 1;
-                    evicted += 1;
-                    // The shift may have moved a key into slot i: look at it again.
+        // Backwards: a key the shift moves into a hole comes from a later slot, already looked
+        // at; and when a run of idle keys goes, each shift stops at once instead of moving the
+        // rest of the run (which makes a forward sweep quadratic in the run's length). A key
+        // that wraps from the start of the shard to its end lands between this range and the
+        // end, visited already: look there again (each pass that wraps evicted a key, so this
+        // ends).
+        let mut range = range;
+        let mut again = true;
+        while again {
+            again = false;
+            for i in range.clone().rev() {
+                let slot = &shard.slots[i];
+                let t = slot.tag();
+                if t == EMPTY || !idle(t, slot.word_locked(t)) {
                     continue;
                 }
-                slot.publish(t, word);
+                let word = slot.close(t);
+                if idle(t, word) {
+                    if self.shift_back(shard, i) {
+                        again = true;
+                        range.end = shard.slots.len();
+                    }
+                    evicted += 1;
+                } else {
+                    // Taken from since the look: it stays.
+                    slot.publish(t, word);
+                }
             }
-            i += 1;
         }
+        held.state.evicted += evicted as u64;
+        self.forget(held, evicted);
         evicted
+    }
+
+    /// Accounts for `keys` removed from `held`'s shard.
+    fn forget(&self, held: &mut Held<'_>, keys: usize) {
+        if keys > 0 {
+            held.state.live -= keys;
+            self.release(keys as u64);
+        }
     }
 
     /// The index of `slot` in `shard`.
@@ -370,11 +400,13 @@ impl Table {
 
     /// Fills the hole left by the closed slot `hole` by moving later keys of its probe chain
     /// back (each closed at its old place before it is published at its new one, so no key is
-    /// ever in two slots), then clears the last hole.
-    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) {
+    /// ever in two slots), then clears the last hole. Whether a key moved from the start of the
+    /// shard to its end (a chain that wraps).
+    fn shift_back(&self, shard: &Shard, mut hole: usize) -> bool {
         let len = shard.slots.len();
         let distance = |from: usize, to: usize| (to + len - from) % len;
         let mut j = hole;
+        let mut wrapped = false;
         loop {
             j += 1;
             if j == len {
@@ -390,12 +422,12 @@ impl Table {
             if distance(self.home(t), j) >= distance(hole, j) {
                 let word = slot.close(t);
                 shard.slots[hole].publish(t, word);
+                wrapped |= j < hole;
                 hole = j;
             }
         }
         shard.slots[hole].clear();
-        held.state.live -= 1;
-        self.release();
+        wrapped
     }
 }
 
