@@ -108,3 +108,28 @@ fn two_inserts_of_one_new_key() {
         assert_eq!(left(&limiter, 9), 0);
     });
 }
+
+/// A table of one key, held by key 3, idle. One thread checks key 3 while another checks key 4,
+/// which may take key 3's slot over (evicting it) if key 3 is still idle then. Burst 1 and a
+/// full table refuse whoever comes second: exactly one admission, and a check of key 3 that
+/// stalled across the takeover never lands in key 4's bucket.
+#[test]
+fn check_vs_takeover_of_its_slot_by_another_key() {
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        let limiter = Arc::new(keyed(1, 1, 1, &clock));
+        assert!(limiter.check_key(&3).is_ok());
+        clock.advance(core::time::Duration::from_secs(3600));
+        let other = {
+            let limiter = limiter.clone();
+            thread::spawn(move || limiter.check_key(&4).is_ok())
+        };
+        fail_next_cas(1);
+        let three = limiter.check_key(&3).is_ok();
+        let four = other.join().unwrap();
+        assert_eq!(u32::from(three) + u32::from(four), 1);
+        let held = if three { 3 } else { 4 };
+        assert_eq!(limiter.len(), 1);
+        assert_eq!(left(&limiter, held), 0);
+    });
+}
