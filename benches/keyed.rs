@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use common::two_threads_walking;
+use common::{flowgate_u64, governor_keyed, governor_u64, keyed_quota, two_threads_walking, FILL};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use flowgate::clock::ManualClock;
 use flowgate::{Gcra, KeyedRateLimiter, Quota};
@@ -46,31 +46,8 @@ fn string_keys(keys: usize) -> Vec<String> {
     (0..keys).map(|i| format!("user-{i}|/api/books")).collect()
 }
 
-/// 4·10⁹ per hour (one cell per 0.9 µs): each key is filled with half of it, so that it stays
-/// busy (not idle, never evicted) for half an hour and admits every check of a run.
-const PER_HOUR: u32 = 4_000_000_000;
-const FILL: u32 = PER_HOUR / 2;
-
-fn governor_allowing<K: std::hash::Hash + Eq + Clone>() -> DefaultKeyedRateLimiter<K> {
-    let n = NonZeroU32::new(PER_HOUR).unwrap();
-    governor::RateLimiter::keyed(governor::Quota::per_hour(n))
-}
-
-fn quota() -> Quota {
-    Quota::per_hour(PER_HOUR).unwrap()
-}
-
-fn governor_u64(keys: usize) -> DefaultKeyedRateLimiter<u64> {
-    let l = governor_allowing::<u64>();
-    let fill = NonZeroU32::new(FILL).unwrap();
-    for key in 0..keys as u64 {
-        assert!(matches!(l.check_key_n(&key, fill), Ok(Ok(_))));
-    }
-    l
-}
-
 fn governor_string(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
-    let l = governor_allowing::<String>();
+    let l = governor_keyed::<String>();
     let fill = NonZeroU32::new(FILL).unwrap();
     for key in keys {
         assert!(matches!(l.check_key_n(key, fill), Ok(Ok(_))));
@@ -78,17 +55,8 @@ fn governor_string(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
     l
 }
 
-fn flowgate_u64(keys: usize) -> KeyedRateLimiter<u64> {
-    let limiter = KeyedRateLimiter::new(quota(), keys).unwrap();
-    for key in 0..keys as u64 {
-        assert!(matches!(limiter.check_key_n(&key, FILL), Ok(Ok(_))));
-    }
-    assert_eq!(limiter.len(), keys);
-    limiter
-}
-
 fn flowgate_str(keys: &[String]) -> KeyedRateLimiter<str> {
-    let limiter = KeyedRateLimiter::<str>::new(quota(), keys.len()).unwrap();
+    let limiter = KeyedRateLimiter::<str>::new(keyed_quota(), keys.len()).unwrap();
     for key in keys {
         assert!(matches!(limiter.check_key_n(key.as_str(), FILL), Ok(Ok(_))));
     }

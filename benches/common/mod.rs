@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use flowgate::algorithm::{Credit, FixedWindow, IntervalRefill, LeakyBucket, SlidingWindow};
 use flowgate::clock::QuantaClock;
-use flowgate::{Quota, RateLimiter, SlidingLog};
+use flowgate::{KeyedRateLimiter, Quota, RateLimiter, SlidingLog};
+use governor::DefaultKeyedRateLimiter;
 use governor::{clock::DefaultClock, state::InMemoryState, state::NotKeyed};
 
 pub type Governor = governor::RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
@@ -184,4 +185,38 @@ pub fn algorithm(name: &str, allowing: bool) -> Any {
         assert!(!any.check(), "{name} should refuse now");
     }
     any
+}
+
+// Keyed limiters (benches/keyed.rs, benches/instructions.rs).
+
+/// 4·10⁹ per hour (one cell per 0.9 µs): each key is filled with half of it, so that it stays
+/// busy (not idle, never evicted) for half an hour and admits every check of a run.
+pub const PER_HOUR: u32 = 4_000_000_000;
+pub const FILL: u32 = PER_HOUR / 2;
+
+pub fn governor_keyed<K: std::hash::Hash + Eq + Clone>() -> DefaultKeyedRateLimiter<K> {
+    let n = NonZeroU32::new(PER_HOUR).unwrap();
+    governor::RateLimiter::keyed(governor::Quota::per_hour(n))
+}
+
+pub fn keyed_quota() -> Quota {
+    Quota::per_hour(PER_HOUR).unwrap()
+}
+
+pub fn governor_u64(keys: usize) -> DefaultKeyedRateLimiter<u64> {
+    let l = governor_keyed::<u64>();
+    let fill = NonZeroU32::new(FILL).unwrap();
+    for key in 0..keys as u64 {
+        assert!(matches!(l.check_key_n(&key, fill), Ok(Ok(_))));
+    }
+    l
+}
+
+pub fn flowgate_u64(keys: usize) -> KeyedRateLimiter<u64> {
+    let limiter = KeyedRateLimiter::new(keyed_quota(), keys).unwrap();
+    for key in 0..keys as u64 {
+        assert!(matches!(limiter.check_key_n(&key, FILL), Ok(Ok(_))));
+    }
+    assert_eq!(limiter.len(), keys);
+    limiter
 }

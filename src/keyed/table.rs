@@ -141,14 +141,14 @@ impl Table {
     /// The shard of `tag`: its high bits.
     #[inline(always)]
     pub(crate) fn shard(&self, tag: Tag) -> &Shard {
-        // A u128 shift, so that 0 shard bits give shard 0 without a branch.
-        let index = (u128::from(tag) >> (64 - self.shard_bits)) as usize;
-        &self.shards[index]
+        &self.shards[self.shard_index(tag)]
     }
 
-    /// The index of `tag`'s shard.
+    /// The index of `tag`'s shard: its top `shard_bits` bits.
+    #[inline(always)]
     pub(crate) fn shard_index(&self, tag: Tag) -> usize {
-        (u128::from(tag) >> (64 - self.shard_bits)) as usize
+        // Two shifts, so that 0 shard bits give shard 0 (a single shift by 64 would not).
+        ((tag >> (63 - self.shard_bits)) >> 1) as usize
     }
 
     /// The shards.
@@ -234,6 +234,7 @@ impl Table {
     pub(crate) fn find<'a>(&self, shard: &'a Shard, tag: Tag) -> Option<&'a Slot> {
         let len = shard.slots.len();
         let mut i = self.home(tag);
+        // Every slot at most once.
         for _ in 0..len {
             let slot = &shard.slots[i];
             match slot.tag() {

@@ -1,0 +1,108 @@
+#![allow(missing_docs)]
+//! Instruction counts per keyed decision, for `valgrind --tool=callgrind`: flowgate's keyed
+//! limiter and governor's `DefaultKeyedRateLimiter` on 1 000 keys visited in turn (all in
+//! cache, so the count is the work, not the memory). A binary of its own, apart from
+//! `benches/instructions.rs`, so that governor's keyed code does not change how its direct
+//! `check` is inlined there.
+//!
+//! Usage: `scripts/instructions.sh` (which runs these too) or `keyed_instructions CASE N`.
+
+mod common;
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+
+use common::*;
+
+/// The loop whose instructions callgrind collects (`--toggle-collect=*hot_loop*`).
+#[inline(never)]
+fn hot_loop(n: u64, mut f: impl FnMut()) {
+    for _ in 0..n {
+        f();
+    }
+}
+
+const CASES: &[&str] = &[
+    "flowgate_keyed_u64",
+    "governor_keyed_u64",
+    "flowgate_keyed_str",
+    "governor_keyed_string",
+];
+
+/// Keys of the keyed cases: 1 000, visited in turn (a counter, no division).
+const KEYS: u64 = 1_000;
+
+/// The next key index after `k`.
+#[inline(always)]
+fn next(k: &mut u64) -> u64 {
+    *k = if *k + 1 == KEYS { 0 } else { *k + 1 };
+    *k
+}
+
+fn names() -> Vec<String> {
+    (0..KEYS).map(|i| format!("user-{i}|/api/books")).collect()
+}
+
+fn run(case: &str, n: u64) {
+    match case {
+        "flowgate_keyed_u64" => {
+            let l = flowgate_u64(KEYS as usize);
+            let mut k = 0;
+            hot_loop(n, || {
+                assert!(black_box(l.check_key(&next(&mut k)).is_ok()));
+            })
+        }
+        "governor_keyed_u64" => {
+            let l = governor_u64(KEYS as usize);
+            let mut k = 0;
+            hot_loop(n, || {
+                assert!(black_box(l.check_key(&next(&mut k)).is_ok()));
+            })
+        }
+        "flowgate_keyed_str" => {
+            let names = names();
+            let l = flowgate::KeyedRateLimiter::<str>::new(keyed_quota(), names.len()).unwrap();
+            for name in &names {
+                assert!(matches!(l.check_key_n(name, FILL), Ok(Ok(_))));
+            }
+            let mut k = 0;
+            hot_loop(n, || {
+                let name = names[next(&mut k) as usize].as_str();
+                assert!(black_box(l.check_key(name).is_ok()));
+            })
+        }
+        "governor_keyed_string" => {
+            let names = names();
+            let l = governor_keyed::<String>();
+            let fill = NonZeroU32::new(FILL).unwrap();
+            for name in &names {
+                assert!(matches!(l.check_key_n(name, fill), Ok(Ok(_))));
+            }
+            let mut k = 0;
+            hot_loop(n, || {
+                let name = &names[next(&mut k) as usize];
+                assert!(black_box(l.check_key(name).is_ok()));
+            })
+        }
+        other => {
+            eprintln!("unknown case {other}; cases: {CASES:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    match args.as_slice() {
+        [case, n] => run(case, n.parse().expect("N must be a whole number")),
+        _ => {
+            for case in CASES {
+                run(case, 1_000);
+            }
+            println!("keyed instructions: {} cases ran", CASES.len());
+        }
+    }
+}
