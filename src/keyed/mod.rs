@@ -34,9 +34,16 @@
 //!   and [`KeyedRateLimiter::spawn_sweeper`] runs it over the whole table periodically on a
 //!   thread of its own.
 //!
-//! With [`Initial::Cells`](crate::Initial) a new bucket starts partly empty, so a forgotten full
-//! bucket comes back with fewer cells than it had: conservative, never an extra cell. An
-//! [`Algorithm`] of your own is never evicted unless it implements [`Algorithm::is_idle`].
+//! Exceptions, all conservative or bounded:
+//!
+//! * With [`Initial::Cells`](crate::Initial) a new bucket starts partly empty, so a forgotten
+//!   full bucket comes back with fewer cells than it had: never an extra cell.
+//! * A bucket forgotten at `t` and asked again with a reading before `t` (a stale `*_at` reading,
+//!   or a clock stepped back) starts full at that reading: like any stale reading on a single
+//!   limiter, up to `age / interval` cells early, at most one burst.
+//! * An [`Algorithm`] of your own is never evicted unless it implements [`Algorithm::is_idle`].
+//! * [`SlidingLog`](crate::SlidingLog) keeps one slot per request (8 × limit bytes), so it is not
+//!   offered per key; the window counters give the same shape in 8 bytes.
 //!
 //! # A full table
 //! When a new key finds its shard full and nothing in it idle, [`WhenFull`] decides, and keys
@@ -50,6 +57,9 @@
 //! few adjacent slots (usually one cache line), and the same compare-and-swap on the bucket word
 //! as [`RateLimiter`](crate::RateLimiter). Inserting, evicting and moving keys takes the shard's
 //! lock; see `keyed::slot` for how a lock-free check and a locked move of the same key agree.
+//! A request about a key the table does not hold (a new key, or a peek or refund of an unknown
+//! one) confirms the miss under the shard's lock, so a flood of unknown keys serializes per
+//! shard while known keys go on without waiting.
 
 mod builder;
 mod slot;
