@@ -11,12 +11,14 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use common::{flowgate_u64, governor_keyed, governor_u64, keyed_quota, two_threads_walking, FILL};
+use common::{
+    draws, flowgate_str, flowgate_u64, governor_string, governor_u64, in_hand, string_keys,
+    two_threads_walking, DRAWS,
+};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use flowgate::clock::ManualClock;
 use flowgate::{Gcra, KeyedRateLimiter, Quota};
 use governor::clock::FakeRelativeClock;
-use governor::DefaultKeyedRateLimiter;
 
 /// Table sizes: all three under `cargo bench`, the smallest as a smoke test under `cargo test`.
 fn sizes() -> &'static [usize] {
@@ -26,44 +28,6 @@ fn sizes() -> &'static [usize] {
         &[1_000]
     }
 }
-/// Length of the pre-drawn sequence of key indices every loop walks through.
-const DRAWS: usize = 1 << 20;
-
-/// `DRAWS` indices below `keys`, uniformly at random (xorshift, fixed seed), offset per thread.
-fn draws(keys: usize, thread: u64) -> Vec<u32> {
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ thread.wrapping_mul(0xa076_1d64_78bd_642f);
-    (0..DRAWS)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (((x >> 32) * keys as u64) >> 32) as u32
-        })
-        .collect()
-}
-
-fn string_keys(keys: usize) -> Vec<String> {
-    (0..keys).map(|i| format!("user-{i}|/api/books")).collect()
-}
-
-fn governor_string(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
-    let l = governor_keyed::<String>();
-    let fill = NonZeroU32::new(FILL).unwrap();
-    for key in keys {
-        assert!(matches!(l.check_key_n(key, fill), Ok(Ok(_))));
-    }
-    l
-}
-
-fn flowgate_str(keys: &[String]) -> KeyedRateLimiter<str> {
-    let limiter = KeyedRateLimiter::<str>::new(keyed_quota(), keys.len()).unwrap();
-    for key in keys {
-        assert!(matches!(limiter.check_key_n(key.as_str(), FILL), Ok(Ok(_))));
-    }
-    assert_eq!(limiter.len(), keys.len());
-    limiter
-}
-
 /// One decision per iteration on the next drawn key.
 fn walk<'a, T>(draws: &'a [T], mut decide: impl FnMut(&T) -> bool + 'a) -> impl FnMut() + 'a {
     let mut i = 0;
@@ -72,14 +36,6 @@ fn walk<'a, T>(draws: &'a [T], mut decide: impl FnMut(&T) -> bool + 'a) -> impl 
         i = (i + 1) & (DRAWS - 1);
         assert!(black_box(decide(key)));
     }
-}
-
-/// The drawn `String` keys in draw order, each a copy made in that order: walking them reads
-/// memory in sequence, as a server has the key it just parsed at hand. (Picking each from a
-/// table of a million strings would add two cache misses per decision, the same for both
-/// crates, that are the benchmark's and not the limiter's.)
-fn in_hand(names: &[String], draws: &[u32]) -> Vec<String> {
-    draws.iter().map(|&k| names[k as usize].clone()).collect()
 }
 
 fn one_thread(c: &mut Criterion) {
@@ -167,8 +123,8 @@ fn contention(c: &mut Criterion) {
 }
 
 /// A million keys (under `cargo bench`), a second after each took one cell of 1/s: all idle.
-/// flowgate sweeps the whole table (every key evicted, 256 slots per lock hold) or, with the clock not advanced,
-/// visits every key and evicts none; governor's `retain_recent` removes them all.
+/// flowgate sweeps the whole table (every key evicted, 256 slots per lock hold) or, with the
+/// clock not advanced, visits every key and evicts none; governor's `retain_recent` removes them all.
 fn sweep(c: &mut Criterion) {
     let keys = *sizes().last().unwrap();
     let quota = Quota::per_second(1).unwrap();

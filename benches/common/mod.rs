@@ -220,3 +220,49 @@ pub fn flowgate_u64(keys: usize) -> KeyedRateLimiter<u64> {
     assert_eq!(limiter.len(), keys);
     limiter
 }
+
+/// Length of the pre-drawn sequence of key indices every loop walks through.
+pub const DRAWS: usize = 1 << 20;
+
+/// `DRAWS` indices below `keys`, uniformly at random (xorshift, fixed seed), offset per thread.
+pub fn draws(keys: usize, thread: u64) -> Vec<u32> {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ thread.wrapping_mul(0xa076_1d64_78bd_642f);
+    (0..DRAWS)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (((x >> 32) * keys as u64) >> 32) as u32
+        })
+        .collect()
+}
+
+pub fn string_keys(keys: usize) -> Vec<String> {
+    (0..keys).map(|i| format!("user-{i}|/api/books")).collect()
+}
+
+pub fn governor_string(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
+    let l = governor_keyed::<String>();
+    let fill = NonZeroU32::new(FILL).unwrap();
+    for key in keys {
+        assert!(matches!(l.check_key_n(key, fill), Ok(Ok(_))));
+    }
+    l
+}
+
+pub fn flowgate_str(keys: &[String]) -> KeyedRateLimiter<str> {
+    let limiter = KeyedRateLimiter::<str>::new(keyed_quota(), keys.len()).unwrap();
+    for key in keys {
+        assert!(matches!(limiter.check_key_n(key.as_str(), FILL), Ok(Ok(_))));
+    }
+    assert_eq!(limiter.len(), keys.len());
+    limiter
+}
+
+/// The drawn `String` keys in draw order, each a copy made in that order: walking them reads
+/// memory in sequence, as a server has the key it just parsed at hand. (Picking each from a
+/// table of a million strings would add two cache misses per decision, the same for both
+/// crates, that are the benchmark's and not the limiter's.)
+pub fn in_hand(names: &[String], draws: &[u32]) -> Vec<String> {
+    draws.iter().map(|&k| names[k as usize].clone()).collect()
+}
