@@ -238,28 +238,35 @@ impl Table {
     /// most often found in the one line its probe loads.
     #[inline(always)]
     pub(crate) fn home(&self, tag: Tag) -> usize {
+        self.home_line(tag) * LINE
+    }
+
+    /// The cache line [`home`](Self::home) is the first slot of.
+    #[inline(always)]
+    fn home_line(&self, tag: Tag) -> usize {
         let below = tag << self.shard_bits;
-        let lines = (self.shard_len / LINE) as u128;
-        ((u128::from(below) * lines) >> 64) as usize * LINE
+        ((u128::from(below) * (self.shard_len / LINE) as u128) >> 64) as usize
     }
 
     /// The slot holding `tag`, without a lock. `None` is not proof of absence (the key may be
     /// moving): look again under the lock with [`Table::entry`].
     #[inline(always)]
     pub(crate) fn find<'a>(&self, shard: &'a Shard, tag: Tag) -> Option<&'a Slot> {
-        let len = shard.len();
-        let mut i = self.home(tag);
-        // Every slot at most once.
-        for _ in 0..len {
-            let slot = shard.slot(i);
-            match slot.tag() {
-                t if t == tag => return Some(slot),
-                EMPTY => return None,
-                _ => {}
+        // Line by line from the home line (every probe starts at a line's first slot), every
+        // slot at most once.
+        let lines = &shard.lines;
+        let mut l = self.home_line(tag);
+        for _ in 0..lines.len() {
+            for slot in &lines[l].0 {
+                match slot.tag() {
+                    t if t == tag => return Some(slot),
+                    EMPTY => return None,
+                    _ => {}
+                }
             }
-            i += 1;
-            if i == len {
-                i = 0;
+            l += 1;
+            if l == lines.len() {
+                l = 0;
             }
         }
         None
