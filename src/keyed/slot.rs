@@ -12,14 +12,19 @@
 //!
 //! # Protocol
 //! Only the shard's lock holder changes a tag. Checks change only the word, with a CAS.
-//! * **Publish** (insert, or the destination of a move): write the word, then the tag with
-//!   `Release`; a check that reads the tag with `Acquire` then reads that word or a later one.
+//! * **Publish** (insert, or the destination of a move): write the word, then the tag, both with
+//!   `Release`; a check that reads the tag with `Acquire` then reads that word or a later one,
+//!   and a check of the slot's previous key that reads the word with `Acquire` then sees that
+//!   the tag is no longer its key's.
 //! * **Close** (eviction, or the source of a move): set the tag to `BUSY`, then flip a bit of the
 //!   word with a `Release` read-modify-write, which returns the key's final word. Every check that
 //!   loaded an earlier word fails its CAS; every check that loads the flipped word sees, through
 //!   the `Release`/`Acquire` pair, the `BUSY` tag when it validates, and looks again.
 //! * **Check**: load the tag; if it is the key's, load the word (`Acquire`), then load the tag
-//!   again: if it still names the key, the word was the key's when loaded. A refusal (no write) is
+//!   again: if it still names the key, the word was the key's when loaded. This needs every
+//!   write of a word to be `Release` and to follow, in its thread or through the shard's lock,
+//!   the tag change that made the slot another key's: closes, publications, and checks' and
+//!   clamps' CAS all are. A refusal (no write) is
 //!   answered only if a third load finds the word unchanged, so a flipped word read just before a
 //!   re-publication is never taken for the key's own.
 //!
@@ -133,6 +138,7 @@ impl Slot {
 
     /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
     /// the key's final algorithm word.
+    #[inline]
     pub(crate) fn close(&self, tag: Tag) -> u64 {
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
         // Relaxed: the Release of the flip below publishes this store to whoever sees the flip.
@@ -145,8 +151,11 @@ impl Slot {
     /// closed).
     pub(crate) fn publish(&self, tag: Tag, word: u64) {
         debug_assert!(tag >= FIRST_TAG);
-        // Relaxed: published by the Release store of the tag.
-        self.word.store(word ^ tag, Ordering::Relaxed);
+        // Release: a check of the slot's previous key that loads this word (Acquire) must then
+        // see a tag other than its own when it validates; this store is what it synchronizes
+        // with (the lock holder saw the close, and a Relaxed store would end the close's release
+        // sequence). Loom found the Relaxed version feeding the new key's word to the old key.
+        self.word.store(word ^ tag, Ordering::Release);
         // Release: a check that reads this tag with Acquire reads this word or a later one.
         self.tag.store(tag, Ordering::Release);
     }

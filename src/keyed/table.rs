@@ -68,7 +68,7 @@ pub(crate) struct Shard {
 pub(crate) struct State {
     /// Keys held.
     pub(crate) live: usize,
-    /// Where this shard's next insert-time sweep starts.
+    /// The line where this shard's next insert-time sweep ends (0: the shard's end).
     cursor: usize,
     /// Keys removed because they were idle.
     pub(crate) evicted: u64,
@@ -203,30 +203,30 @@ impl Table {
         self.live.fetch_sub(keys, Ordering::Relaxed);
     }
 
-    /// Claims the next `budget` slots of the global sweep: the ranges of slot indices to visit,
-    /// shard by shard.
+    /// Claims the next `budget` slots (rounded up to whole cache lines) of the global sweep: the
+    /// ranges of lines to visit, shard by shard, at most [`SWEEP_CHUNK`] slots each.
     pub(crate) fn claim_sweep(
         &self,
         budget: usize,
     ) -> impl Iterator<Item = (&Shard, Range<usize>)> {
-        let total = self.slots() as u64;
-        let budget = (budget as u64).min(total);
-        // Relaxed: the cursor only spreads concurrent sweeps over different slots; every slot
+        let total = (self.slots() / LINE) as u64;
+        let budget = (budget.div_ceil(LINE) as u64).min(total);
+        // Relaxed: the cursor only spreads concurrent sweeps over different lines; every slot
         // a sweep visits is read under its shard's lock.
         let start = self.cursor.fetch_add(budget, Ordering::Relaxed) % total;
-        let len = self.shard_len as u64;
+        let len = (self.shard_len / LINE) as u64;
         let mut at = start;
         let mut left = budget;
-        // Sweeps run from the last slot to the first (see `sweep_shard`): claimed position `p`
-        // is slot `total − 1 − p` counted over all shards.
+        // Sweeps run from the last line to the first (see `sweep_shard`): claimed position `p`
+        // is line `total − 1 − p` counted over all shards.
         core::iter::from_fn(move || {
             if left == 0 {
                 return None;
             }
-            let slot = total - 1 - at;
-            let shard = (slot / len) as usize;
-            let end = (slot % len) as usize + 1;
-            let take = left.min(end as u64).min(SWEEP_CHUNK as u64) as usize;
+            let line = total - 1 - at;
+            let shard = (line / len) as usize;
+            let end = (line % len) as usize + 1;
+            let take = left.min(end as u64).min((SWEEP_CHUNK / LINE) as u64) as usize;
             left -= take as u64;
             at = (at + take as u64) % total;
             Some((&*self.shards[shard], end - take..end))
@@ -334,12 +334,12 @@ impl Table {
                 return Entry::Inserted(slot);
             }
             if attempt == 0 {
-                // The next slots below the shard's cursor, backwards like every sweep.
+                // The next lines below the shard's cursor, backwards like every sweep.
                 let end = match held.state.cursor {
-                    0 => len,
+                    0 => shard.lines.len(),
                     end => end,
                 };
-                let from = end.saturating_sub(INSERT_SWEEP);
+                let from = end.saturating_sub(INSERT_SWEEP / LINE);
                 held.state.cursor = from;
                 if self.sweep_shard(shard, held, from..end, &idle) == 0 {
                     break;
@@ -361,44 +361,51 @@ impl Table {
         true
     }
 
-    /// Evicts the idle keys among the slots `range` of `shard` (lock holder), last slot first;
-    /// how many. Sweeps visit the table backwards, so a key a shift moves back into a hole comes
-    /// from a slot already visited, and a sweep of every slot in claim order evicts every key
-    /// idle throughout it.
+    /// Evicts the idle keys among the cache lines `lines` of `shard` (lock holder), last slot
+    /// first; how many. Sweeps visit the table backwards, so a key a shift moves back into a hole
+    /// comes from a slot already visited, and a sweep of every line in claim order evicts every
+    /// key idle throughout it.
     pub(crate) fn sweep_shard(
         &self,
         shard: &Shard,
         held: &mut Held<'_>,
-        range: Range<usize>,
+        lines: Range<usize>,
         idle: impl Fn(Tag, u64) -> bool,
     ) -> usize {
         let mut evicted = 0;
         // Backwards: a key the shift moves into a hole comes from a later slot, already looked
         // at; and when a run of idle keys goes, each shift stops at once instead of moving the
         // rest of the run (which makes a forward sweep quadratic in the run's length). A key
-        // that wraps from the start of the shard to its end lands between this range and the
+        // that wraps from the start of the shard to its end lands between these lines and the
         // end, visited already: look there again (each pass that wraps evicted a key, so this
         // ends).
-        let mut range = range;
+        let mut lines = lines;
         let mut again = true;
         while again {
             again = false;
-            for i in range.clone().rev() {
-                let slot = shard.slot(i);
-                let t = slot.tag();
-                if t == EMPTY || !idle(t, slot.word_locked(t)) {
-                    continue;
-                }
-                let word = slot.close(t);
-                if idle(t, word) {
-                    if self.shift_back(shard, i) {
-                        again = true;
-                        range.end = shard.len();
+            for l in lines.clone().rev() {
+                let line = &shard.lines[l];
+                for k in (0..LINE).rev() {
+                    let slot = &line.0[k];
+                    let t = slot.tag();
+                    if t == EMPTY || !idle(t, slot.word_locked(t)) {
+                        continue;
                     }
-                    evicted += 1;
-                } else {
-                    // Taken from since the look: it stays.
-                    slot.publish(t, word);
+                    let word = slot.close(t);
+                    if idle(t, word) {
+                        evicted += 1;
+                        // The next slot empty (in this line, where it costs no index): no chain
+                        // continues past this key, so nothing moves.
+                        if line.0.get(k + 1).is_some_and(|next| next.tag() == EMPTY) {
+                            slot.clear();
+                        } else if self.shift_back(shard, l * LINE + k) {
+                            again = true;
+                            lines.end = shard.lines.len();
+                        }
+                    } else {
+                        // Taken from since the look: it stays.
+                        slot.publish(t, word);
+                    }
                 }
             }
         }
@@ -425,9 +432,17 @@ impl Table {
     /// back (each closed at its old place before it is published at its new one, so no key is
     /// ever in two slots), then clears the last hole. Whether a key moved from the start of the
     /// shard to its end (a chain that wraps).
+    #[inline]
     fn shift_back(&self, shard: &Shard, mut hole: usize) -> bool {
         let len = shard.len();
-        let distance = |from: usize, to: usize| (to + len - from) % len;
+        // Slots from `from` forwards to `to`, wrapping (both below `len`).
+        let distance = |from: usize, to: usize| {
+            if to >= from {
+                to - from
+            } else {
+                to + len - from
+            }
+        };
         let mut j = hole;
         let mut wrapped = false;
         loop {
