@@ -28,8 +28,8 @@
 //! * [`SlidingLog`]: the exact sliding window, a lock-free ring of request times.
 //! * `cell`: the single compare-and-swap loop every algorithm runs in.
 //! * [`RateLimiter`]: one bucket, what users call.
-//! * [`KeyedRateLimiter`]: one bucket per key in a bounded, sharded table that forgets idle keys
-//!   ([`keyed`](KeyedRateLimiter) module docs: memory model, eviction, a full table).
+//! * [`keyed`]: [`KeyedRateLimiter`], one bucket per key in a bounded, sharded table that
+//!   forgets idle keys (the module docs give the memory model, eviction, and a full table).
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
@@ -38,7 +38,7 @@ pub mod algorithm;
 mod cell;
 pub mod clock;
 mod decision;
-mod keyed;
+pub mod keyed;
 mod limiter;
 mod primitive;
 pub mod quota;

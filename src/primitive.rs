@@ -72,8 +72,10 @@ mod imp {
 pub use imp::fail_next_cas;
 pub(crate) use imp::*;
 
-/// Locks `mutex`, taking the data even if a thread panicked while holding it: flowgate's
-/// locked sections leave the data consistent at every step, so poisoning carries no meaning.
+/// Locks `mutex`, taking the data even if a thread panicked while holding it. flowgate's locked
+/// sections run only flowgate's code and the algorithm's, which must not panic (see
+/// [`Algorithm`](crate::Algorithm)), so a poisoned lock means a broken algorithm; the data is
+/// taken as it is rather than making every later caller panic too.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()

@@ -133,3 +133,45 @@ fn check_vs_takeover_of_its_slot_by_another_key() {
         assert_eq!(left(&limiter, held), 0);
     });
 }
+
+/// A window counter's count goes from 2 to 3 and then to 4, which changes the low bit of its word
+/// only, while the lock holder moves the key (its chain neighbour is removed). Two threads
+/// check key 2 while a third removes key 1: both checks are admitted and the moved bucket counts
+/// both. (When a close flipped one fixed bit, the close could restore a word a stalled check
+/// still expected, and that check's CAS landed on the closed slot: one admission lost.)
+#[test]
+fn two_checks_vs_a_move_of_a_window_counter() {
+    use flowgate::algorithm::FixedWindow;
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        let quota = Quota::per_hour(4).unwrap();
+        let limiter = (0..)
+            .map(|seed| {
+                KeyedRateLimiter::<u64, _, _>::builder(FixedWindow::new(&quota).unwrap())
+                    .clock(clock.clone())
+                    .max_keys(3)
+                    .shards(1)
+                    .hash_seed(seed)
+                    .build()
+                    .unwrap()
+            })
+            .find(|l| l.home_of(&1) == l.home_of(&2))
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        assert!(limiter.check_key(&1).is_ok());
+        assert!(limiter.check_key(&2).is_ok());
+        assert!(limiter.check_key(&2).is_ok());
+        let remover = {
+            let limiter = limiter.clone();
+            thread::spawn(move || assert!(limiter.reset_key(&1)))
+        };
+        let checker = {
+            let limiter = limiter.clone();
+            thread::spawn(move || limiter.check_key(&2).is_ok())
+        };
+        let here = limiter.check_key(&2).is_ok();
+        assert!(checker.join().unwrap() && here);
+        remover.join().unwrap();
+        assert_eq!(limiter.peek_key(&2, 0).unwrap().unwrap().remaining(), 0);
+    });
+}

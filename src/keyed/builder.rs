@@ -140,7 +140,8 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
     }
 
     /// The most keys the table holds (default 2²⁰). The table is allocated for them at once:
-    /// 21⅓ bytes per key (see the [module docs](super)).
+    /// about 21⅓ bytes per key for large tables, more for small ones (see the
+    /// [`keyed` module docs](crate::keyed)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
@@ -224,13 +225,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
         } else {
             MIN_KEYS_PER_SHARD
         };
-        let table =
-            Table::new(self.max_keys, shards, min_per_shard).map_err(|SizeError::TooLarge| {
-                KeyedError::TooManyKeys {
-                    max_keys: self.max_keys,
-                }
-            })?;
-        let tier_bits = usize::BITS - (self.tiers.len() - 1).leading_zeros();
         let hasher = match self.seed {
             Some(seed) => ahash::RandomState::with_seeds(
                 seed,
@@ -240,6 +234,14 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
             ),
             None => ahash::RandomState::new(),
         };
+        // The close nonces' seed, from the hasher: as unknown outside the process as the hash.
+        let nonces = hasher.hash_one(0x6e6f_6e63_6573_u64);
+        let table = Table::new(self.max_keys, shards, min_per_shard, nonces).map_err(
+            |SizeError::TooLarge| KeyedError::TooManyKeys {
+                max_keys: self.max_keys,
+            },
+        )?;
+        let tier_bits = usize::BITS - (self.tiers.len() - 1).leading_zeros();
         let new_keys = self
             .new_keys
             .map(|quota| RateLimiter::with_clock(quota, self.clock.clone()));

@@ -7,9 +7,13 @@
 //! * Each key takes one 16-byte slot: an 8-byte tag (the key's 64-bit hash) and the 8-byte
 //!   bucket word. **The key itself is not stored**, whatever its type: a `String` key costs the
 //!   same 16 bytes as a `u64`, and inserting one allocates nothing.
-//! * Shards are at most 3/4 full, so the table holds `max_keys + ⌈max_keys / 3⌉ + shards` slots:
-//!   **21⅓ bytes per key of capacity**, plus 128 bytes per shard, allocated and zeroed by
-//!   [`Builder::build`]. Resident memory is that from the start and never more.
+//! * Shards are at most 3/4 full, so a table holds about `4/3 × max_keys` slots: **21⅓ bytes per
+//!   key of capacity**, plus 128 bytes per shard, allocated and zeroed by [`Builder::build`]
+//!   (21.7 bytes per key measured at a million keys). Resident memory is that from the start and
+//!   never more ([`KeyedRateLimiter::memory_bytes`] gives the exact figure). Each shard also
+//!   has room for five standard deviations of the random spread of keys over shards (1–3 % at
+//!   a million keys, more for small tables: a shard of 64 keys gets room for 112), so that one
+//!   shard does not fill before the table does.
 //!
 //! # Keys are fingerprints
 //! Keys are told apart by a 64-bit hash from `ahash`, seeded at random per process (per limiter),
@@ -30,7 +34,8 @@
 //!
 //! * an insert reuses an idle slot on its key's probe chain;
 //! * an insert into a full shard sweeps the next 64 slots of that shard;
-//! * [`KeyedRateLimiter::sweep`] visits the next `budget` slots of the table (256 per lock hold),
+//! * [`KeyedRateLimiter::sweep`] visits the next `budget` slots of the table (256 per lock hold,
+//!   plus the rest of the shard again in the rare pass where a probe chain wraps around it),
 //!   and [`KeyedRateLimiter::spawn_sweeper`] runs it over the whole table periodically on a
 //!   thread of its own.
 //!
@@ -46,16 +51,17 @@
 //!   offered per key; the window counters give the same shape in 8 bytes.
 //!
 //! # A full table
-//! When a new key finds its shard full and nothing in it idle, [`WhenFull`] decides, and keys
-//! already tracked are never affected: [`WhenFull::Refuse`] refuses the new key
-//! ([`Cause::TableFull`](crate::Cause)), [`WhenFull::AdmitUntracked`] answers it as a new bucket
-//! would without keeping one. A quota on new keys ([`Builder::new_keys`]) bounds both: the rate
+//! When a new key finds no room (the table at `max_keys`, or its shard full) and no idle key on
+//! its probe chain or among the next 64 slots of its shard, [`WhenFull`] decides, and keys
+//! already tracked are never affected (idle keys in other shards wait for a sweep):
+//! [`WhenFull::Refuse`] refuses the new key ([`Cause::TableFull`](crate::Cause)),
+//! [`WhenFull::AdmitUntracked`] answers it as a new bucket would without keeping one. A quota on new keys ([`Builder::new_keys`]) bounds both: the rate
 //! at which a flood of new keys can fill the table, and the rate of untracked admissions.
 //!
 //! # Concurrency
 //! A check of a key the table holds takes no lock and allocates nothing: one hash, a probe of a
 //! few adjacent slots (usually one cache line), and the same compare-and-swap on the bucket word
-//! as [`RateLimiter`](crate::RateLimiter). Inserting, evicting and moving keys takes the shard's
+//! as [`RateLimiter`]. Inserting, evicting and moving keys takes the shard's
 //! lock; see `keyed::slot` for how a lock-free check and a locked move of the same key agree.
 //! A request about a key the table does not hold (a new key, or a peek or refund of an unknown
 //! one) confirms the miss under the shard's lock, so a flood of unknown keys serializes per
@@ -98,8 +104,9 @@ type Classify<K> = Box<dyn Fn(&K) -> usize + Send + Sync>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// See the [module docs](self) for the memory model, eviction, and what happens when the table
-/// is full; [`Builder`] for every option (per-key quota tiers, a quota on new keys, the clock).
+/// See the [`keyed` module docs](crate::keyed) for the memory model, eviction, and what happens
+/// when the table is full; [`Builder`] for every option (per-key quota tiers, a quota on new
+/// keys, the clock).
 pub struct KeyedRateLimiter<K: ?Sized, C: Clock = QuantaClock, A: Algorithm = Gcra> {
     table: Table,
     tiers: Box<[A]>,
@@ -358,10 +365,20 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
                 if let Some(answer) = slot.update(tag, step) {
                     return answer;
                 }
-                // Unreachable: tags change only under the lock we hold. Answer as a new bucket.
+                // Tags change only under the lock we hold, so the key is still there; were it
+                // not, this answers as a new bucket would.
                 step(fresh()).answer()
             }
-            Entry::Full => self.full(&mut held, algorithm, now, n),
+            Entry::Full => {
+                let answer = self.full(&mut held, algorithm, now, n);
+                if answer.is_err() {
+                    // Nothing was created: the new-key cell goes back.
+                    if let Some(gate) = &self.new_keys {
+                        gate.refund_at(1, now);
+                    }
+                }
+                answer
+            }
         }
     }
 
@@ -420,7 +437,9 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
 impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// Visits the next `budget` slots of the table (continuing where the last sweep stopped, and
     /// wrapping around) and forgets the idle buckets among them; returns how many. Holds a
-    /// shard's lock for at most 256 slots at a time. `sweep(self.slots())` visits every slot.
+    /// shard's lock for 256 slots at a time (and, in the rare step where a probe chain wraps
+    /// around a shard's end, looks at that shard's last slots again). `sweep(self.slots())`
+    /// visits every slot.
     pub fn sweep(&self, budget: usize) -> usize {
         let mut evicted = 0;
         for (shard, range) in self.table.claim_sweep(budget) {

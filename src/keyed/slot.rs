@@ -16,17 +16,21 @@
 //!   `Release`; a check that reads the tag with `Acquire` then reads that word or a later one,
 //!   and a check of the slot's previous key that reads the word with `Acquire` then sees that
 //!   the tag is no longer its key's.
-//! * **Close** (eviction, or the source of a move): set the tag to `BUSY`, then flip a bit of the
-//!   word with a `Release` read-modify-write, which returns the key's final word. Every check that
-//!   loaded an earlier word fails its CAS; every check that loads the flipped word sees, through
-//!   the `Release`/`Acquire` pair, the `BUSY` tag when it validates, and looks again.
+//! * **Close** (eviction, or the source of a move): set the tag to `BUSY`, then XOR the word with
+//!   a fresh nonce (nonzero, pseudo-random, a new one for every close) in a `Release`
+//!   read-modify-write, which returns the key's final word. A check that loaded an earlier word
+//!   fails its CAS unless the closed word equals one the slot held before, which a fixed flip
+//!   could not exclude (a check's own write can flip the same bit back: a window counter going
+//!   from 2 to 3 changes bit 0 only) and a fresh nonce makes a 2⁻⁶⁴ coincidence. A check that
+//!   loads the closed word sees, through the `Release`/`Acquire` pair, the `BUSY` tag when it
+//!   validates, and looks again.
 //! * **Check**: load the tag; if it is the key's, load the word (`Acquire`), then load the tag
 //!   again: if it still names the key, the word was the key's when loaded. This needs every
 //!   write of a word to be `Release` and to follow, in its thread or through the shard's lock,
 //!   the tag change that made the slot another key's: closes, publications, and checks' and
-//!   clamps' CAS all are. A refusal (no write) is
-//!   answered only if a third load finds the word unchanged, so a flipped word read just before a
-//!   re-publication is never taken for the key's own.
+//!   clamps' CAS all are. A refusal (no write) is answered only if a third load finds the word
+//!   unchanged, so a closed word read just before a re-publication is not taken for the key's
+//!   own (unless the word comes back to that exact value: the nonce's 2⁻⁶⁴ coincidence).
 //!
 //! # Reuse
 //! A slot whose key was closed may be published again for another key while a check of the old
@@ -51,8 +55,6 @@ pub(crate) const EMPTY: u64 = 0;
 pub(crate) const BUSY: u64 = 1;
 /// The smallest tag a key can have.
 pub(crate) const FIRST_TAG: u64 = 2;
-/// The bit a close flips in the word.
-const CLOSED: u64 = 1;
 
 /// One key's place in a shard: 16 bytes, aligned so that a slot never straddles a cache line.
 #[derive(Debug)]
@@ -83,7 +85,7 @@ impl Slot {
     /// single bucket. `None` if the slot stopped holding `tag` (closed or moved): look again.
     #[inline(always)]
     pub(crate) fn update<T>(&self, tag: Tag, mut step: impl FnMut(u64) -> Step<T>) -> Option<T> {
-        // Acquire: pairs with the Release of a close, so a flipped word is seen with its BUSY tag.
+        // Acquire: pairs with the Release of a close, so a closed word is seen with its BUSY tag.
         let mut raw = self.word.load(Ordering::Acquire);
         let backoff = Backoff::new();
         loop {
@@ -101,7 +103,7 @@ impl Slot {
                 }
                 Step::Write(new, answer) => {
                     // Release on success: publishes the clock reading behind `new` (see `cell`).
-                    // Acquire on failure: the fresh word may be a close's flip; see `update`'s load.
+                    // Acquire on failure: the fresh word may be a close's; see `update`'s load.
                     match compare_exchange_weak(
                         &self.word,
                         raw,
@@ -139,12 +141,13 @@ impl Slot {
     /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
     /// the key's final algorithm word.
     #[inline]
-    pub(crate) fn close(&self, tag: Tag) -> u64 {
+    pub(crate) fn close(&self, tag: Tag, nonce: u64) -> u64 {
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
-        // Relaxed: the Release of the flip below publishes this store to whoever sees the flip.
+        debug_assert_ne!(nonce, 0);
+        // Relaxed: the Release of the XOR below publishes this store to whoever sees its result.
         self.tag.store(BUSY, Ordering::Relaxed);
-        // Release: a check that loads the flipped word then sees BUSY (module docs).
-        self.word.fetch_xor(CLOSED, Ordering::Release) ^ tag
+        // Release: a check that loads the closed word then sees BUSY (module docs).
+        self.word.fetch_xor(nonce, Ordering::Release) ^ tag
     }
 
     /// Publishes `word` for the key `tag` in this slot (lock holder only; the slot is `EMPTY` or
@@ -209,7 +212,7 @@ mod tests {
         slot.publish(7, 100);
         assert_eq!(slot.word(7), Some(100));
         assert_eq!(slot.word(8), None);
-        assert_eq!(slot.close(7), 100);
+        assert_eq!(slot.close(7, 0x5a5a), 100);
         assert_eq!(slot.word(7), None);
         assert_eq!(slot.update(7, |w| Step::Write(w + 1, ())), None);
         slot.clear();
@@ -223,7 +226,7 @@ mod tests {
         let slot = Slot::empty();
         slot.publish(7, 5);
         let raw_seven = slot.word.load(Ordering::Relaxed);
-        slot.close(7);
+        slot.close(7, 1);
         slot.clear();
         slot.publish(9, 5);
         assert_ne!(slot.word.load(Ordering::Relaxed), raw_seven);

@@ -2,7 +2,7 @@
 
 use core::hash::Hash;
 use core::time::Duration;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
@@ -12,7 +12,7 @@ use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 
 /// A background sweeper, from [`KeyedRateLimiter::spawn_sweeper`]. Dropping it stops the thread
-/// (and waits for the step under way, at most 256 slots); so does dropping the limiter.
+/// (and waits for the step under way, 256 slots); so does dropping the limiter.
 #[derive(Debug)]
 pub struct Sweeper {
     stop: Option<Sender<()>>,
@@ -26,8 +26,9 @@ where
     A: Algorithm + Send + Sync + 'static,
 {
     /// Starts a thread that sweeps the whole table every `every` (see
-    /// [`sweep`](Self::sweep)), 256 slots per lock hold, releasing the lock in between. The
-    /// thread keeps only a weak reference, so it never keeps the limiter alive.
+    /// [`sweep`](Self::sweep)), 256 slots per step, releasing the lock in between. The thread
+    /// keeps a weak reference and holds the limiter only for one step at a time, so dropping
+    /// the limiter (or the [`Sweeper`]) stops it after the step under way.
     ///
     /// # Errors
     /// If the thread could not be spawned.
@@ -39,11 +40,17 @@ where
             .spawn(move || {
                 // The channel only ever disconnects (the handle dropped): then stop.
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                    let Some(limiter) = limiter.upgrade() else {
-                        return;
+                    let mut left = match limiter.upgrade() {
+                        Some(limiter) => limiter.slots(),
+                        None => return,
                     };
-                    let mut left = limiter.slots();
                     while left > 0 {
+                        if let Err(TryRecvError::Disconnected) = stopped.try_recv() {
+                            return;
+                        }
+                        let Some(limiter) = limiter.upgrade() else {
+                            return;
+                        };
                         let step = left.min(SWEEP_CHUNK);
                         limiter.sweep(step);
                         left -= step;

@@ -5,9 +5,10 @@
 //! most 3/4 full, laid out four to a 64-byte cache line. A key's shard comes from its tag's
 //! high bits and its home from the bits below them: the first slot of a cache line (a
 //! multiply-shift, so shard lengths need not be powers of two), so that a probe usually loads
-//! one line (this took a million-key check from 0.55 to 0.50–0.52 of governor's time, paired). Deletion shifts
-//! the rest of the probe chain back instead of leaving tombstones, so probe chains stay as short
-//! as the load factor makes them however many keys come and go.
+//! one line (with the line-wise probe, this took a million-key check from 0.55 to 0.39–0.45 of
+//! governor's time, paired; see BENCHMARKS.md). Deletion shifts the rest of the probe chain
+//! back instead of leaving tombstones, so probe chains stay as short as the load factor makes
+//! them however many keys come and go.
 //!
 //! The key cap is global: a counter of keys (touched only when a key is inserted or removed)
 //! never exceeds `max_keys`. Shards are sized for their share of it plus five standard
@@ -23,7 +24,7 @@ use core::ops::Range;
 use crossbeam_utils::CachePadded;
 
 use super::slot::{Slot, Tag, EMPTY};
-use crate::primitive::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::primitive::{compare_exchange_weak, lock, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Slots per cache line.
 const LINE: usize = 4;
@@ -52,6 +53,9 @@ pub(crate) struct Table {
     live: AtomicU64,
     /// The most keys held in all shards.
     max_keys: u64,
+    /// Seeds the close nonces (from the key hasher, so unknown outside the process unless the
+    /// hash seed is fixed).
+    seed: u64,
 }
 
 /// One shard: its slots and the lock that serializes changes to which key owns which slot.
@@ -78,6 +82,15 @@ pub(crate) struct State {
     pub(crate) untracked: u64,
     /// Requests from new keys refused because the shard was full.
     pub(crate) refused: u64,
+    /// Slots closed, which numbers the nonces.
+    closes: u64,
+}
+
+/// A bijective mix of 64 bits (splitmix64's finalizer): consecutive inputs give unrelated outputs.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// The result of a locked lookup that may insert.
@@ -104,6 +117,7 @@ impl Table {
         max_keys: usize,
         shards: usize,
         min_per_shard: usize,
+        seed: u64,
     ) -> Result<Self, SizeError> {
         debug_assert!(max_keys >= 1 && shards.is_power_of_two());
         let mut shards = shards;
@@ -147,6 +161,7 @@ impl Table {
             cursor: AtomicU64::new(0),
             live: AtomicU64::new(0),
             max_keys: max_keys as u64,
+            seed,
         })
     }
 
@@ -189,11 +204,21 @@ impl Table {
     fn reserve(&self) -> bool {
         // Relaxed: a counter; each shard's own count is exact under its lock, and this one only
         // needs its read-modify-writes to be atomic to never pass `max_keys`.
-        if self.live.fetch_add(1, Ordering::Relaxed) < self.max_keys {
-            return true;
+        let mut live = self.live.load(Ordering::Relaxed);
+        while live < self.max_keys {
+            // Relaxed: as above. A compare-and-swap, not an add undone on overshoot, so that
+            // racing inserts never refuse each other while there is room.
+            match compare_exchange_weak(
+                &self.live,
+                live,
+                live + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => live = now,
+            }
         }
-        // Relaxed: as above.
-        self.live.fetch_sub(1, Ordering::Relaxed);
         false
     }
 
@@ -316,9 +341,11 @@ impl Table {
                 }
             }
             if let Some((slot, old)) = reusable {
-                let word = slot.close(old);
+                // Computed before the close, so that nothing but `idle` runs with the slot closed.
+                let new = fresh();
+                let word = slot.close(old, self.nonce(held));
                 if idle(old, word) {
-                    slot.publish(tag, fresh());
+                    slot.publish(tag, new);
                     held.state.evicted += 1;
                     held.state.created += 1;
                     return Entry::Inserted(slot);
@@ -355,8 +382,8 @@ impl Table {
             return false;
         };
         let at = self.position(shard, slot);
-        slot.close(tag);
-        self.shift_back(shard, at);
+        slot.close(tag, self.nonce(held));
+        self.shift_back(shard, held, at);
         self.forget(held, 1);
         true
     }
@@ -364,7 +391,8 @@ impl Table {
     /// Evicts the idle keys among the cache lines `lines` of `shard` (lock holder), last slot
     /// first; how many. Sweeps visit the table backwards, so a key a shift moves back into a hole
     /// comes from a slot already visited, and a sweep of every line in claim order evicts every
-    /// key idle throughout it.
+    /// key idle throughout it, unless a move made between two of its steps (an insert's sweep,
+    /// a reset) carries a key across the sweep's position; that key waits for the next sweep.
     pub(crate) fn sweep_shard(
         &self,
         shard: &Shard,
@@ -391,14 +419,14 @@ impl Table {
                     if t == EMPTY || !idle(t, slot.word_locked(t)) {
                         continue;
                     }
-                    let word = slot.close(t);
+                    let word = slot.close(t, self.nonce(held));
                     if idle(t, word) {
                         evicted += 1;
                         // The next slot empty (in this line, where it costs no index): no chain
                         // continues past this key, so nothing moves.
                         if line.0.get(k + 1).is_some_and(|next| next.tag() == EMPTY) {
                             slot.clear();
-                        } else if self.shift_back(shard, l * LINE + k) {
+                        } else if self.shift_back(shard, held, l * LINE + k) {
                             again = true;
                             lines.end = shard.lines.len();
                         }
@@ -412,6 +440,13 @@ impl Table {
         held.state.evicted += evicted as u64;
         self.forget(held, evicted);
         evicted
+    }
+
+    /// A fresh nonce for a close in `held`'s shard: nonzero, and a new pseudo-random value for
+    /// every close (a counter under the lock, through a seeded bijective mix).
+    fn nonce(&self, held: &mut Held<'_>) -> u64 {
+        held.state.closes = held.state.closes.wrapping_add(1);
+        mix(self.seed ^ held.state.closes) | 1
     }
 
     /// Accounts for `keys` removed from `held`'s shard.
@@ -433,7 +468,7 @@ impl Table {
     /// ever in two slots), then clears the last hole. Whether a key moved from the start of the
     /// shard to its end (a chain that wraps).
     #[inline]
-    fn shift_back(&self, shard: &Shard, mut hole: usize) -> bool {
+    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> bool {
         let len = shard.len();
         // Slots from `from` forwards to `to`, wrapping (both below `len`).
         let distance = |from: usize, to: usize| {
@@ -458,7 +493,7 @@ impl Table {
             // The key at j may move to the hole if the hole is on its chain: between its home
             // and j.
             if distance(self.home(t), j) >= distance(hole, j) {
-                let word = slot.close(t);
+                let word = slot.close(t, self.nonce(held));
                 shard.slot(hole).publish(t, word);
                 wrapped |= j < hole;
                 hole = j;
