@@ -17,14 +17,6 @@ use std::num::NonZeroU32;
 use common::*;
 use flowgate::clock::{Clock, CoarseClock};
 
-/// The loop whose instructions callgrind collects (`--toggle-collect=*hot_loop*`).
-#[inline(never)]
-fn hot_loop(n: u64, mut f: impl FnMut()) {
-    for _ in 0..n {
-        f();
-    }
-}
-
 const CASES: &[&str] = &[
     "baseline",
     "quanta_now",
@@ -135,13 +127,9 @@ fn run(case: &str, n: u64) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    match args.as_slice() {
-        [case, n] => run(case, n.parse().expect("N must be a whole number")),
-        _ => {
+    match case_from_args() {
+        Some((case, n)) => run(&case, n),
+        None => {
             for case in CASES {
                 run(case, 1_000);
             }

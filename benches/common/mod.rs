@@ -266,3 +266,25 @@ pub fn flowgate_str(keys: &[String]) -> KeyedRateLimiter<str> {
 pub fn in_hand(names: &[String], draws: &[u32]) -> Vec<String> {
     draws.iter().map(|&k| names[k as usize].clone()).collect()
 }
+
+// Instruction counting (benches/instructions.rs, benches/keyed_instructions.rs).
+
+/// The loop whose instructions callgrind collects (`--toggle-collect=*hot_loop*`).
+#[inline(never)]
+pub fn hot_loop(n: u64, mut f: impl FnMut()) {
+    for _ in 0..n {
+        f();
+    }
+}
+
+/// `CASE N` from the command line (flags such as `--bench` ignored), if given.
+pub fn case_from_args() -> Option<(String, u64)> {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    match args.as_slice() {
+        [case, n] => Some((case.clone(), n.parse().expect("N must be a whole number"))),
+        _ => None,
+    }
+}
