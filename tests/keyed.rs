@@ -337,69 +337,63 @@ fn the_sweeper_forgets_idle_keys_and_stops_with_its_handle() {
     assert_eq!(limiter.stats().evicted, 100);
 }
 
-/// Threads hammer a few hot keys in a table of 16 slots while another thread makes keys come
-/// and go around them, so hot keys keep moving between slots. The clock stands still and the
-/// burst is large, so every check is admitted and writes: afterwards each hot key's bucket must
-/// hold exactly its burst minus its admissions (an update lost in a move leaves more; a check
-/// applied twice, or to another key's bucket, leaves less or breaks another key).
+/// Three threads check key 0 while another removes the two keys ahead of it on its probe
+/// chain, so key 0 moves back twice during the checks (each round rebuilds that layout). The
+/// clock stands still and the burst is large, so every check is admitted and writes; after each
+/// round key 0's bucket must hold exactly its burst minus the admissions (an update lost in a
+/// move leaves more; one applied twice leaves less).
 #[test]
 fn moves_under_contention_lose_nothing_and_admit_nothing_twice() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    const HOT: u64 = 6;
     const BURST: u32 = 1_000_000;
-    const CHECKS: u64 = 100_000;
-    let limiter = Arc::new(
-        KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(
-            &Quota::per_hour(1).unwrap().with_burst(BURST).unwrap(),
-        ))
-        .clock(ManualClock::new())
-        .max_keys(12)
-        .shards(1)
-        .build()
-        .unwrap(),
-    );
-    let done = Arc::new(AtomicBool::new(false));
-    let churn = {
-        let (limiter, done) = (limiter.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            // Bounded by the workers, which stop after CHECKS each.
-            while !done.load(Ordering::Relaxed) {
-                let key = 1000 + i % 5;
-                let _ = limiter.check_key(&key);
-                limiter.reset_key(&key);
-                i += 1;
-            }
-            i
+    const CHECKS: u32 = 40;
+    let quota = Quota::per_hour(1).unwrap().with_burst(BURST).unwrap();
+    // A seed under which keys 0, 1 and 2 share a home line.
+    let limiter = (0..)
+        .map(|seed| {
+            KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
+                .clock(ManualClock::new())
+                .max_keys(12)
+                .shards(1)
+                .hash_seed(seed)
+                .build()
+                .unwrap()
         })
-    };
-    let workers: Vec<_> = (0..3)
-        .map(|w| {
-            let limiter = limiter.clone();
-            std::thread::spawn(move || {
-                let mut admitted = [0u32; HOT as usize];
-                for i in 0..CHECKS {
-                    let key = (i * 7 + w) % HOT;
-                    assert!(limiter.check_key(&key).is_ok());
-                    admitted[key as usize] += 1;
-                }
-                admitted
-            })
-        })
-        .collect();
-    let mut total = [0u32; HOT as usize];
-    for worker in workers {
-        for (sum, n) in total.iter_mut().zip(worker.join().unwrap()) {
-            *sum += n;
+        .find(|l| l.home_of(&0) == l.home_of(&1) && l.home_of(&0) == l.home_of(&2))
+        .unwrap();
+    let mut moved = 0;
+    for round in 0..300 {
+        for key in 0..3 {
+            limiter.reset_key(&key);
         }
+        for key in [1, 2, 0] {
+            assert!(limiter.check_key(&key).is_ok());
+        }
+        let before = limiter.position_of(&0);
+        let barrier = std::sync::Barrier::new(4);
+        let admitted: u32 = std::thread::scope(|s| {
+            s.spawn(|| {
+                barrier.wait();
+                assert!(limiter.reset_key(&1));
+                assert!(limiter.reset_key(&2));
+            });
+            let checkers: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        (0..CHECKS)
+                            .map(|_| u32::from(limiter.check_key(&0).is_ok()))
+                            .sum::<u32>()
+                    })
+                })
+                .collect();
+            checkers.into_iter().map(|c| c.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 3 * CHECKS);
+        moved += u32::from(limiter.position_of(&0) != before);
+        let left = limiter.peek_key(&0, 0).unwrap().unwrap().remaining();
+        assert_eq!(BURST - 1 - left, admitted, "round {round}");
     }
-    done.store(true, Ordering::Relaxed);
-    assert!(churn.join().unwrap() > 0);
-    let left: Vec<u32> = (0..HOT)
-        .map(|key| limiter.peek_key(&key, 0).unwrap().unwrap().remaining())
-        .collect();
-    let want: Vec<u32> = total.iter().map(|n| BURST - n).collect();
-    assert_eq!(left, want);
+    assert_eq!(moved, 300, "key 0 moved in every round");
 }
 
 /// The hash seed is random per process: the same keys land in different shards in a child
@@ -447,4 +441,83 @@ fn the_hash_seed_differs_between_processes() {
     };
     assert_eq!(seeded(7), seeded(7));
     assert_ne!(seeded(7), seeded(8));
+}
+
+/// A sweep that begins in the middle of a shard (after a partial one) still forgets every idle
+/// key: a shift can move a key from a slot it has not visited into one it has, and the sweep
+/// looks at that slot again. Many seeds, so that some layouts have such chains.
+#[test]
+fn a_full_sweep_after_a_partial_one_forgets_every_idle_key() {
+    for seed in 0..300 {
+        let clock = ManualClock::new();
+        let limiter = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&"1/s".parse().unwrap()))
+            .clock(clock.clone())
+            .max_keys(12)
+            .shards(1)
+            .hash_seed(seed)
+            .build()
+            .unwrap();
+        for key in 0..12 {
+            assert!(limiter.check_key(&key).is_ok());
+        }
+        assert_eq!(limiter.sweep(8), 0); // nothing idle yet; moves the sweep's position
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(limiter.sweep(limiter.slots()), 12, "seed {seed}");
+        assert!(limiter.is_empty());
+    }
+}
+
+/// Racing inserts share the global key count exactly: the table fills to `max_keys`, never
+/// beyond, and no insert is refused while there is room.
+#[test]
+fn racing_inserts_fill_the_table_exactly() {
+    for round in 0..20u64 {
+        let limiter = Arc::new(
+            KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&"1/h".parse().unwrap()))
+                .clock(ManualClock::new())
+                .max_keys(64)
+                .shards(4)
+                .build()
+                .unwrap(),
+        );
+        let barrier = Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (limiter, barrier) = (limiter.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    (0..12u64)
+                        .filter(|i| limiter.check_key(&(round << 32 | t << 8 | i)).is_ok())
+                        .count()
+                })
+            })
+            .collect();
+        let admitted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        // 48 keys, room for 64, shards sized for their share plus spread: all get in.
+        assert_eq!((admitted, limiter.len()), (48, 48));
+    }
+}
+
+#[test]
+fn a_refusal_for_a_full_table_gives_the_new_key_cell_back() {
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&"1/h".parse().unwrap()))
+        .clock(clock.clone())
+        .max_keys(1)
+        .shards(1)
+        .new_keys("2/h".parse().unwrap())
+        .build()
+        .unwrap();
+    assert!(limiter.check_key(&1).is_ok()); // one new-key cell used
+    for key in 2..10 {
+        // The table is full: refused for room, and the new-key cell comes back each time.
+        assert_eq!(
+            limiter.check_key(&key).unwrap_err().cause(),
+            Cause::TableFull
+        );
+    }
+    assert!(limiter.reset_key(&1));
+    // The second cell is still there: key 2 gets in; then both are spent.
+    assert!(limiter.check_key(&2).is_ok());
+    assert_eq!(limiter.check_key(&3).unwrap_err().cause(), Cause::NewKeys);
 }

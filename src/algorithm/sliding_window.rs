@@ -264,8 +264,6 @@ impl super::Algorithm for SlidingWindow {
         Allowed::new(self.gauge(&c, c.current))
     }
 
-    /// Gives back up to `n` of the present window's cells (the previous window's are not
-    /// refundable: they already only weigh partly).
     /// Full at `now`: nothing counted in the reading's window or the one before it (so no
     /// weight is left to fall), and the stored window not ahead of the reading's.
     fn is_idle(&self, word: u64, now: u64) -> bool {
@@ -273,6 +271,8 @@ impl super::Algorithm for SlidingWindow {
         c.previous == 0 && c.current == 0 && c.lead == 0
     }
 
+    /// Gives back up to `n` of the present window's cells (the previous window's are not
+    /// refundable: they already only weigh partly).
     fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
         let c = self.counted(word, now);
         if c.current == 0 {

@@ -172,14 +172,18 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
     }
 
     /// How to pick a key's tier (default: tier 0 for every key). An index without a tier picks
-    /// tier 0. Called once per check, so it should be cheap.
+    /// tier 0. Called once per check, so it should be cheap, and it must give the same tier for
+    /// the same key: a key given two tiers has two buckets, one per tier.
     pub fn classify(mut self, classify: impl Fn(&K) -> usize + Send + Sync + 'static) -> Self {
         self.classify = Some(Box::new(classify));
         self
     }
 
     /// The shard count, a power of two (default: four per available CPU, rounded up to a power
-    /// of two, at most 256, and fewer if shards would hold fewer than 64 keys each).
+    /// of two, at most 256, and fewer if shards would hold fewer than 64 keys each). A count
+    /// above `max_keys` is cut to `max_keys` rounded up to a power of two. More shards mean
+    /// less lock contention on inserts, but each shard keeps room for its own spread, and a new
+    /// key finds room only in its own shard (idle keys elsewhere wait for a sweep).
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
         self

@@ -11,9 +11,9 @@
 //!   key of capacity**, plus 128 bytes per shard, allocated and zeroed by [`Builder::build`]
 //!   (21.7 bytes per key measured at a million keys). Resident memory is that from the start and
 //!   never more ([`KeyedRateLimiter::memory_bytes`] gives the exact figure). Each shard also
-//!   has room for five standard deviations of the random spread of keys over shards (1–3 % at
-//!   a million keys, more for small tables: a shard of 64 keys gets room for 112), so that one
-//!   shard does not fill before the table does.
+//!   has room for five standard deviations of the random spread of keys over shards (at a
+//!   million keys 1.4 % more with 8 shards, 8 % with 256; a shard of 64 keys gets room for
+//!   112), so that one shard does not fill before the table does.
 //!
 //! # Keys are fingerprints
 //! Keys are told apart by a 64-bit hash from `ahash`, seeded at random per process (per limiter),
@@ -46,6 +46,9 @@
 //! * A bucket forgotten at `t` and asked again with a reading before `t` (a stale `*_at` reading,
 //!   or a clock stepped back) starts full at that reading: like any stale reading on a single
 //!   limiter, up to `age / interval` cells early, at most one burst.
+//! * A forgotten key that comes back is a new key: with a quota on new keys it needs a cell
+//!   from that quota, and a full table may refuse it ([`Cause::TableFull`](crate::Cause)), where
+//!   a table that had kept its idle bucket would have admitted it.
 //! * An [`Algorithm`] of your own is never evicted unless it implements [`Algorithm::is_idle`].
 //! * [`SlidingLog`](crate::SlidingLog) keeps one slot per request (8 × limit bytes), so it is not
 //!   offered per key; the window counters give the same shape in 8 bytes.
@@ -392,10 +395,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     ) -> Result<Allowed, Refused> {
         match self.when_full {
             WhenFull::AdmitUntracked => {
-                held.state.untracked += 1;
-                algorithm
+                let answer = algorithm
                     .check(algorithm.initial_word(now), now, n)
-                    .answer()
+                    .answer();
+                // Counted only when admitted (a new bucket may refuse, with `Initial::Empty`).
+                held.state.untracked += u64::from(answer.is_ok());
+                answer
             }
             WhenFull::Refuse => {
                 held.state.refused += 1;

@@ -5,10 +5,10 @@
 //! # The words
 //! * **tag**: [`EMPTY`] (never used since the last deletion; ends a probe), [`BUSY`] (being
 //!   written under the shard's lock; a probe passes over it), or a key's [`Tag`] (≥ [`FIRST_TAG`]).
-//! * **word**: the algorithm's word XOR the tag. Masking the word with its owner's tag makes the
-//!   words of two keys different values even when their algorithm words are equal, so a check
-//!   that stalled on a key's slot while the slot passed to another key cannot complete its
-//!   compare-and-swap on the other key's word (see "Reuse" below).
+//! * **word**: the algorithm's word XOR a mask made from the tag. Masking the word with its
+//!   owner's mask makes the words of two keys different values even when their algorithm words
+//!   are equal, so a check that stalled on a key's slot while the slot passed to another key
+//!   cannot complete its compare-and-swap on the other key's word (see "Reuse" below).
 //!
 //! # Protocol
 //! Only the shard's lock holder changes a tag. Checks change only the word, with a CAS.
@@ -21,7 +21,7 @@
 //!   read-modify-write, which returns the key's final word. A check that loaded an earlier word
 //!   fails its CAS unless the closed word equals one the slot held before, which a fixed flip
 //!   could not exclude (a check's own write can flip the same bit back: a window counter going
-//!   from 2 to 3 changes bit 0 only) and a fresh nonce makes a 2⁻⁶⁴ coincidence. A check that
+//!   from 2 to 3 changes bit 0 only) and a fresh nonce makes a 2⁻⁶³ coincidence. A check that
 //!   loads the closed word sees, through the `Release`/`Acquire` pair, the `BUSY` tag when it
 //!   validates, and looks again.
 //! * **Check**: load the tag; if it is the key's, load the word (`Acquire`), then load the tag
@@ -30,15 +30,18 @@
 //!   the tag change that made the slot another key's: closes, publications, and checks' and
 //!   clamps' CAS all are. A refusal (no write) is answered only if a third load finds the word
 //!   unchanged, so a closed word read just before a re-publication is not taken for the key's
-//!   own (unless the word comes back to that exact value: the nonce's 2⁻⁶⁴ coincidence).
+//!   own (unless the word comes back to that exact value: the nonce's 2⁻⁶³ coincidence).
 //!
 //! # Reuse
 //! A slot whose key was closed may be published again for another key while a check of the old
 //! key is stalled between its loads and its CAS. That CAS expects the old key's masked word; it
-//! can succeed on the new key's word only if `new_word ^ new_tag == old_word ^ old_tag`, an
-//! equation over two independent 64-bit hashes that holds for a given pair of words with
-//! probability 2⁻⁶⁴. This is the same order as the collision of two keys' fingerprints, which the
-//! table already accepts (see the keyed module's docs); no ordering of events is needed for it.
+//! can succeed on the new key's word only if `new_word ^ mask(new_tag) == old_word ^
+//! mask(old_tag)`: the two algorithm words must differ by exactly the XOR of the masks of two
+//! distinct, randomly seeded hashes, which differ from their lowest differing bit up; for a
+//! given pair of words that happens with probability on the order of 2⁻⁶⁰. Likewise a closed word equals an earlier word of the slot only by a 2⁻⁶³
+//! coincidence (the nonce's low bit is always set). These are the same order as the collision of
+//! two keys' fingerprints, which the table already accepts (see the keyed module's docs); no
+//! ordering of events is needed for them.
 
 use crossbeam_utils::Backoff;
 
@@ -55,6 +58,16 @@ pub(crate) const EMPTY: u64 = 0;
 pub(crate) const BUSY: u64 = 1;
 /// The smallest tag a key can have.
 pub(crate) const FIRST_TAG: u64 = 2;
+
+/// The mask of `tag`'s words: the tag times an odd constant, a bijection that carries every
+/// difference between two tags up through all the higher bits. (The tags of two keys that can
+/// share a slot agree in their high bits, which chose the shard and the line; used as masks
+/// directly, they would leave those bits of two keys' words equal. Their low bits are random,
+/// so their products differ from about bit 0 up.) One multiply, off the memory path.
+#[inline(always)]
+fn mask(tag: Tag) -> u64 {
+    tag.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
 
 /// One key's place in a shard: 16 bytes, aligned so that a slot never straddles a cache line.
 #[derive(Debug)]
@@ -92,7 +105,7 @@ impl Slot {
             if self.tag() != tag {
                 return None;
             }
-            match step(raw ^ tag) {
+            match step(raw ^ mask(tag)) {
                 Step::Keep(answer) => {
                     // Acquire: as above; an unchanged word was the key's when the tag was read.
                     let again = self.word.load(Ordering::Acquire);
@@ -107,7 +120,7 @@ impl Slot {
                     match compare_exchange_weak(
                         &self.word,
                         raw,
-                        new ^ tag,
+                        new ^ mask(tag),
                         Ordering::Release,
                         Ordering::Acquire,
                     ) {
@@ -135,7 +148,7 @@ impl Slot {
     pub(crate) fn word_locked(&self, tag: Tag) -> u64 {
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
         // Relaxed: only a filter; `close` returns the word for certain.
-        self.word.load(Ordering::Relaxed) ^ tag
+        self.word.load(Ordering::Relaxed) ^ mask(tag)
     }
 
     /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
@@ -147,7 +160,7 @@ impl Slot {
         // Relaxed: the Release of the XOR below publishes this store to whoever sees its result.
         self.tag.store(BUSY, Ordering::Relaxed);
         // Release: a check that loads the closed word then sees BUSY (module docs).
-        self.word.fetch_xor(nonce, Ordering::Release) ^ tag
+        self.word.fetch_xor(nonce, Ordering::Release) ^ mask(tag)
     }
 
     /// Publishes `word` for the key `tag` in this slot (lock holder only; the slot is `EMPTY` or
@@ -158,7 +171,7 @@ impl Slot {
         // see a tag other than its own when it validates; this store is what it synchronizes
         // with (the lock holder saw the close, and a Relaxed store would end the close's release
         // sequence). Loom found the Relaxed version feeding the new key's word to the old key.
-        self.word.store(word ^ tag, Ordering::Release);
+        self.word.store(word ^ mask(tag), Ordering::Release);
         // Release: a check that reads this tag with Acquire reads this word or a later one.
         self.tag.store(tag, Ordering::Release);
     }
@@ -179,12 +192,14 @@ impl Slot {
             if self.tag() != tag {
                 return;
             }
-            let Some(new) = clamp(raw ^ tag) else { return };
+            let Some(new) = clamp(raw ^ mask(tag)) else {
+                return;
+            };
             // Release: as in `update`. Relaxed on failure: the loop reloads with Acquire.
             if compare_exchange_weak(
                 &self.word,
                 raw,
-                new ^ tag,
+                new ^ mask(tag),
                 Ordering::Release,
                 Ordering::Relaxed,
             )

@@ -27,8 +27,9 @@ where
 {
     /// Starts a thread that sweeps the whole table every `every` (see
     /// [`sweep`](Self::sweep)), 256 slots per step, releasing the lock in between. The thread
-    /// keeps a weak reference and holds the limiter only for one step at a time, so dropping
-    /// the limiter (or the [`Sweeper`]) stops it after the step under way.
+    /// keeps a weak reference and holds the limiter only for one step at a time: dropping the
+    /// [`Sweeper`] stops it after the step under way, and dropping the limiter stops it at its
+    /// next step or wake-up (within `every`).
     ///
     /// # Errors
     /// If the thread could not be spawned.

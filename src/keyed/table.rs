@@ -12,8 +12,8 @@
 //!
 //! The key cap is global: a counter of keys (touched only when a key is inserted or removed)
 //! never exceeds `max_keys`. Shards are sized for their share of it plus five standard
-//! deviations of the binomial spread of random hashes (1–3 % at a million keys), so the chance
-//! that one shard fills before the table does is below 10⁻⁶ per shard.
+//! deviations of the binomial spread of random hashes (1.4–8 % at a million keys, for 8 to 256
+//! shards), so the chance that one shard fills before the table does is below 10⁻⁶ per shard.
 //!
 //! A lookup that finds its key is answered without the lock. One that does not is not trusted
 //! (a key can be mid-move); the caller takes the shard's lock and looks again, and only the
@@ -390,9 +390,11 @@ impl Table {
 
     /// Evicts the idle keys among the cache lines `lines` of `shard` (lock holder), last slot
     /// first; how many. Sweeps visit the table backwards, so a key a shift moves back into a hole
-    /// comes from a slot already visited, and a sweep of every line in claim order evicts every
-    /// key idle throughout it, unless a move made between two of its steps (an insert's sweep,
-    /// a reset) carries a key across the sweep's position; that key waits for the next sweep.
+    /// mostly comes from a slot already visited; after each shift the hole is looked at again,
+    /// for the key that came from a slot not yet visited (a sweep that began mid-shard). A sweep
+    /// of every line in claim order so evicts every key idle throughout it, unless a move made
+    /// between two of its steps (an insert's sweep, a reset) carries a key across the sweep's
+    /// position; that key waits for the next sweep.
     pub(crate) fn sweep_shard(
         &self,
         shard: &Shard,
@@ -413,27 +415,34 @@ impl Table {
             again = false;
             for l in lines.clone().rev() {
                 let line = &shard.lines[l];
-                for k in (0..LINE).rev() {
+                let mut k = LINE;
+                while k > 0 {
+                    k -= 1;
                     let slot = &line.0[k];
                     let t = slot.tag();
                     if t == EMPTY || !idle(t, slot.word_locked(t)) {
                         continue;
                     }
                     let word = slot.close(t, self.nonce(held));
-                    if idle(t, word) {
-                        evicted += 1;
-                        // The next slot empty (in this line, where it costs no index): no chain
-                        // continues past this key, so nothing moves.
-                        if line.0.get(k + 1).is_some_and(|next| next.tag() == EMPTY) {
-                            slot.clear();
-                        } else if self.shift_back(shard, held, l * LINE + k) {
-                            again = true;
-                            lines.end = shard.lines.len();
-                        }
-                    } else {
+                    if !idle(t, word) {
                         // Taken from since the look: it stays.
                         slot.publish(t, word);
+                        continue;
                     }
+                    evicted += 1;
+                    // The next slot empty (in this line, where it costs no index): no chain
+                    // continues past this key, so nothing moves.
+                    if line.0.get(k + 1).is_some_and(|next| next.tag() == EMPTY) {
+                        slot.clear();
+                        continue;
+                    }
+                    if self.shift_back(shard, held, l * LINE + k) {
+                        again = true;
+                        lines.end = shard.lines.len();
+                    }
+                    // The shift may have moved into this slot a key from a slot this sweep has
+                    // not visited (when it started mid-shard): look at this slot again.
+                    k += 1;
                 }
             }
         }
