@@ -17,7 +17,7 @@
 //!   and a check of the slot's previous key that reads the word with `Acquire` then sees that
 //!   the tag is no longer its key's.
 //! * **Close** (eviction, or the source of a move): set the tag to `BUSY`, then XOR the word with
-//!   a fresh nonce (nonzero, pseudo-random, a new one for every close) in a `Release`
+//!   a fresh nonce (nonzero, never used before in the shard) in a `Release`
 //!   read-modify-write, which returns the key's final word. A check that loaded an earlier word
 //!   fails its CAS unless the closed word equals one the slot held before, which a fixed flip
 //!   could not exclude (a check's own write can flip the same bit back: a window counter going

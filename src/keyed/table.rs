@@ -82,15 +82,8 @@ pub(crate) struct State {
     pub(crate) untracked: u64,
     /// Requests from new keys refused because the shard was full.
     pub(crate) refused: u64,
-    /// Slots closed, which numbers the nonces.
+    /// The nonce sequence's position.
     closes: u64,
-}
-
-/// A bijective mix of 64 bits (splitmix64's finalizer): consecutive inputs give unrelated outputs.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// The result of a locked lookup that may insert.
@@ -442,7 +435,9 @@ impl Table {
                     }
                     // The shift may have moved into this slot a key from a slot this sweep has
                     // not visited (when it started mid-shard): look at this slot again.
-                    k += 1;
+                    if slot.tag() != EMPTY {
+                        k += 1;
+                    }
                 }
             }
         }
@@ -451,11 +446,13 @@ impl Table {
         evicted
     }
 
-    /// A fresh nonce for a close in `held`'s shard: nonzero, and a new pseudo-random value for
-    /// every close (a counter under the lock, through a seeded bijective mix).
+    /// A fresh nonce for a close in `held`'s shard: nonzero, and a value no earlier close of
+    /// the shard used (a Weyl sequence from the table's seed: an odd step, so 2⁶⁴ closes pass
+    /// before one repeats). The words it is XORed into are masked with random tags, so a fixed,
+    /// distinct nonce per close is all the protocol needs.
     fn nonce(&self, held: &mut Held<'_>) -> u64 {
-        held.state.closes = held.state.closes.wrapping_add(1);
-        mix(self.seed ^ held.state.closes) | 1
+        held.state.closes = held.state.closes.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        (self.seed ^ held.state.closes) | 1
     }
 
     /// Accounts for `keys` removed from `held`'s shard.
