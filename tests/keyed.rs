@@ -498,8 +498,10 @@ fn racing_inserts_fill_the_table_exactly() {
     }
 }
 
+/// The quota on new keys is asked only once a key is sure to be created (or admitted
+/// untracked): a refusal for a full table takes no new-key cell.
 #[test]
-fn a_refusal_for_a_full_table_gives_the_new_key_cell_back() {
+fn a_refusal_for_a_full_table_takes_no_new_key_cell() {
     let clock = ManualClock::new();
     let limiter = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&"1/h".parse().unwrap()))
         .clock(clock.clone())
@@ -510,14 +512,17 @@ fn a_refusal_for_a_full_table_gives_the_new_key_cell_back() {
         .unwrap();
     assert!(limiter.check_key(&1).is_ok()); // one new-key cell used
     for key in 2..10 {
-        // The table is full: refused for room, and the new-key cell comes back each time.
+        // The table is full: refused for room, and no new-key cell is taken.
         assert_eq!(
             limiter.check_key(&key).unwrap_err().cause(),
             Cause::TableFull
         );
     }
     assert!(limiter.reset_key(&1));
-    // The second cell is still there: key 2 gets in; then both are spent.
+    // The second cell is still there: key 2 gets in.
     assert!(limiter.check_key(&2).is_ok());
+    assert_eq!(limiter.check_key(&3).unwrap_err().cause(), Cause::TableFull);
+    // With room again, both new-key cells are spent.
+    assert!(limiter.reset_key(&2));
     assert_eq!(limiter.check_key(&3).unwrap_err().cause(), Cause::NewKeys);
 }

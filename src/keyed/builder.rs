@@ -157,7 +157,9 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
     /// A quota on creating keys: every request that would create a bucket (or, with
     /// [`WhenFull::AdmitUntracked`], be admitted without one) first takes a cell from this
     /// GCRA bucket, shared by all new keys; when it refuses, the request is refused with
-    /// [`Cause::NewKeys`](crate::Cause::NewKeys).
+    /// [`Cause::NewKeys`](crate::Cause::NewKeys) and nothing is created. It is asked only once
+    /// the key is sure to get a bucket (there is room) or to be admitted untracked, so a refusal
+    /// for a full table takes no cell from it.
     pub fn new_keys(mut self, quota: Quota) -> Self {
         self.new_keys = Some(quota);
         self

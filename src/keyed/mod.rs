@@ -349,21 +349,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     ) -> Result<Allowed, Refused> {
         let step = |word| algorithm.check(word, now, n);
         let mut held = shard.lock();
-        if let Some(answer) = self
-            .table
-            .find_locked(shard, &held, tag)
-            .and_then(|slot| slot.update(tag, step))
-        {
-            return answer;
-        }
-        if let Some(gate) = &self.new_keys {
-            if let Err(refused) = gate.check_at(now) {
-                return Err(refused.because(Cause::NewKeys));
-            }
-        }
         let fresh = || algorithm.initial_word(now);
         let idle = |tag, word| self.tier_of(tag).is_idle(word, now);
-        match self.table.entry(shard, &mut held, tag, fresh, idle) {
+        match self
+            .table
+            .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
+        {
             Entry::Found(slot) | Entry::Inserted(slot) => {
                 if let Some(answer) = slot.update(tag, step) {
                     return answer;
@@ -372,16 +363,21 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
                 // not, this answers as a new bucket would.
                 step(fresh()).answer()
             }
-            Entry::Full => {
-                let answer = self.full(&mut held, algorithm, now, n);
-                if answer.is_err() {
-                    // Nothing was created: the new-key cell goes back.
-                    if let Some(gate) = &self.new_keys {
-                        gate.refund_at(1, now);
-                    }
-                }
-                answer
-            }
+            Entry::Denied(refused) => Err(refused),
+            Entry::Full => self.full(&mut held, algorithm, now, n),
+        }
+    }
+
+    /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
+    /// certain to be created or admitted untracked, so that no cell ever has to be given back
+    /// (a GCRA refund is exact only while the cell's reservation has not run out).
+    fn new_key(&self, now: u64) -> Result<(), Refused> {
+        match &self.new_keys {
+            Some(gate) => gate
+                .check_at(now)
+                .map(|_| ())
+                .map_err(|refused| refused.because(Cause::NewKeys)),
+            None => Ok(()),
         }
     }
 
@@ -398,8 +394,11 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
                 let answer = algorithm
                     .check(algorithm.initial_word(now), now, n)
                     .answer();
-                // Counted only when admitted (a new bucket may refuse, with `Initial::Empty`).
-                held.state.untracked += u64::from(answer.is_ok());
+                if answer.is_ok() {
+                    // An untracked admission takes a new-key cell; a refusal takes none.
+                    self.new_key(now)?;
+                    held.state.untracked += 1;
+                }
                 answer
             }
             WhenFull::Refuse => {

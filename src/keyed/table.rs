@@ -87,13 +87,20 @@ pub(crate) struct State {
 }
 
 /// The result of a locked lookup that may insert.
-pub(crate) enum Entry<'a> {
+pub(crate) enum Entry<'a, E> {
     /// The key was there.
     Found(&'a Slot),
     /// The key was inserted.
     Inserted(&'a Slot),
     /// The key was not there and there was no room.
     Full,
+    /// The key was not there, there was room, and `admit` said no.
+    Denied(E),
+}
+
+/// Asks `admit` if it has not been asked yet; `Ok` if it was asked before (and said yes).
+fn admitted<E>(admit: &mut Option<impl FnOnce() -> Result<(), E>>) -> Result<(), E> {
+    admit.take().map_or(Ok(()), |admit| admit())
 }
 
 /// Errors sizing a table.
@@ -302,15 +309,20 @@ impl Table {
 
     /// Finds `tag`, or inserts it with the word `fresh()`, reusing an idle slot of its probe chain
     /// if there is one, and making room by sweeping part of the shard if it is full (`idle` says
-    /// which slots may go). `Full` if there is no room.
-    pub(crate) fn entry<'a>(
+    /// which slots may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
+    /// just before the key would be written, refuses.
+    pub(crate) fn entry<'a, E>(
         &self,
         shard: &'a Shard,
         held: &mut Held<'_>,
         tag: Tag,
         fresh: impl Fn() -> u64,
         idle: impl Fn(Tag, u64) -> bool,
-    ) -> Entry<'a> {
+        admit: impl FnOnce() -> Result<(), E>,
+    ) -> Entry<'a, E> {
+        // `admit` runs at most once, when the key is absent and there is room for it, and
+        // before anything is written for it.
+        let mut admit = Some(admit);
         for attempt in 0..2 {
             let len = shard.len();
             let mut i = self.home(tag);
@@ -334,10 +346,14 @@ impl Table {
                 }
             }
             if let Some((slot, old)) = reusable {
-                // Computed before the close, so that nothing but `idle` runs with the slot closed.
+                // Computed before the close, so that little runs with the slot closed.
                 let new = fresh();
                 let word = slot.close(old, self.nonce(held));
                 if idle(old, word) {
+                    if let Err(denied) = admitted(&mut admit) {
+                        slot.publish(old, word);
+                        return Entry::Denied(denied);
+                    }
                     slot.publish(tag, new);
                     held.state.evicted += 1;
                     held.state.created += 1;
@@ -347,6 +363,10 @@ impl Table {
                 slot.publish(old, word);
             }
             if held.state.live < shard.cap && self.reserve() {
+                if let Err(denied) = admitted(&mut admit) {
+                    self.release(1);
+                    return Entry::Denied(denied);
+                }
                 let slot = shard.slot(i);
                 slot.publish(tag, fresh());
                 held.state.live += 1;
