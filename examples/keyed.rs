@@ -59,5 +59,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.keys, stats.created, stats.evicted, stats.refused_full
     );
     assert_eq!(turned_away, 0, "well-behaved clients are never refused");
+    // New-key quota: a burst of 2 000, then 2 000 a second for the 9.9 s the run lasts.
+    assert!(
+        flood_in <= 2_000 + 19_800,
+        "the flood got past the new-key quota"
+    );
     Ok(())
 }

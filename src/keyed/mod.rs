@@ -217,7 +217,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
             return self.peek_key_at(key, 0, now());
         }
         let (tag, algorithm) = self.locate(key);
-        within_capacity(algorithm, n)?;
+        InsufficientCapacity::check(n, algorithm.capacity())?;
         Ok(self.decide(tag, algorithm, n, now))
     }
 
@@ -245,7 +245,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         let (tag, algorithm) = self.locate(key);
-        within_capacity(algorithm, n)?;
+        InsufficientCapacity::check(n, algorithm.capacity())?;
         let word = self
             .word_of(tag)
             .unwrap_or_else(|| algorithm.initial_word(now));
@@ -350,7 +350,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         let step = |word| algorithm.check(word, now, n);
         let mut held = shard.lock();
         let fresh = || algorithm.initial_word(now);
-        let idle = |tag, word| self.tier_of(tag).is_idle(word, now);
+        let idle = self.idle_at(now);
         match self
             .table
             .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
@@ -445,25 +445,31 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// around a shard's end, looks at that shard's last slots again). `sweep(self.slots())`
     /// visits every slot.
     pub fn sweep(&self, budget: usize) -> usize {
-        let mut evicted = 0;
-        for (shard, range) in self.table.claim_sweep(budget) {
-            let now = self.clock.now();
-            let mut held = shard.lock();
-            let idle = |tag, word| self.tier_of(tag).is_idle(word, now);
-            evicted += self.table.sweep_shard(shard, &mut held, range, idle);
-        }
-        evicted
+        // A fresh reading per step: later readings only find more buckets idle.
+        self.sweep_with(budget, || self.clock.now())
     }
 
     /// [`sweep`](Self::sweep) judging idleness at `now` (a reading of this limiter's clock).
     pub fn sweep_at(&self, budget: usize, now: u64) -> usize {
+        self.sweep_with(budget, || now)
+    }
+
+    /// Sweeps `budget` slots, each step judging idleness at the reading `now()`.
+    fn sweep_with(&self, budget: usize, now: impl Fn() -> u64) -> usize {
         let mut evicted = 0;
         for (shard, range) in self.table.claim_sweep(budget) {
+            let now = now();
             let mut held = shard.lock();
-            let idle = |tag, word| self.tier_of(tag).is_idle(word, now);
-            evicted += self.table.sweep_shard(shard, &mut held, range, idle);
+            evicted += self
+                .table
+                .sweep_shard(shard, &mut held, range, self.idle_at(now));
         }
         evicted
+    }
+
+    /// Whether a slot's bucket is idle at `now`, judged by the algorithm of its tag's tier.
+    fn idle_at(&self, now: u64) -> impl Fn(Tag, u64) -> bool + '_ {
+        move |tag, word| self.tier_of(tag).is_idle(word, now)
     }
 
     /// Keys held now (takes each shard's lock in turn).
@@ -551,11 +557,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     pub fn when_full(&self) -> WhenFull {
         self.when_full
     }
-}
-
-#[inline(always)]
-fn within_capacity(algorithm: &impl Algorithm, n: u32) -> Result<(), InsufficientCapacity> {
-    InsufficientCapacity::check(n, algorithm.capacity())
 }
 
 impl<K: ?Sized, C: Clock + fmt::Debug, A: Algorithm + fmt::Debug> fmt::Debug

@@ -146,6 +146,7 @@ impl Slot {
     /// holds `tag`. A check may change it at any moment: a hint, to be confirmed by a close.
     #[inline]
     pub(crate) fn word_locked(&self, tag: Tag) -> u64 {
+        // Relaxed: a debug check of a tag only the lock holder, this thread, writes.
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
         // Relaxed: only a filter; `close` returns the word for certain.
         self.word.load(Ordering::Relaxed) ^ mask(tag)
@@ -155,6 +156,7 @@ impl Slot {
     /// the key's final algorithm word.
     #[inline]
     pub(crate) fn close(&self, tag: Tag, nonce: u64) -> u64 {
+        // Relaxed: a debug check of a tag only the lock holder, this thread, writes.
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
         debug_assert_ne!(nonce, 0);
         // Relaxed: the Release of the XOR below publishes this store to whoever sees its result.
