@@ -92,6 +92,20 @@ impl Cell {
         }
     }
 
+    /// Puts `before` back if the word still holds `after`, the word this thread wrote: the undo
+    /// of a write that a multi-quota decision must take back (see `policy`). Whether it did; a
+    /// word that changed since is left alone (another request built on it).
+    pub(crate) fn restore(&self, after: u64, before: u64) -> bool {
+        loop {
+            match self.swap(after, before) {
+                Ok(()) => return true,
+                // A weak CAS may fail spuriously, reporting the very word it expected.
+                Err(actual) if actual == after => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// One compare-and-swap attempt; `Err` carries the word found instead of `current`.
     #[inline(always)]
     fn swap(&self, current: u64, new: u64) -> Result<(), u64> {

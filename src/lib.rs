@@ -40,6 +40,7 @@ pub mod clock;
 mod decision;
 pub mod keyed;
 mod limiter;
+pub mod policy;
 mod primitive;
 pub mod quota;
 mod sliding_log;
@@ -48,6 +49,7 @@ pub use algorithm::{Algorithm, Gcra};
 pub use decision::{Allowed, Cause, Gauge, InsufficientCapacity, Refused};
 pub use keyed::{Builder, KeyedError, KeyedRateLimiter, KeyedStats, Sweeper, WhenFull};
 pub use limiter::RateLimiter;
+pub use policy::{Policies, Policy};
 pub use quota::{Initial, Quota, QuotaError};
 pub use sliding_log::SlidingLog;
 

@@ -12,7 +12,7 @@
 
 #[cfg(not(flowgate_loom))]
 mod imp {
-    pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
     /// `AtomicU64::compare_exchange_weak`, unchanged.
@@ -32,7 +32,7 @@ mod imp {
 mod imp {
     use core::cell::Cell;
 
-    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 
     loom::thread_local! {

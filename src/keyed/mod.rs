@@ -83,7 +83,7 @@ pub use sweeper::Sweeper;
 
 use self::slot::{Tag, FIRST_TAG};
 use self::table::{Entry, Held, Shard, Table};
-use crate::algorithm::{Algorithm, Gcra};
+use crate::algorithm::{Algorithm, Gcra, Step};
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Allowed, Cause, Gauge, InsufficientCapacity, Refused};
 use crate::limiter::RateLimiter;
@@ -91,6 +91,39 @@ use crate::quota::Quota;
 
 /// Chooses a key's tier: an index into the limiter's algorithms (0 is the default one).
 type Classify<K> = Box<dyn Fn(&K) -> usize + Send + Sync>;
+
+/// A bucket's word before and after a decision's write, if it wrote one.
+pub(crate) type Wrote = Option<(u64, u64)>;
+
+/// The tag of a key whose hash (tier bits included) is `hash`: hashes below [`FIRST_TAG`] (only
+/// 0 and 1, with tier 0) join bit 62's keys.
+#[inline(always)]
+pub(crate) fn tag_of(hash: u64) -> Tag {
+    if hash < FIRST_TAG {
+        hash | 1 << 62
+    } else {
+        hash
+    }
+}
+
+/// `algorithm.check` of `n` cells at `now`, noting in `wrote` the word it saw and the word it
+/// asked to write (the last run is the one that took effect).
+#[inline(always)]
+pub(crate) fn recording<'a, A: Algorithm>(
+    algorithm: &'a A,
+    now: u64,
+    n: u32,
+    wrote: &'a mut Wrote,
+) -> impl FnMut(u64) -> Step<Result<Allowed, Refused>> + 'a {
+    move |word| {
+        let step = algorithm.check(word, now, n);
+        *wrote = match step {
+            Step::Write(new, _) => Some((word, new)),
+            Step::Keep(_) => None,
+        };
+        step
+    }
+}
 
 /// A rate limiter with one bucket per key, for keys of type `K` (any `Hash` type, unsized ones
 /// like `str` included), deciding with the [`Algorithm`] `A` on the clock `C`.
@@ -166,7 +199,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     pub fn check_key(&self, key: &K) -> Result<Allowed, Refused> {
         let (tag, algorithm) = self.locate(key);
         // Every algorithm's capacity is at least 1, so one cell is within it.
-        self.decide(tag, algorithm, 1, || self.clock.now())
+        self.decide(tag, algorithm, 1, || self.clock.now(), &mut None)
     }
 
     /// [`check_key`](Self::check_key) at `now` (a reading of this limiter's clock).
@@ -174,7 +207,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     pub fn check_key_at(&self, key: &K, now: u64) -> Result<Allowed, Refused> {
         let (tag, algorithm) = self.locate(key);
         // Every algorithm's capacity is at least 1, so one cell is within it.
-        self.decide(tag, algorithm, 1, || now)
+        self.decide(tag, algorithm, 1, || now, &mut None)
     }
 
     /// Takes `n` cells from `key`'s bucket if they are all available now; otherwise takes
@@ -218,7 +251,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         }
         let (tag, algorithm) = self.locate(key);
         InsufficientCapacity::check(n, algorithm.capacity())?;
-        Ok(self.decide(tag, algorithm, n, now))
+        Ok(self.decide(tag, algorithm, n, now, &mut None))
     }
 
     /// The decision [`check_key_n`](Self::check_key_n) would make now, without taking anything
@@ -294,12 +327,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
                 .filter(|&tier| tier < self.tiers.len())
                 .unwrap_or(0),
         };
-        let mut tag = (hash & !self.tier_mask) | tier as u64;
-        if tag < FIRST_TAG {
-            // Only hashes below 2 with tier 0 land here; they join bit 62's keys.
-            tag |= 1 << 62;
-        }
-        (tag, &self.tiers[tier])
+        (tag_of(hash & !self.tier_mask | tier as u64), &self.tiers[tier])
     }
 
     /// The algorithm of the tier recorded in `tag`.
@@ -310,7 +338,8 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     }
 
     /// Decides `n` cells for `tag` at the reading `now()`, taken after the probe for the key's
-    /// slot has issued its loads.
+    /// slot has issued its loads. `wrote` ends up holding the bucket's word before and after the
+    /// decision's write, if it wrote one (a multi-quota decision's undo; dead code otherwise).
     #[inline(always)]
     fn decide(
         &self,
@@ -318,15 +347,15 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         algorithm: &A,
         n: u32,
         now: impl FnOnce() -> u64,
+        wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
         let shard = self.table.shard(tag);
         let slot = self.table.find(shard, tag);
         // Read once the probe has issued its loads: the clock read overlaps a miss on the slot.
         let now = now();
-        let step = |word| algorithm.check(word, now, n);
-        let answer = match slot.and_then(|s| s.update(tag, step)) {
+        let answer = match slot.and_then(|s| s.update(tag, recording(algorithm, now, n, wrote))) {
             Some(answer) => answer,
-            None => self.insert(shard, tag, algorithm, now, n),
+            None => self.insert(shard, tag, algorithm, now, n, wrote),
         };
         if let Err(refused) = &answer {
             if refused.clock_behind {
@@ -346,8 +375,8 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         algorithm: &A,
         now: u64,
         n: u32,
+        wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
-        let step = |word| algorithm.check(word, now, n);
         let mut held = shard.lock();
         let fresh = || algorithm.initial_word(now);
         let idle = self.idle_at(now);
@@ -356,12 +385,13 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
             .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
         {
             Entry::Found(slot) | Entry::Inserted(slot) => {
-                if let Some(answer) = slot.update(tag, step) {
+                if let Some(answer) = slot.update(tag, recording(algorithm, now, n, wrote)) {
                     return answer;
                 }
                 // Tags change only under the lock we hold, so the key is still there; were it
-                // not, this answers as a new bucket would.
-                step(fresh()).answer()
+                // not, this answers as a new bucket would, writing nothing.
+                *wrote = None;
+                algorithm.check(fresh(), now, n).answer()
             }
             Entry::Denied(refused) => Err(refused),
             Entry::Full => self.full(&mut held, algorithm, now, n),
@@ -425,7 +455,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
 
     /// The word of `tag`'s bucket, if the table holds it (exact: a miss is confirmed under the
     /// lock).
-    fn word_of(&self, tag: Tag) -> Option<u64> {
+    pub(crate) fn word_of(&self, tag: Tag) -> Option<u64> {
         let shard = self.table.shard(tag);
         if let Some(word) = self.table.find(shard, tag).and_then(|s| s.word(tag)) {
             return Some(word);
@@ -434,6 +464,48 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.table
             .find_locked(shard, &held, tag)
             .and_then(|slot| slot.word(tag))
+    }
+}
+
+/// # Tags, for policies
+///
+/// A policy (see [`crate::policy`]) hashes a request's key once and asks one table per quota
+/// with the same tag, passing each quota's algorithm in (a policy's quotas can be replaced while
+/// the tables keep their buckets). These calls ignore the limiter's tiers.
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
+    /// Takes `n` cells (`1 ≤ n ≤ capacity`) from the bucket `tag` with `algorithm` at `now`,
+    /// creating the bucket if the table does not hold it. `wrote` receives the bucket's word
+    /// before and after, if the decision wrote one, for [`restore_tag`](Self::restore_tag).
+    #[inline]
+    pub(crate) fn commit_tag(
+        &self,
+        tag: Tag,
+        algorithm: &A,
+        n: u32,
+        now: u64,
+        wrote: &mut Wrote,
+    ) -> Result<Allowed, Refused> {
+        self.decide(tag, algorithm, n, || now, wrote)
+    }
+
+    /// Undoes a write of [`commit_tag`](Self::commit_tag): puts `before` back if the bucket `tag`
+    /// still holds `after`, following the key if the table moved it. Whether it did; a bucket
+    /// that changed since (another request built on the write) or went away is left alone.
+    pub(crate) fn restore_tag(&self, tag: Tag, before: u64, after: u64) -> bool {
+        let shard = self.table.shard(tag);
+        if let Some(done) = self
+            .table
+            .find(shard, tag)
+            .and_then(|slot| slot.restore(tag, after, before))
+        {
+            return done;
+        }
+        // Moving, or moved: nothing moves while the lock is held.
+        let held = shard.lock();
+        self.table
+            .find_locked(shard, &held, tag)
+            .and_then(|slot| slot.restore(tag, after, before))
+            .unwrap_or(false)
     }
 }
 

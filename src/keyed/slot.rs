@@ -135,6 +135,31 @@ impl Slot {
         }
     }
 
+    /// Puts the key `tag`'s word back to `before` if it still holds `after`, a word this thread
+    /// wrote (the undo of a multi-quota decision). `Some(true)` if it did, `Some(false)` if the
+    /// key's word changed since (another request built on it: left alone), `None` if the slot no
+    /// longer holds `tag` (look for the key again: a move carries its word unchanged).
+    pub(crate) fn restore(&self, tag: Tag, after: u64, before: u64) -> Option<bool> {
+        let expected = after ^ mask(tag);
+        loop {
+            // Release on success: publishes the clock reading behind `before` (see `cell`), as
+            // every word write must. Acquire on failure: the fresh word may be a close's, whose
+            // BUSY tag the load below must then see (see `update`).
+            match compare_exchange_weak(
+                &self.word,
+                expected,
+                before ^ mask(tag),
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(true),
+                // A weak CAS may fail spuriously, reporting the very word it expected.
+                Err(actual) if actual == expected => continue,
+                Err(_) => return (self.tag() == tag).then_some(false),
+            }
+        }
+    }
+
     /// The key `tag`'s algorithm word, or `None` if the slot no longer holds it. For the lock
     /// holder (whose view of tags is stable) and for peeks.
     #[inline]

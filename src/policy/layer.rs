@@ -1,0 +1,120 @@
+//! [`Layer`]: one policy of a set as it runs: its name and mode, its live quotas, and where its
+//! buckets live (one cell per quota for a global policy, one keyed table per quota for a keyed
+//! one), with the three things a decision does to a bucket: commit, undo, and look.
+
+use crossbeam_utils::CachePadded;
+
+use super::key::{Extract, Key};
+use super::live::LiveQuota;
+use crate::algorithm::{Algorithm, Gcra};
+use crate::cell::Cell;
+use crate::clock::Clock;
+use crate::decision::{Allowed, Refused};
+use crate::keyed::{recording, tag_of, KeyedRateLimiter, Wrote};
+use crate::primitive::AtomicU64;
+
+/// A keyed policy's bucket table for one quota. The key type is `()`: policies hash keys
+/// themselves and pass tags.
+pub(crate) type Table<C> = KeyedRateLimiter<(), C, Gcra>;
+
+/// Where a policy's buckets live.
+pub(crate) enum Store<R: ?Sized, C: Clock> {
+    /// One bucket per quota, shared by every request.
+    Global(Box<[CachePadded<Cell>]>),
+    /// One bucket per key per quota: the key's hash is the tag in every table.
+    Keyed {
+        extract: Extract<R>,
+        hasher: ahash::RandomState,
+        tables: Box<[Table<C>]>,
+    },
+}
+
+/// One policy of a set.
+pub(crate) struct Layer<R: ?Sized, C: Clock> {
+    pub(crate) name: Box<str>,
+    pub(crate) dry_run: bool,
+    /// Jitter added to a refusal's retry-after: uniform in `[min, max]` ns.
+    pub(crate) jitter: (u64, u64),
+    pub(crate) quotas: Box<[LiveQuota]>,
+    pub(crate) store: Store<R, C>,
+    /// Refusals (of an enforcing policy) or would-be refusals (of a dry-run one); on a line of
+    /// their own, away from the quotas every decision reads.
+    pub(crate) refused: CachePadded<AtomicU64>,
+}
+
+impl<R: ?Sized, C: Clock> Layer<R, C> {
+    /// The request's tag in this policy: `Some(0)` for a global policy, the key's tag for a
+    /// keyed one, `None` if the extractor skipped the request.
+    #[inline(always)]
+    pub(crate) fn tag(&self, request: &R) -> Option<u64> {
+        match &self.store {
+            Store::Global(_) => Some(0),
+            Store::Keyed {
+                extract, hasher, ..
+            } => {
+                let mut key = Key::new(hasher);
+                extract(request, &mut key);
+                key.finish().map(tag_of)
+            }
+        }
+    }
+
+    /// Takes `n` cells (`1 ≤ n ≤ burst`) from quota `q`'s bucket `tag` with `gcra` at `now` (a
+    /// reading of `clock`); `wrote` receives the word before and after, if the bucket was
+    /// written.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn commit(
+        &self,
+        q: usize,
+        tag: u64,
+        gcra: &Gcra,
+        n: u32,
+        now: u64,
+        clock: &C,
+        wrote: &mut Wrote,
+    ) -> Result<Allowed, Refused> {
+        match &self.store {
+            Store::Global(cells) => {
+                let cell = &cells[q];
+                let answer = cell.update(recording(gcra, now, n, wrote));
+                if let Err(refused) = &answer {
+                    if refused.clock_behind {
+                        catch_up(cell, gcra, clock);
+                    }
+                }
+                answer
+            }
+            Store::Keyed { tables, .. } => tables[q].commit_tag(tag, gcra, n, now, wrote),
+        }
+    }
+
+    /// Undoes a commit of quota `q`'s bucket `tag`: `before` again if it still holds `after`.
+    /// Whether it did.
+    pub(crate) fn restore(&self, q: usize, tag: u64, before: u64, after: u64) -> bool {
+        match &self.store {
+            Store::Global(cells) => cells[q].restore(after, before),
+            Store::Keyed { tables, .. } => tables[q].restore_tag(tag, before, after),
+        }
+    }
+
+    /// Quota `q`'s bucket `tag` as it is (a keyed bucket the table does not hold is a new one).
+    pub(crate) fn word(&self, q: usize, tag: u64, gcra: &Gcra, now: u64) -> u64 {
+        match &self.store {
+            Store::Global(cells) => cells[q].load(),
+            Store::Keyed { tables, .. } => tables[q]
+                .word_of(tag)
+                .unwrap_or_else(|| gcra.initial_word(now)),
+        }
+    }
+}
+
+/// Clamps a global bucket booked further ahead than a fresh reading allows (a clock that stepped
+/// back), as [`RateLimiter`](crate::RateLimiter) does.
+#[cold]
+#[inline(never)]
+fn catch_up<C: Clock>(cell: &Cell, gcra: &Gcra, clock: &C) {
+    let skew = clock.skew_nanos();
+    // The clock is read inside, after each Acquire load of the word (see `cell`).
+    cell.clamp(|word| gcra.catch_up(word, clock.now(), skew));
+}
