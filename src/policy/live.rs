@@ -95,7 +95,7 @@ mod tests {
                 .unwrap()
                 .with_initial(Initial::Empty)
                 .unwrap(),
-            Quota::from_nanos(u32::MAX, u64::MAX >> 1).unwrap(),
+            Quota::from_nanos(u32::MAX >> 1, u64::MAX >> 1).unwrap(),
         ];
         let live = LiveQuota::new(&quotas[0]);
         for quota in quotas {
