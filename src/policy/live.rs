@@ -85,6 +85,7 @@ impl LiveQuota {
 mod tests {
     use super::*;
     use crate::quota::Initial;
+    use core::time::Duration;
 
     #[test]
     fn every_quota_survives_the_round_trip() {
@@ -95,7 +96,8 @@ mod tests {
                 .unwrap()
                 .with_initial(Initial::Empty)
                 .unwrap(),
-            Quota::from_nanos(u32::MAX >> 1, u64::MAX >> 1).unwrap(),
+            Quota::from_nanos(u32::MAX, u64::from(u32::MAX)).unwrap(),
+            Quota::with_period(Duration::from_secs(1 << 40)).unwrap(),
         ];
         let live = LiveQuota::new(&quotas[0]);
         for quota in quotas {
