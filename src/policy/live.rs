@@ -97,7 +97,7 @@ mod tests {
                 .with_initial(Initial::Empty)
                 .unwrap(),
             Quota::from_nanos(u32::MAX, u64::from(u32::MAX)).unwrap(),
-            Quota::with_period(Duration::from_secs(1 << 40)).unwrap(),
+            Quota::with_period(Duration::from_secs(1 << 30)).unwrap(),
         ];
         let live = LiveQuota::new(&quotas[0]);
         for quota in quotas {
