@@ -334,7 +334,7 @@ impl Quota {
     pub(crate) fn to_words(self) -> [u64; 4] {
         let initial = match self.initial {
             Initial::Full => 0,
-            Initial::Empty => 1,
+            Initial::Empty => 1 << 32,
             Initial::Cells(cells) => 2 << 32 | u64::from(cells),
         };
         [
