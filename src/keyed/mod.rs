@@ -488,6 +488,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.decide(tag, algorithm, n, || now, wrote)
     }
 
+    /// After a refusal flagged "clock behind" of the bucket `tag` seen by a peek, clamps it
+    /// against a fresh reading, as a refused check does.
+    pub(crate) fn catch_up_tag(&self, tag: Tag, algorithm: &A) {
+        self.catch_up(self.table.shard(tag), tag, algorithm);
+    }
+
     /// Undoes a write of [`commit_tag`](Self::commit_tag): puts `before` back if the bucket `tag`
     /// still holds `after`, following the key if the table moved it. Whether it did; a bucket
     /// that changed since (another request built on the write) or went away is left alone.

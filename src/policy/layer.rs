@@ -98,6 +98,17 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         }
     }
 
+    /// After a look ([`word`](Self::word)) found quota `q`'s bucket `tag` booked further ahead
+    /// than `now` can explain, clamps it against a fresh reading of `clock`, as a refused commit
+    /// does.
+    #[cold]
+    pub(crate) fn catch_up(&self, q: usize, tag: u64, gcra: &Gcra, clock: &C) {
+        match &self.store {
+            Store::Global(cells) => catch_up(&cells[q], gcra, clock),
+            Store::Keyed { tables, .. } => tables[q].catch_up_tag(tag, gcra),
+        }
+    }
+
     /// Quota `q`'s bucket `tag` as it is (a keyed bucket the table does not hold is a new one).
     pub(crate) fn word(&self, q: usize, tag: u64, gcra: &Gcra, now: u64) -> u64 {
         match &self.store {

@@ -235,6 +235,22 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
     fn state(&self, request: &R, now: u64) -> Admitted<'_> {
         let mut tightest = None;
+        self.inspect_at(request, now, |state| tightest = tighter(tightest, state));
+        Admitted {
+            tightest,
+            dry_run: None,
+        }
+    }
+
+    /// Calls `visit` with the state of every quota of every enforcing policy that applies to
+    /// `request`, in evaluation order, taking nothing (for headers that list every policy, such
+    /// as the IETF draft's `RateLimit`; a key the tables do not hold is reported as new).
+    pub fn inspect<'p>(&'p self, request: &R, visit: impl FnMut(QuotaState<'p>)) {
+        self.inspect_at(request, self.clock.now(), visit);
+    }
+
+    /// [`inspect`](Self::inspect) at `now` (a reading of this set's clock).
+    pub fn inspect_at<'p>(&'p self, request: &R, now: u64, mut visit: impl FnMut(QuotaState<'p>)) {
         for (index, layer) in self.layers.iter().enumerate() {
             if layer.dry_run {
                 continue;
@@ -246,12 +262,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 let quota = live.load();
                 let gcra = Gcra::new(&quota);
                 let gauge = gcra.state(layer.word(q, tag, &gcra, now), now).gauge();
-                tightest = tighter(tightest, state_of(layer, index, q, quota, gauge));
+                visit(state_of(layer, index, q, quota, gauge));
             }
-        }
-        Admitted {
-            tightest,
-            dry_run: None,
         }
     }
 
@@ -367,6 +379,9 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 }
                 let gcra = Gcra::new(&quota);
                 if let Err(refused) = gcra.peek(layer.word(q, tag, &gcra, now), now, n) {
+                    if refused.clock_behind {
+                        layer.catch_up(q, tag, &gcra, &self.clock);
+                    }
                     if refused.retry_after_nanos() > worst.wait {
                         worst.by = state_of(layer, index, q, quota, refused.gauge());
                         worst.wait = refused.retry_after_nanos();

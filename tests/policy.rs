@@ -1,0 +1,487 @@
+//! Policy sets on a manual clock: the users' scenarios (per-user 200/10 s + 5000/h + 20000/day
+//! with a server-wide 100 000/10 s; the C# article's three layers with jitter), all-or-nothing
+//! undo, the retry-after of several refusing quotas, dry runs, replacement, and bad input.
+
+use core::time::Duration;
+
+use flowgate::clock::ManualClock;
+use flowgate::policy::{seed_jitter, Policies, Policy, PolicyError};
+use flowgate::{Cause, Quota, WhenFull};
+
+fn q(s: &str) -> Quota {
+    s.parse().unwrap()
+}
+
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000 * MS;
+
+struct User {
+    name: String,
+}
+
+fn user(name: &str) -> User {
+    User { name: name.into() }
+}
+
+/// The users' article 004: per user 200/10 s, 5000/h and 20000/day; the server 100 000/10 s.
+fn users_limits(clock: &ManualClock) -> Policies<User, ManualClock> {
+    Policies::builder()
+        .clock(clock.clone())
+        .policy(Policy::keyed("per-user", |u: &User| &u.name).quotas([
+            q("200/10s"),
+            q("5000/h"),
+            q("20000/day"),
+        ]))
+        .policy(Policy::global("server").quota(q("100000/10s")))
+        .build()
+        .unwrap()
+}
+
+/// A user at 25 requests per second for a day meets each of the three limits in turn, and the
+/// admissions never exceed any of them over any stretch the test looks at.
+#[test]
+fn one_user_meets_the_ten_second_then_the_hourly_then_the_daily_limit() {
+    let clock = ManualClock::new();
+    let policies = users_limits(&clock);
+    let alice = user("alice");
+    for _ in 0..200 {
+        assert!(policies.check(&alice).is_ok());
+    }
+    let refused = policies.check(&alice).unwrap_err();
+    assert_eq!(
+        (refused.policy(), refused.by().quota_index()),
+        ("per-user", 0)
+    );
+    assert_eq!(refused.retry_after(), Duration::from_millis(50));
+    assert_eq!(refused.cause(), Cause::Quota);
+
+    // 25 requests per second (every 40 ms) for a day.
+    let mut admitted_at = Vec::new();
+    let mut refused_by = [0u32; 3];
+    let mut first_refusal_by = [None; 3];
+    for step in 1..=(24 * 3600 * 25) {
+        let now = step * 40 * MS;
+        clock.set(now);
+        match policies.check(&alice) {
+            Ok(_) => admitted_at.push(now),
+            Err(refused) => {
+                assert_eq!(refused.policy(), "per-user");
+                let i = refused.by().quota_index();
+                refused_by[i] += 1;
+                first_refusal_by[i].get_or_insert(now);
+                // Waiting the retry-after admits the request (nothing else is taken).
+                let retry = now + refused.retry_after_nanos();
+                assert!(policies.check_n_at(&alice, 1, retry - 1).is_ok_and(|_| true));
+            }
+        }
+    }
+    let total = admitted_at.len() as u64 + 200;
+    // Each limit in turn: the 10-second one first, then the hourly one (5000 + refill, reached
+    // within minutes), then the daily one (20 000 + refill, reached within hours).
+    let [ten_s, hour, day] = first_refusal_by.map(Option::unwrap);
+    assert!(ten_s < hour && hour < day, "{ten_s} {hour} {day}");
+    assert!(hour < 10 * 60 * SEC && day > 2 * 3600 * SEC && day < 6 * 3600 * SEC);
+    // GCRA bounds over the whole day: burst + day / interval for each quota.
+    assert!(total <= 20_000 + 20_000);
+    assert!(total >= 20_000 + 19_990, "the daily quota is used in full: {total}");
+    // Every 10-second stretch, every hour: within the quota's burst plus its refill.
+    let within = |span: u64, burst: u64, interval: u64| {
+        let mut j = 0;
+        for i in 0..admitted_at.len() {
+            while admitted_at[i] - admitted_at[j] >= span {
+                j += 1;
+            }
+            assert!((i - j + 1) as u64 <= burst + span / interval);
+        }
+    };
+    within(10 * SEC, 200, 50 * MS);
+    within(3600 * SEC, 5000, 720 * MS);
+}
+
+/// `retry_after` is checked with `check_n_at(.., retry - 1)` above only for not panicking; this
+/// checks exactness: at `retry - 1 ns` still refused (without taking), at `retry` admitted.
+#[test]
+fn the_retry_after_is_exact_and_covers_every_refusing_quota() {
+    let clock = ManualClock::new();
+    let policies = Policies::<User, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::keyed("fast", |u: &User| &u.name).quota(q("2/100ms")))
+        .policy(Policy::global("slow").quota(q("3/s")))
+        .build()
+        .unwrap();
+    let bob = user("bob");
+    // Two admitted; both quotas now refuse: "fast" for 50 ms, "slow" for... it has 1 left.
+    assert!(policies.check(&bob).is_ok());
+    assert!(policies.check(&bob).is_ok());
+    let refused = policies.check(&bob).unwrap_err();
+    assert_eq!(refused.policy(), "fast");
+    assert_eq!(refused.retry_after_nanos(), 50 * MS);
+    // Take the last "slow" cell through another user: now both refuse, "slow" for longer.
+    assert!(policies.check(&user("carol")).is_ok());
+    let refused = policies.check(&bob).unwrap_err();
+    assert_eq!(refused.policy(), "slow");
+    let wait = refused.retry_after_nanos();
+    assert_eq!(wait, 1_000 * MS / 3 + 1);
+    assert!(policies.check_at(&bob, wait - 1).is_err());
+    assert!(policies.check_at(&bob, wait).is_ok());
+}
+
+/// A refusal by a later policy takes nothing from the earlier ones: the user's buckets are as
+/// they were, and the server-wide refusal names the server policy.
+#[test]
+fn a_server_wide_refusal_takes_nothing_from_the_users_quotas() {
+    let clock = ManualClock::new();
+    let policies = users_limits(&clock);
+    // 100 000 requests from 1000 users (100 each) fill the server's burst.
+    for i in 0..100_000 {
+        assert!(policies.check(&user(&format!("u{}", i % 1000))).is_ok());
+    }
+    let dave = user("dave");
+    let before = policies.check_n(&dave, 0).unwrap().unwrap().remaining();
+    let refused = policies.check(&dave).unwrap_err();
+    assert_eq!(refused.policy(), "server");
+    assert_eq!(refused.retry_after_nanos(), 100 * 1000); // 10 s / 100 000
+    let after = policies.check_n(&dave, 0).unwrap().unwrap();
+    assert_eq!(after.remaining(), before);
+    // The user's own quotas are untouched: 200 as soon as the server refills.
+    let state = policies.check_n(&dave, 0).unwrap().unwrap();
+    assert_eq!(state.tightest().unwrap().policy(), "server");
+    clock.advance(Duration::from_secs(10));
+    for _ in 0..200 {
+        assert!(policies.check(&dave).is_ok());
+    }
+    assert_eq!(policies.check(&dave).unwrap_err().policy(), "per-user");
+    assert_eq!(policies.stats()[1].refused, 1);
+}
+
+struct Call {
+    user_agent: &'static str,
+    endpoint: &'static str,
+}
+
+/// The users' C# article (000): per user per endpoint, then per endpoint, then global, each a
+/// token bucket with its own retry-after jitter.
+fn three_layers(clock: &ManualClock) -> Policies<Call, ManualClock> {
+    let ms = Duration::from_millis;
+    Policies::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed_with("PerUserPerApiThrottle", |c: &Call, key| {
+                key.add(c.user_agent).add(c.endpoint);
+            })
+            .quota(q("600/min burst 800"))
+            .jitter(ms(1), ms(5)),
+        )
+        .policy(
+            Policy::keyed("PerApiThrottle", |c: &Call| c.endpoint)
+                .quota(q("3000/min burst 4000"))
+                .jitter(ms(5), ms(10)),
+        )
+        .policy(
+            Policy::global("GlobalThrottle")
+                .quota(q("6000/min burst 7000"))
+                .jitter(ms(10), ms(20)),
+        )
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_three_layer_endpoint_example() {
+    let clock = ManualClock::new();
+    let policies = three_layers(&clock);
+    seed_jitter(2026);
+    let call = |user_agent, endpoint| Call {
+        user_agent,
+        endpoint,
+    };
+    // One user on one endpoint: 800, then the per-user-per-endpoint policy refuses, with a
+    // retry-after of one refill interval (100 ms) plus 1–5 ms of jitter.
+    for _ in 0..800 {
+        assert!(policies.check(&call("curl", "/orders")).is_ok());
+    }
+    let refused = policies.check(&call("curl", "/orders")).unwrap_err();
+    assert_eq!(refused.policy(), "PerUserPerApiThrottle");
+    assert_eq!(refused.conforms_after(), Duration::from_millis(100));
+    assert!((1..=5).contains(&refused.jitter().as_millis()));
+    assert_eq!(refused.retry_after(), refused.conforms_after() + refused.jitter());
+    // Other users on the same endpoint: 3200 more fill the endpoint's 4000.
+    let agents = ["a", "b", "c", "d"];
+    for i in 0..3200 {
+        assert!(policies.check(&call(agents[i % 4], "/orders")).is_ok());
+    }
+    let refused = policies.check(&call("e", "/orders")).unwrap_err();
+    assert_eq!(refused.policy(), "PerApiThrottle");
+    assert!((5..=10).contains(&refused.jitter().as_millis()));
+    // "e" lost nothing: its own bucket is full; the global one has 3000 left.
+    let mut left = Vec::new();
+    policies.inspect(&call("e", "/orders"), |s| left.push((s.policy(), s.remaining())));
+    assert_eq!(
+        left,
+        [
+            ("PerUserPerApiThrottle", 800),
+            ("PerApiThrottle", 0),
+            ("GlobalThrottle", 3000)
+        ]
+    );
+    // Other endpoints take the global burst's last 3000.
+    for i in 0..3000 {
+        let endpoint = ["/users", "/items", "/carts"][i % 3];
+        assert!(policies.check(&call(agents[i % 4], endpoint)).is_ok());
+    }
+    let refused = policies.check(&call("f", "/users")).unwrap_err();
+    assert_eq!(refused.policy(), "GlobalThrottle");
+    assert!((10..=20).contains(&refused.jitter().as_millis()));
+    assert_eq!(refused.conforms_after(), Duration::from_millis(10));
+    let stats = policies.stats();
+    assert_eq!(
+        stats.iter().map(|s| s.refused).collect::<Vec<_>>(),
+        [1, 1, 1]
+    );
+    // curl and a–d on /orders, a–d on three more endpoints, and e and f, whose refused
+    // requests left their (undone, full) buckets behind.
+    assert_eq!(stats[0].keys, 1 + 4 + 4 * 3 + 2);
+    // A minute later everything has refilled by 6000 globally.
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        policies
+            .check_n(&call("g", "/new"), 0)
+            .unwrap()
+            .unwrap()
+            .remaining(),
+        6000
+    );
+}
+
+/// The tightest quota is what `X-RateLimit-Remaining` shows: the fewest cells left anywhere.
+#[test]
+fn admitted_requests_report_the_tightest_quota() {
+    let clock = ManualClock::new();
+    let policies = users_limits(&clock);
+    let erin = user("erin");
+    let admitted = policies.check(&erin).unwrap();
+    let tightest = admitted.tightest().unwrap();
+    assert_eq!((tightest.policy(), tightest.quota_index()), ("per-user", 0));
+    assert_eq!((tightest.remaining(), tightest.limit()), (199, 200));
+    assert_eq!(tightest.reset_after(), Duration::from_millis(50));
+    assert_eq!(admitted.remaining(), 199);
+    assert!(admitted.dry_run().is_none());
+}
+
+#[test]
+fn a_dry_run_policy_counts_but_never_refuses() {
+    let clock = ManualClock::new();
+    let policies = Policies::<User, _>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed("candidate", |u: &User| &u.name)
+                .quota(q("2/min"))
+                .dry_run(true),
+        )
+        .policy(Policy::global("live").quota(q("5/min")))
+        .build()
+        .unwrap();
+    let frank = user("frank");
+    for i in 0..5 {
+        let admitted = policies.check(&frank).unwrap();
+        // The dry-run policy is never the tightest: only enforcing ones are.
+        assert_eq!(admitted.tightest().unwrap().policy(), "live");
+        match admitted.dry_run() {
+            None => assert!(i < 2),
+            Some(dry) => {
+                assert!(i >= 2);
+                assert_eq!(dry.policy(), "candidate");
+                // It took nothing when it would refuse, so the wait stays one interval.
+                assert_eq!(dry.retry_after(), Duration::from_secs(30));
+            }
+        }
+    }
+    let refused = policies.check(&frank).unwrap_err();
+    assert_eq!(refused.policy(), "live");
+    assert_eq!(refused.dry_run().unwrap().policy(), "candidate");
+    let stats = policies.stats();
+    assert!(stats[0].dry_run && !stats[1].dry_run);
+    assert_eq!((stats[0].refused, stats[1].refused), (4, 1));
+    // A dry-run policy is not checked for size either: it would refuse, and it is counted.
+    let admitted = policies.check_n(&user("gina"), 3);
+    assert!(matches!(admitted, Ok(Err(_))));
+}
+
+#[test]
+fn a_request_above_a_burst_is_oversized_and_takes_nothing() {
+    let clock = ManualClock::new();
+    let policies = users_limits(&clock);
+    let hal = user("hal");
+    let oversized = policies.check_n(&hal, 201).unwrap_err();
+    assert_eq!((oversized.policy(), oversized.quota_index()), ("per-user", 0));
+    assert_eq!(oversized.capacity().burst, 200);
+    assert_eq!(policies.check_n(&hal, 0).unwrap().unwrap().remaining(), 200);
+    assert!(policies.check_n(&hal, 200).unwrap().is_ok());
+}
+
+#[test]
+fn replacing_quotas_keeps_every_bucket() {
+    let clock = ManualClock::new();
+    let policies = Policies::<User, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::keyed("per-user", |u: &User| &u.name).quota(q("10/s")))
+        .policy(Policy::global("server").quota(q("1000/s")))
+        .build()
+        .unwrap();
+    let ivy = user("ivy");
+    for _ in 0..10 {
+        assert!(policies.check(&ivy).is_ok());
+    }
+    // Twice the rate and burst: the bucket is booked 1 s ahead, which is the new burst window
+    // too (20 × 50 ms): still empty, then one cell per 50 ms.
+    policies.replace_quotas("per-user", &[q("20/s")]).unwrap();
+    assert_eq!(policies.quotas("per-user").unwrap(), [q("20/s")]);
+    let refused = policies.check(&ivy).unwrap_err();
+    assert_eq!(refused.retry_after(), Duration::from_millis(50));
+    assert_eq!(refused.limit(), 20);
+    clock.advance(Duration::from_millis(50));
+    assert!(policies.check(&ivy).is_ok());
+    // Lowering it: still empty, and refilling at the new rate.
+    policies.replace_quotas("per-user", &[q("2/s")]).unwrap();
+    let refused = policies.check(&ivy).unwrap_err();
+    assert_eq!(refused.limit(), 2);
+    clock.advance(refused.retry_after());
+    assert!(policies.check(&ivy).is_ok());
+    assert!(policies.check(&ivy).is_err());
+    assert_eq!(
+        policies.replace_quotas("per-user", &[q("1/s"), q("2/s")]),
+        Err(PolicyError::QuotaCount {
+            policy: "per-user".into(),
+            expected: 1,
+            found: 2
+        })
+    );
+    assert!(matches!(
+        policies.replace_quotas("nobody", &[q("1/s")]),
+        Err(PolicyError::UnknownPolicy { .. })
+    ));
+}
+
+#[test]
+fn a_skipped_key_means_the_policy_does_not_apply() {
+    struct Req {
+        user: Option<&'static str>,
+    }
+    let policies = Policies::<Req, _>::builder()
+        .clock(ManualClock::new())
+        .policy(
+            Policy::keyed_with("per-user", |r: &Req, key| {
+                match r.user {
+                    Some(user) => key.add(user),
+                    None => key.skip(),
+                };
+            })
+            .quota(q("1/h")),
+        )
+        .build()
+        .unwrap();
+    let anonymous = Req { user: None };
+    for _ in 0..10 {
+        let admitted = policies.check(&anonymous).unwrap();
+        assert!(admitted.tightest().is_none());
+    }
+    assert!(policies.check(&Req { user: Some("jo") }).is_ok());
+    assert!(policies.check(&Req { user: Some("jo") }).is_err());
+}
+
+/// A keyed policy whose table is full refuses a new key (cause `TableFull`), and what an
+/// earlier policy took for the request is undone.
+#[test]
+fn a_full_table_refuses_and_undoes_the_earlier_policies() {
+    let clock = ManualClock::new();
+    let policies = Policies::<u64, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::global("server").quota(q("100/h")))
+        .policy(
+            Policy::keyed("per-key", |k: &u64| k)
+                .quota(q("1000/h"))
+                .max_keys(1)
+                .when_full(WhenFull::Refuse),
+        )
+        .build()
+        .unwrap();
+    assert!(policies.check(&1).is_ok());
+    let refused = policies.check(&2).unwrap_err();
+    assert_eq!(refused.cause(), Cause::TableFull);
+    assert_eq!(refused.policy(), "per-key");
+    // The server quota lost only key 1's cell.
+    let mut left = Vec::new();
+    policies.inspect(&1, |s| left.push((s.policy(), s.remaining())));
+    assert_eq!(left, [("server", 99), ("per-key", 999)]);
+    assert_eq!(policies.stats()[1].refused, 1);
+}
+
+/// A clock that steps back an hour locks a global and a keyed bucket out for at most one burst
+/// window, as a single limiter does, never longer.
+#[test]
+fn a_clock_step_back_locks_out_for_at_most_one_window() {
+    let clock = ManualClock::starting_at(10 * 3600 * SEC);
+    let policies = Policies::<u64, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::global("server").quota(q("10/s")))
+        .policy(Policy::keyed("per-key", |k: &u64| k).quota(q("5/s")))
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        assert!(policies.check(&1).is_ok());
+    }
+    clock.rewind(Duration::from_secs(3600));
+    assert!(policies.check(&1).is_err());
+    clock.advance(Duration::from_secs(1));
+    assert!(policies.check(&1).is_ok());
+}
+
+#[test]
+fn bad_sets_are_errors_not_panics() {
+    let build = |policies: Vec<Policy<u64>>| {
+        let mut builder = Policies::<u64>::builder().clock(ManualClock::new());
+        for p in policies {
+            builder = builder.policy(p);
+        }
+        builder.build().map(|_| ())
+    };
+    assert_eq!(build(vec![]), Err(PolicyError::NoPolicies));
+    assert_eq!(
+        build(vec![Policy::global("")]).unwrap_err(),
+        PolicyError::NoName { index: 0 }
+    );
+    assert_eq!(
+        build(vec![Policy::global("a")]).unwrap_err(),
+        PolicyError::NoQuotas { policy: "a".into() }
+    );
+    assert_eq!(
+        build(vec![
+            Policy::global("a").quota(q("1/s")),
+            Policy::keyed("a", |k: &u64| k).quota(q("1/s")),
+        ])
+        .unwrap_err(),
+        PolicyError::DuplicateName { policy: "a".into() }
+    );
+    assert_eq!(
+        build(vec![Policy::global("a").quotas(vec![q("1/s"); 33])]).unwrap_err(),
+        PolicyError::TooManyQuotas { quotas: 33 }
+    );
+    let s = Duration::from_secs;
+    assert_eq!(
+        build(vec![Policy::global("a").quota(q("1/s")).jitter(s(2), s(1))]).unwrap_err(),
+        PolicyError::Jitter { policy: "a".into() }
+    );
+    assert_eq!(
+        build(vec![Policy::global("a")
+            .quota(q("1/s"))
+            .jitter(s(0), Duration::MAX)])
+        .unwrap_err(),
+        PolicyError::Jitter { policy: "a".into() }
+    );
+    assert!(matches!(
+        build(vec![Policy::keyed("a", |k: &u64| k).quota(q("1/s")).max_keys(0)]),
+        Err(PolicyError::Keyed { .. })
+    ));
+    let error = build(vec![Policy::global("a")]).unwrap_err();
+    assert_eq!(error.to_string(), "policy 'a' has no quota");
+}
