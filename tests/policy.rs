@@ -69,9 +69,9 @@ fn one_user_meets_the_ten_second_then_the_hourly_then_the_daily_limit() {
                 let i = refused.by().quota_index();
                 refused_by[i] += 1;
                 first_refusal_by[i].get_or_insert(now);
-                // Waiting the retry-after admits the request (nothing else is taken).
+                // Still refused a nanosecond before the retry-after (taking nothing).
                 let retry = now + refused.retry_after_nanos();
-                assert!(policies.check_n_at(&alice, 1, retry - 1).is_ok_and(|_| true));
+                assert!(policies.check_at(&alice, retry - 1).is_err());
             }
         }
     }
@@ -83,7 +83,10 @@ fn one_user_meets_the_ten_second_then_the_hourly_then_the_daily_limit() {
     assert!(hour < 10 * 60 * SEC && day > 2 * 3600 * SEC && day < 6 * 3600 * SEC);
     // GCRA bounds over the whole day: burst + day / interval for each quota.
     assert!(total <= 20_000 + 20_000);
-    assert!(total >= 20_000 + 19_990, "the daily quota is used in full: {total}");
+    assert!(
+        total >= 20_000 + 19_990,
+        "the daily quota is used in full: {total}"
+    );
     // Every 10-second stretch, every hour: within the quota's burst plus its refill.
     let within = |span: u64, burst: u64, interval: u64| {
         let mut j = 0;
@@ -204,7 +207,10 @@ fn the_three_layer_endpoint_example() {
     assert_eq!(refused.policy(), "PerUserPerApiThrottle");
     assert_eq!(refused.conforms_after(), Duration::from_millis(100));
     assert!((1..=5).contains(&refused.jitter().as_millis()));
-    assert_eq!(refused.retry_after(), refused.conforms_after() + refused.jitter());
+    assert_eq!(
+        refused.retry_after(),
+        refused.conforms_after() + refused.jitter()
+    );
     // Other users on the same endpoint: 3200 more fill the endpoint's 4000.
     let agents = ["a", "b", "c", "d"];
     for i in 0..3200 {
@@ -215,7 +221,9 @@ fn the_three_layer_endpoint_example() {
     assert!((5..=10).contains(&refused.jitter().as_millis()));
     // "e" lost nothing: its own bucket is full; the global one has 3000 left.
     let mut left = Vec::new();
-    policies.inspect(&call("e", "/orders"), |s| left.push((s.policy(), s.remaining())));
+    policies.inspect(&call("e", "/orders"), |s| {
+        left.push((s.policy(), s.remaining()))
+    });
     assert_eq!(
         left,
         [
@@ -312,7 +320,10 @@ fn a_request_above_a_burst_is_oversized_and_takes_nothing() {
     let policies = users_limits(&clock);
     let hal = user("hal");
     let oversized = policies.check_n(&hal, 201).unwrap_err();
-    assert_eq!((oversized.policy(), oversized.quota_index()), ("per-user", 0));
+    assert_eq!(
+        (oversized.policy(), oversized.quota_index()),
+        ("per-user", 0)
+    );
     assert_eq!(oversized.capacity().burst, 200);
     assert_eq!(policies.check_n(&hal, 0).unwrap().unwrap().remaining(), 200);
     assert!(policies.check_n(&hal, 200).unwrap().is_ok());
@@ -478,7 +489,9 @@ fn bad_sets_are_errors_not_panics() {
         PolicyError::Jitter { policy: "a".into() }
     );
     assert!(matches!(
-        build(vec![Policy::keyed("a", |k: &u64| k).quota(q("1/s")).max_keys(0)]),
+        build(vec![Policy::keyed("a", |k: &u64| k)
+            .quota(q("1/s"))
+            .max_keys(0)]),
         Err(PolicyError::Keyed { .. })
     ));
     let error = build(vec![Policy::global("a")]).unwrap_err();

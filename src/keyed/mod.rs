@@ -327,7 +327,10 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
                 .filter(|&tier| tier < self.tiers.len())
                 .unwrap_or(0),
         };
-        (tag_of(hash & !self.tier_mask | tier as u64), &self.tiers[tier])
+        (
+            tag_of(hash & !self.tier_mask | tier as u64),
+            &self.tiers[tier],
+        )
     }
 
     /// The algorithm of the tier recorded in `tag`.

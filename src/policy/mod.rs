@@ -83,10 +83,13 @@
 //!
 //! # Replacing quotas at run time
 //! [`Policies::replace_quotas`] swaps a policy's quotas while requests are decided, keeping every
-//! bucket (the same number of quotas, each bucket keeping its theoretical arrival time). A
-//! bucket booked further ahead than the new burst allows is clamped to "empty" under the new
-//! quota at its next refusal, so lowering a limit takes effect at once and raising one frees
-//! cells at the new rate. Each quota switches atomically; a decision under way may see some
+//! bucket (the same number of quotas). A bucket keeps its theoretical arrival time: how far
+//! ahead of now it is booked, **in time, not in cells**. Under the new quota that lead means
+//! `lead / new interval` cells taken: a bucket booked a whole window ahead is empty under any
+//! quota with the same window, and refills at the new rate; one booked further ahead than the
+//! new burst window allows is clamped to "empty" at its next refusal, so lowering a limit takes
+//! effect at once. (Carrying cell counts instead would need a pass over every bucket of every
+//! table.) Each quota switches atomically; a decision under way may see some
 //! quotas of a policy before a replacement and others after it. With the `serde` feature, a
 //! whole set is built from TOML or JSON (see `PoliciesConfig`).
 //!
@@ -117,7 +120,7 @@ use arrayvec::ArrayVec;
 
 pub use builder::{PoliciesBuilder, Policy, PolicyError};
 #[cfg(feature = "serde")]
-pub use config::{ConfigError, PoliciesConfig, PolicyConfig};
+pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 pub use decision::{Admitted, DryRun, Oversized, QuotaState, Rejected};
 pub use jitter::seed_jitter;
 pub use key::Key;

@@ -18,6 +18,7 @@ mod parse;
 use core::fmt;
 use core::time::Duration;
 
+pub(crate) use parse::parse_duration;
 pub use parse::{ParseQuotaError, ParseQuotaErrorKind};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
@@ -427,3 +428,22 @@ impl fmt::Display for Quota {
 
 #[cfg(test)]
 mod tests;
+
+/// A quota is written as its string (`"200/10s"`, `"100/s burst 20"`) in serde formats.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Quota {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A quota is read from its string (see [`Quota::from_str`](#impl-FromStr-for-Quota)); an
+/// invalid one is an error that says why.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Quota {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse()
+            .map_err(|e| serde::de::Error::custom(format_args!("invalid quota {text:?}: {e}")))
+    }
+}

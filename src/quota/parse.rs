@@ -190,6 +190,22 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A duration in the period grammar (`"5ms"`, `"1 s"`, `"0ms"`), in nanoseconds: for settings
+/// written beside quotas, such as a policy's jitter.
+pub(crate) fn parse_duration(s: &str) -> Result<u64, ParseQuotaError> {
+    let mut cur = Cursor { input: s, at: 0 };
+    cur.skip_ws();
+    if cur.rest().is_empty() {
+        return Err(cur.error(ParseQuotaErrorKind::Empty));
+    }
+    let nanos = cur.period()?;
+    cur.skip_ws();
+    if !cur.rest().is_empty() {
+        return Err(cur.error(ParseQuotaErrorKind::TrailingInput));
+    }
+    Ok(nanos)
+}
+
 impl FromStr for Quota {
     type Err = ParseQuotaError;
 

@@ -1,0 +1,311 @@
+//! Policy sets from configuration files (feature `serde`): [`PoliciesConfig`] reads from TOML,
+//! JSON or any serde format, with quotas in the core's string grammar, and reports every
+//! mistake as a [`ConfigError`] naming the policy and the field.
+//!
+//! ```
+//! use flowgate::clock::ManualClock;
+//! use flowgate::policy::{KeyExtractors, PoliciesConfig};
+//!
+//! struct Request { user: String, endpoint: String }
+//!
+//! let config: PoliciesConfig = serde_json::from_str(r#"{
+//!     "policies": [
+//!         { "name": "per-user", "key": "user",
+//!           "quotas": ["200/10s", "5000/h", "20000/day"], "jitter": ["1ms", "5ms"] },
+//!         { "name": "per-endpoint", "key": "endpoint", "quotas": ["3000/min burst 4000"],
+//!           "dry_run": true },
+//!         { "name": "server", "quotas": ["100000/10s"] }
+//!     ]
+//! }"#)?;
+//! let keys = KeyExtractors::new()
+//!     .key("user", |r: &Request, k| { k.add(&r.user); })
+//!     .key("endpoint", |r: &Request, k| { k.add(&r.endpoint); });
+//! let policies = config.build(&keys, ManualClock::new())?;
+//! let request = Request { user: "alice".into(), endpoint: "/search".into() };
+//! assert!(policies.check(&request).is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! In TOML the same set is an array of tables:
+//!
+//! ```toml
+//! [[policies]]
+//! name = "per-user"
+//! key = "user"
+//! quotas = ["200/10s", "5000/h", "20000/day"]
+//! jitter = ["1ms", "5ms"]
+//!
+//! [[policies]]
+//! name = "server"
+//! quotas = ["100000/10s"]
+//! ```
+
+use core::fmt;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::builder::{PoliciesBuilder, Policy, PolicyError};
+use super::key::Key;
+use super::Policies;
+use crate::clock::Clock;
+use crate::keyed::WhenFull;
+use crate::quota::{parse_duration, Quota};
+
+/// A policy set as written in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoliciesConfig {
+    /// The policies, in evaluation order.
+    pub policies: Vec<PolicyConfig>,
+}
+
+/// One policy as written in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// The policy's name (reported in refusals).
+    pub name: String,
+    /// The name of a key extractor registered in [`KeyExtractors`]; absent (or `"global"`) for
+    /// a global policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Quotas in the quota grammar: `"200/10s"`, `"5000/h"`, `"100/s burst 20"`.
+    pub quotas: Vec<String>,
+    /// Dry-run mode: evaluated and counted, never refusing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Retry-after jitter, `[min, max]`, as durations: `["1ms", "5ms"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<[String; 2]>,
+    /// Keys per table of a keyed policy (65 536 if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_keys: Option<usize>,
+    /// `"refuse"` (the default) or `"admit_untracked"`: what a full keyed table does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_full: Option<String>,
+}
+
+/// Key extractors by name, for the `key` field of [`PolicyConfig`] (code can't live in a
+/// configuration file).
+pub struct KeyExtractors<R: ?Sized> {
+    keys: HashMap<String, Arc<dyn Fn(&R, &mut Key) + Send + Sync>>,
+}
+
+impl<R: ?Sized> KeyExtractors<R> {
+    /// No extractors yet.
+    pub fn new() -> Self {
+        Self {
+            keys: HashMap::new(),
+        }
+    }
+
+    /// Registers `extract` under `name` (see [`Policy::keyed_with`]).
+    pub fn key(
+        mut self,
+        name: impl Into<String>,
+        extract: impl Fn(&R, &mut Key) + Send + Sync + 'static,
+    ) -> Self {
+        self.keys.insert(name.into(), Arc::new(extract));
+        self
+    }
+}
+
+impl<R: ?Sized> Default for KeyExtractors<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R: ?Sized> fmt::Debug for KeyExtractors<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.keys.keys()).finish()
+    }
+}
+
+/// A mistake in a configuration: which policy (by name, or by place if it has none), which
+/// field, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The policy: its name, or `#i` for the i-th (from 0) if the name is the problem.
+    pub policy: String,
+    /// The field: `quotas[1]`, `jitter[0]`, `key`, `name`…
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "policy {}, field `{}`: {}",
+            self.policy, self.field, self.message
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl PoliciesConfig {
+    /// Builds the set on `clock`, finding each keyed policy's extractor in `keys`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] for the first mistake: an invalid quota or duration, an unknown key
+    /// extractor or `when_full` value, an empty or repeated name, or anything
+    /// [`PoliciesBuilder::build`] rejects.
+    pub fn build<R: ?Sized + 'static, C: Clock + Clone>(
+        &self,
+        keys: &KeyExtractors<R>,
+        clock: C,
+    ) -> Result<Policies<R, C>, ConfigError> {
+        let mut builder = PoliciesBuilder::new().clock(clock);
+        for (index, policy) in self.policies.iter().enumerate() {
+            builder = builder.policy(policy.to_policy(index, keys)?);
+        }
+        builder.build().map_err(|e| self.blame(e))
+    }
+
+    /// Replaces the quotas of every policy in `policies` with this configuration's, keeping
+    /// every bucket (see [`Policies::replace_quotas`]): a configuration reload. Every quota is
+    /// checked before any is replaced, so a bad file changes nothing.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] if a quota is invalid, a policy is not in the set (or the set has one
+    /// the file lacks), or a policy's number of quotas changed. Other fields (key, dry run,
+    /// jitter, table sizes) are fixed when the set is built and are not compared.
+    pub fn apply<R: ?Sized, C: Clock>(&self, policies: &Policies<R, C>) -> Result<(), ConfigError> {
+        let mut all = Vec::with_capacity(self.policies.len());
+        for (index, policy) in self.policies.iter().enumerate() {
+            let quotas = policy.quotas(index)?;
+            let current = policies.quotas(&policy.name).map_err(|e| self.blame(e))?;
+            if current.len() != quotas.len() {
+                return Err(policy.error(
+                    index,
+                    "quotas",
+                    format!(
+                        "the policy has {} quotas; a reload must keep their number",
+                        current.len()
+                    ),
+                ));
+            }
+            all.push((&policy.name, quotas));
+        }
+        if let Some(missing) = policies
+            .names()
+            .find(|name| !self.policies.iter().any(|p| p.name == *name))
+        {
+            return Err(ConfigError {
+                policy: format!("'{missing}'"),
+                field: "name".into(),
+                message: "the running set has this policy and the configuration does not".into(),
+            });
+        }
+        for (name, quotas) in all {
+            policies
+                .replace_quotas(name, &quotas)
+                .map_err(|e| self.blame(e))?;
+        }
+        Ok(())
+    }
+
+    /// A builder's error, pointed at its policy.
+    fn blame(&self, error: PolicyError) -> ConfigError {
+        let (policy, field) = match &error {
+            PolicyError::NoPolicies => (String::from("(none)"), "policies"),
+            PolicyError::NoName { index } => (format!("#{index}"), "name"),
+            PolicyError::DuplicateName { policy } | PolicyError::UnknownPolicy { policy } => {
+                (format!("'{policy}'"), "name")
+            }
+            PolicyError::NoQuotas { policy } | PolicyError::QuotaCount { policy, .. } => {
+                (format!("'{policy}'"), "quotas")
+            }
+            PolicyError::TooManyQuotas { .. } => (String::from("(all)"), "quotas"),
+            PolicyError::Jitter { policy } => (format!("'{policy}'"), "jitter"),
+            PolicyError::Keyed { policy, .. } => (format!("'{policy}'"), "max_keys"),
+        };
+        ConfigError {
+            policy,
+            field: field.into(),
+            message: error.to_string(),
+        }
+    }
+}
+
+impl PolicyConfig {
+    fn error(&self, index: usize, field: impl Into<String>, message: String) -> ConfigError {
+        let policy = if self.name.is_empty() {
+            format!("#{index}")
+        } else {
+            format!("'{}'", self.name)
+        };
+        ConfigError {
+            policy,
+            field: field.into(),
+            message,
+        }
+    }
+
+    fn quotas(&self, index: usize) -> Result<Vec<Quota>, ConfigError> {
+        self.quotas
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                text.parse::<Quota>().map_err(|e| {
+                    self.error(index, format!("quotas[{i}]"), format!("{text:?}: {e}"))
+                })
+            })
+            .collect()
+    }
+
+    fn to_policy<R: ?Sized + 'static>(
+        &self,
+        index: usize,
+        keys: &KeyExtractors<R>,
+    ) -> Result<Policy<R>, ConfigError> {
+        let mut policy = match self.key.as_deref() {
+            None | Some("global") => Policy::global(self.name.clone()),
+            Some(name) => {
+                let extract = keys.keys.get(name).cloned().ok_or_else(|| {
+                    let mut known: Vec<&str> = keys.keys.keys().map(String::as_str).collect();
+                    known.sort_unstable();
+                    self.error(
+                        index,
+                        "key",
+                        format!("no key extractor is named {name:?} (known: {known:?})"),
+                    )
+                })?;
+                Policy::keyed_with(self.name.clone(), move |r: &R, k: &mut Key| extract(r, k))
+            }
+        };
+        policy = policy.quotas(self.quotas(index)?).dry_run(self.dry_run);
+        if let Some([min, max]) = &self.jitter {
+            let duration = |i: usize, text: &String| {
+                parse_duration(text)
+                    .map(core::time::Duration::from_nanos)
+                    .map_err(|e| {
+                        self.error(index, format!("jitter[{i}]"), format!("{text:?}: {e}"))
+                    })
+            };
+            policy = policy.jitter(duration(0, min)?, duration(1, max)?);
+        }
+        if let Some(max_keys) = self.max_keys {
+            policy = policy.max_keys(max_keys);
+        }
+        if let Some(when_full) = &self.when_full {
+            policy = policy.when_full(match when_full.as_str() {
+                "refuse" => WhenFull::Refuse,
+                "admit_untracked" => WhenFull::AdmitUntracked,
+                other => {
+                    return Err(self.error(
+                        index,
+                        "when_full",
+                        format!("{other:?}: expected \"refuse\" or \"admit_untracked\""),
+                    ))
+                }
+            });
+        }
+        Ok(policy)
+    }
+}
