@@ -30,6 +30,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The counter is global: tests in this binary take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn allocations_during(f: impl FnOnce()) -> usize {
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     f();
@@ -38,6 +41,7 @@ fn allocations_during(f: impl FnOnce()) -> usize {
 
 #[test]
 fn checks_and_inserts_allocate_nothing() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let quota = Quota::per_second(1_000).unwrap();
     let numbers = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
         .clock(ManualClock::new())
@@ -74,4 +78,58 @@ fn checks_and_inserts_allocate_nothing() {
     });
     assert_eq!((inserts, lookups), (0, 0));
     assert_eq!((numbers.len(), strings.len()), (1_000, 1_000));
+}
+
+/// A policy decision (three layers, borrowed string keys, admissions and refusals with their
+/// undo and jitter) allocates nothing either.
+#[test]
+fn policy_decisions_allocate_nothing() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    use flowgate::policy::{Policies, Policy};
+    struct Call {
+        user: String,
+        endpoint: &'static str,
+    }
+    let policies = Policies::<Call>::builder()
+        .clock(ManualClock::new())
+        .policy(
+            Policy::keyed_with("per-user-per-endpoint", |c: &Call, k| {
+                k.add(&c.user).add(c.endpoint);
+            })
+            .quotas([Quota::per_second(5).unwrap(), Quota::per_hour(100).unwrap()]),
+        )
+        .policy(
+            Policy::keyed("per-endpoint", |c: &Call| c.endpoint)
+                .quota(Quota::per_hour(50).unwrap()),
+        )
+        .policy(
+            Policy::global("global")
+                .quota(Quota::per_hour(40).unwrap())
+                .jitter(
+                    core::time::Duration::ZERO,
+                    core::time::Duration::from_millis(5),
+                ),
+        )
+        .build()
+        .unwrap();
+    let calls: Vec<Call> = (0..20)
+        .map(|i| Call {
+            user: format!("user-{i}"),
+            endpoint: ["/a", "/b"][i % 2],
+        })
+        .collect();
+    let (mut admitted, mut refused) = (0, 0);
+    let allocations = allocations_during(|| {
+        for _ in 0..3 {
+            for call in &calls {
+                match policies.check(call) {
+                    Ok(_) => admitted += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+    });
+    assert_eq!(allocations, 0);
+    // The global quota's 40 cells, then refusals by every layer in turn.
+    assert_eq!((admitted, refused), (40, 20));
 }
