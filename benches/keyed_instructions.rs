@@ -19,6 +19,8 @@ const CASES: &[&str] = &[
     "governor_keyed_u64",
     "flowgate_keyed_str",
     "governor_keyed_string",
+    "flowgate_policy_three_layers",
+    "governor_three_checks",
 ];
 
 /// Keys of the keyed cases: 1 000, visited in turn (a counter, no division).
@@ -31,12 +33,40 @@ fn next(k: &mut u64) -> u64 {
     *k
 }
 
+/// `KEYS` calls: 1 000 (user, endpoint) pairs over 16 endpoints, each already seen.
+fn policy_calls() -> Vec<Call> {
+    (0..KEYS)
+        .map(|i| Call {
+            user: i,
+            endpoint: (i % u64::from(ENDPOINTS)) as u32,
+        })
+        .collect()
+}
+
 fn names() -> Vec<String> {
     (0..KEYS).map(|i| format!("user-{i}|/api/books")).collect()
 }
 
 fn run(case: &str, n: u64) {
     match case {
+        "flowgate_policy_three_layers" => {
+            let policies = flowgate_policies();
+            let calls = policy_calls();
+            let mut k = 0;
+            hot_loop(n, || {
+                let call = &calls[next(&mut k) as usize];
+                assert!(black_box(policies.check(call).is_ok()));
+            })
+        }
+        "governor_three_checks" => {
+            let layers = GovernorLayers::new();
+            let calls = policy_calls();
+            let mut k = 0;
+            hot_loop(n, || {
+                let call = &calls[next(&mut k) as usize];
+                assert!(black_box(layers.check(call)));
+            })
+        }
         "flowgate_keyed_u64" => {
             let l = flowgate_u64(KEYS as usize);
             let mut k = 0;

@@ -288,3 +288,76 @@ pub fn case_from_args() -> Option<(String, u64)> {
         _ => None,
     }
 }
+
+// Policies (benches/policy.rs, benches/keyed_instructions.rs): the users' three layers, per
+// user per endpoint → per endpoint → global, against three sequential governor checks.
+
+/// Users and endpoints of the policy benches: 10 000 × 16 (user, endpoint) pairs.
+pub const USERS: u64 = 10_000;
+pub const ENDPOINTS: u32 = 16;
+
+/// A request as a server has it: who, and which endpoint.
+pub struct Call {
+    pub user: u64,
+    pub endpoint: u32,
+}
+
+/// The three layers in flowgate, every quota `PER_HOUR` (every check admitted).
+pub fn flowgate_policies() -> flowgate::policy::Policies<Call> {
+    use flowgate::policy::{Policies, Policy};
+    Policies::builder()
+        .policy(
+            Policy::keyed_with("per-user-per-endpoint", |c: &Call, k| {
+                k.add(&c.user).add(&c.endpoint);
+            })
+            .quota(keyed_quota())
+            .max_keys((USERS * u64::from(ENDPOINTS)) as usize),
+        )
+        .policy(Policy::keyed("per-endpoint", |c: &Call| &c.endpoint).quota(keyed_quota()))
+        .policy(Policy::global("global").quota(keyed_quota()))
+        .build()
+        .unwrap()
+}
+
+/// The same three layers as three governor limiters, checked in turn.
+pub struct GovernorLayers {
+    pub per_user_endpoint: DefaultKeyedRateLimiter<(u64, u32)>,
+    pub per_endpoint: DefaultKeyedRateLimiter<u32>,
+    pub global: Governor,
+}
+
+impl GovernorLayers {
+    pub fn new() -> Self {
+        let n = NonZeroU32::new(PER_HOUR).unwrap();
+        Self {
+            per_user_endpoint: governor_keyed(),
+            per_endpoint: governor_keyed(),
+            global: governor::RateLimiter::direct(governor::Quota::per_hour(n)),
+        }
+    }
+
+    /// The three checks in order, stopping at the first refusal (as the C# article does; a
+    /// refusal by a later layer leaves the earlier ones charged).
+    #[inline]
+    pub fn check(&self, call: &Call) -> bool {
+        self.per_user_endpoint
+            .check_key(&(call.user, call.endpoint))
+            .is_ok()
+            && self.per_endpoint.check_key(&call.endpoint).is_ok()
+            && self.global.check().is_ok()
+    }
+}
+
+/// `DRAWS` calls with users and endpoints drawn at random (fixed seed).
+pub fn calls() -> Vec<Call> {
+    let users = draws(USERS as usize, 11);
+    let endpoints = draws(ENDPOINTS as usize, 12);
+    users
+        .iter()
+        .zip(&endpoints)
+        .map(|(&user, &endpoint)| Call {
+            user: u64::from(user),
+            endpoint,
+        })
+        .collect()
+}

@@ -18,6 +18,7 @@ mod parse;
 use core::fmt;
 use core::time::Duration;
 
+#[cfg(feature = "serde")]
 pub(crate) use parse::parse_duration;
 pub use parse::{ParseQuotaError, ParseQuotaErrorKind};
 
