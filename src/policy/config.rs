@@ -87,10 +87,13 @@ pub struct PolicyConfig {
     pub when_full: Option<String>,
 }
 
+/// A key extractor that several policies of a file may name.
+type Shared<R> = Arc<dyn Fn(&R, &mut Key) + Send + Sync>;
+
 /// Key extractors by name, for the `key` field of [`PolicyConfig`] (code can't live in a
 /// configuration file).
 pub struct KeyExtractors<R: ?Sized> {
-    keys: HashMap<String, Arc<dyn Fn(&R, &mut Key) + Send + Sync>>,
+    keys: HashMap<String, Shared<R>>,
 }
 
 impl<R: ?Sized> KeyExtractors<R> {

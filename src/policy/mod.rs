@@ -105,6 +105,11 @@
 //! allocated up front; [`Policy::max_keys`] sets the capacity, 65 536 keys by default), and
 //! evicts idle keys the same way. A global policy keeps one cache-padded word per quota.
 
+// `Admitted` and `Rejected` carry whole quota states (about 100 bytes each) by value: boxing
+// them would allocate on every decision. Shrinking them (indices into the set, states built on
+// demand) is the next step for the decision's cost; see BENCHMARKS.md.
+#![allow(clippy::result_large_err)]
+
 mod builder;
 #[cfg(feature = "serde")]
 mod config;
@@ -237,10 +242,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
     fn state(&self, request: &R, now: u64) -> Admitted<'_> {
-        let mut tightest = None;
-        self.inspect_at(request, now, |state| tightest = tighter(tightest, state));
+        let mut tightest = Tightest::default();
+        self.inspect_at(request, now, |state| tightest.offer(state.gauge, || state));
         Admitted {
-            tightest,
+            tightest: tightest.state,
             dry_run: None,
         }
     }
@@ -279,7 +284,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         now: u64,
     ) -> Result<Result<Admitted<'_>, Rejected<'_>>, Oversized<'_>> {
         let mut undo = ArrayVec::<Undo, MAX_QUOTAS>::new();
-        let mut tightest = None;
+        let mut tightest = Tightest::default();
         let mut dry_run = None;
         for (index, layer) in self.layers.iter().enumerate() {
             let Some(tag) = layer.tag(request) else {
@@ -314,8 +319,9 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                             });
                         }
                         if !layer.dry_run {
-                            let state = state_of(layer, index, q, quota, allowed.gauge());
-                            tightest = tighter(tightest, state);
+                            tightest.offer(allowed.gauge(), || {
+                                state_of(layer, index, q, quota, allowed.gauge())
+                            });
                         }
                     }
                     Err(refused) => {
@@ -338,7 +344,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 }
             }
         }
-        Ok(Ok(Admitted { tightest, dry_run }))
+        Ok(Ok(Admitted {
+            tightest: tightest.state,
+            dry_run,
+        }))
     }
 
     /// Undoes the writes logged after `mark`, newest first.
@@ -422,19 +431,29 @@ fn state_of<'p, R: ?Sized, C: Clock>(
     }
 }
 
-/// The tighter of the two: fewer cells left, then the longer reset.
-#[inline(always)]
-fn tighter<'p>(best: Option<QuotaState<'p>>, next: QuotaState<'p>) -> Option<QuotaState<'p>> {
-    match best {
-        Some(best) => {
-            let (a, b) = (best.remaining(), next.remaining());
-            if b < a || (b == a && next.reset_after_nanos() > best.reset_after_nanos()) {
-                Some(next)
-            } else {
-                Some(best)
-            }
+/// The tightest quota so far: fewest cells left, then the longest reset, then the first. Its
+/// numbers are kept apart so that a comparison costs one division (the offered gauge's
+/// `remaining`), and the state is built only for a quota that becomes the tightest.
+#[derive(Default)]
+struct Tightest<'p> {
+    remaining: u32,
+    reset: u64,
+    state: Option<QuotaState<'p>>,
+}
+
+impl<'p> Tightest<'p> {
+    #[inline(always)]
+    fn offer(&mut self, gauge: Gauge, state: impl FnOnce() -> QuotaState<'p>) {
+        let remaining = gauge.remaining();
+        let reset = gauge.reset_after_nanos();
+        if self.state.is_none()
+            || remaining < self.remaining
+            || (remaining == self.remaining && reset > self.reset)
+        {
+            self.remaining = remaining;
+            self.reset = reset;
+            self.state = Some(state());
         }
-        None => Some(next),
     }
 }
 
