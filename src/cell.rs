@@ -20,7 +20,8 @@
 
 use crossbeam_utils::Backoff;
 
-use crate::algorithm::Step;
+use crate::algorithm::{Algorithm, Step};
+use crate::clock::Clock;
 use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
 
 /// One bucket's state: a single atomic 64-bit word.
@@ -65,6 +66,16 @@ impl Cell {
                 return;
             }
         }
+    }
+
+    /// After a refusal flagged "clock behind", clamps the word with `algorithm`'s
+    /// [`catch_up`](crate::Algorithm::catch_up) against fresh readings of `clock`, each taken
+    /// after the word's `Acquire` load (see [`Cell::clamp`]).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn catch_up<A: Algorithm, C: Clock>(&self, algorithm: &A, clock: &C) {
+        let skew = clock.skew_nanos();
+        self.clamp(|word| algorithm.catch_up(word, clock.now(), skew));
     }
 
     /// Applies `step` to the word atomically: reads the word, asks `step` what to do, and, if it

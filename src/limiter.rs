@@ -208,13 +208,8 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         answer
     }
 
-    #[cold]
-    #[inline(never)]
     fn catch_up(&self) {
-        let skew = self.clock.skew_nanos();
-        // The clock is read inside, after each Acquire load of the word (see `Cell::clamp`).
-        self.cell
-            .clamp(|word| self.algorithm.catch_up(word, self.clock.now(), skew));
+        self.cell.catch_up(&self.algorithm, &self.clock);
     }
 
     #[inline(always)]

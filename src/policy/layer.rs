@@ -80,7 +80,7 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
                 let answer = cell.update(recording(gcra, now, n, wrote));
                 if let Err(refused) = &answer {
                     if refused.clock_behind {
-                        catch_up(cell, gcra, clock);
+                        cell.catch_up(gcra, clock);
                     }
                 }
                 answer
@@ -104,7 +104,7 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
     #[cold]
     pub(crate) fn catch_up(&self, q: usize, tag: u64, gcra: &Gcra, clock: &C) {
         match &self.store {
-            Store::Global(cells) => catch_up(&cells[q], gcra, clock),
+            Store::Global(cells) => cells[q].catch_up(gcra, clock),
             Store::Keyed { tables, .. } => tables[q].catch_up_tag(tag, gcra),
         }
     }
@@ -118,14 +118,4 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
                 .unwrap_or_else(|| gcra.initial_word(now)),
         }
     }
-}
-
-/// Clamps a global bucket booked further ahead than a fresh reading allows (a clock that stepped
-/// back), as [`RateLimiter`](crate::RateLimiter) does.
-#[cold]
-#[inline(never)]
-fn catch_up<C: Clock>(cell: &Cell, gcra: &Gcra, clock: &C) {
-    let skew = clock.skew_nanos();
-    // The clock is read inside, after each Acquire load of the word (see `cell`).
-    cell.clamp(|word| gcra.catch_up(word, clock.now(), skew));
 }
