@@ -48,6 +48,8 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
+pub(crate) use schedule::advance;
+
 use crate::decision::{Allowed, Refused};
 use crate::quota::Quota;
 

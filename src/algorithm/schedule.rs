@@ -43,6 +43,16 @@ use crate::quota::{Quota, QuotaError, MAX_WINDOW_NANOS};
 
 use super::Step;
 
+/// The TAT after booking `cost` ns of cells on the bucket `tat` at `now`: `max(TAT, now) + cost`,
+/// at least `now`; `None` past the 584-year horizon. The debt is the result minus `now`: the
+/// caller compares it with what it admits (`τ` for GCRA). Policies call this on their hot path
+/// with numbers they prepared when the quota was stored; [`Schedule::check`] is the same step.
+#[inline(always)]
+pub(crate) fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
+    let base = if tat > now { tat } else { now };
+    base.checked_add(cost)
+}
+
 /// What a request admitted beyond the burst waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Delay {
@@ -160,17 +170,16 @@ impl Schedule {
     /// clamps with a fresh reading ([`Schedule::catch_up`]).
     #[inline(always)]
     pub(crate) fn check(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
-        let base = if tat > now { tat } else { now };
         // n ≤ capacity and capacity·T ≤ τ + slack < 2^64: no overflow.
         let cost = u64::from(n) * self.interval;
-        if let Some(new_tat) = base.checked_add(cost) {
-            // new_tat ≥ base ≥ now.
+        if let Some(new_tat) = advance(tat, now, cost) {
+            // new_tat ≥ now (see `advance`).
             let debt = new_tat - now;
             if debt <= self.window {
                 return Step::Write(new_tat, Ok(Allowed::new(self.gauge(debt))));
             }
             if debt <= self.lead {
-                return Step::Write(new_tat, Ok(self.delayed(base, now, debt)));
+                return Step::Write(new_tat, Ok(self.delayed(tat.max(now), now, debt)));
             }
         }
         Step::Keep(Err(self.refused(tat, now, cost)))
@@ -189,7 +198,7 @@ impl Schedule {
     /// The refusal of a request costing `cost` against the bucket `tat` at `now`, flagged if
     /// the TAT is more than `τ + slack` ahead of `now`.
     #[inline(always)]
-    fn refused(&self, tat: u64, now: u64, cost: u64) -> Refused {
+    pub(crate) fn refused(&self, tat: u64, now: u64, cost: u64) -> Refused {
         // A TAT more than τ + slack ahead of now refuses every n ≥ 1, so the clamp of a clock
         // that stepped back is needed on this path only.
         let (tat, clock_behind) = self.clamp(tat, now);

@@ -491,6 +491,15 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.decide(tag, algorithm, n, || now, wrote)
     }
 
+    /// Applies `step` to the bucket `tag` as a check does (see `Slot::update`), if the table holds
+    /// it where a lock-free probe finds it; `None` otherwise (a new key, or one being moved: the
+    /// caller takes the slow path, [`commit_tag`](Self::commit_tag)).
+    #[inline(always)]
+    pub(crate) fn update_tag<T>(&self, tag: Tag, step: impl FnMut(u64) -> Step<T>) -> Option<T> {
+        let shard = self.table.shard(tag);
+        self.table.find(shard, tag)?.update(tag, step)
+    }
+
     /// After a refusal flagged "clock behind" of the bucket `tag` seen by a peek, clamps it
     /// against a fresh reading, as a refused check does.
     pub(crate) fn catch_up_tag(&self, tag: Tag, algorithm: &A) {

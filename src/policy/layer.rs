@@ -6,7 +6,7 @@ use crossbeam_utils::CachePadded;
 
 use super::key::{Extract, Key};
 use super::live::LiveQuota;
-use crate::algorithm::{Algorithm, Gcra};
+use crate::algorithm::{advance, Algorithm, Gcra, Step};
 use crate::cell::Cell;
 use crate::clock::Clock;
 use crate::decision::{Allowed, Refused};
@@ -27,6 +27,15 @@ pub(crate) enum Store<R: ?Sized, C: Clock> {
         hasher: ahash::RandomState,
         tables: Box<[Table<C>]>,
     },
+}
+
+/// Why [`Layer::take`] did not book a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Miss {
+    /// The bucket holds this word, on which the request does not fit.
+    Refused(u64),
+    /// A keyed table does not hold the key where a lock-free probe looks.
+    Absent,
 }
 
 /// One policy of a set.
@@ -59,9 +68,37 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         }
     }
 
+    /// The hot path of a decision: books `cost` ns of cells on quota `q`'s bucket `tag` at
+    /// `now` if that leaves a debt of at most `window` (GCRA's admission, with the quota's numbers
+    /// prepared in its [`Rule`](super::live::Rule)), returning the words before and after.
+    /// Otherwise nothing is written and [`Miss`] says why; the cold paths then work out the
+    /// details with the full algorithm.
+    #[inline(always)]
+    pub(crate) fn take(
+        &self,
+        q: usize,
+        tag: u64,
+        cost: u64,
+        window: u64,
+        now: u64,
+    ) -> Result<(u64, u64), Miss> {
+        let step = |word: u64| match advance(word, now, cost) {
+            // advance returns at least now.
+            Some(after) if after - now <= window => Step::Write(after, Ok((word, after))),
+            _ => Step::Keep(Err(word)),
+        };
+        match &self.store {
+            Store::Global(cells) => cells[q].update(step).map_err(Miss::Refused),
+            Store::Keyed { tables, .. } => match tables[q].update_tag(tag, step) {
+                Some(taken) => taken.map_err(Miss::Refused),
+                None => Err(Miss::Absent),
+            },
+        }
+    }
+
     /// Takes `n` cells (`1 ≤ n ≤ burst`) from quota `q`'s bucket `tag` with `gcra` at `now` (a
     /// reading of `clock`); `wrote` receives the word before and after, if the bucket was
-    /// written.
+    /// written. The slow path of [`take`](Self::take): it creates a bucket the table lacks.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit(

@@ -130,10 +130,11 @@ pub use decision::{Admitted, DryRun, Oversized, QuotaState, Rejected};
 pub use jitter::seed_jitter;
 pub use key::Key;
 
-use self::layer::{Layer, Store};
-use crate::algorithm::{Algorithm, Gcra};
+use self::layer::{Layer, Miss, Store};
+use self::live::Rule;
+use crate::algorithm::Algorithm;
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Gauge, InsufficientCapacity};
+use crate::decision::{Gauge, InsufficientCapacity, Refused};
 use crate::primitive::{lock, Mutex, Ordering};
 use crate::quota::Quota;
 
@@ -242,10 +243,19 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
     fn state(&self, request: &R, now: u64) -> Admitted<'_> {
-        let mut tightest = Tightest::default();
-        self.inspect_at(request, now, |state| tightest.offer(state.gauge, || state));
+        let mut tightest: Option<QuotaState<'_>> = None;
+        self.inspect_at(request, now, |state| {
+            let (remaining, reset) = (state.remaining(), state.reset_after_nanos());
+            let tighter = tightest.map_or(true, |t| {
+                remaining < t.remaining()
+                    || (remaining == t.remaining() && reset > t.reset_after_nanos())
+            });
+            if tighter {
+                tightest = Some(state);
+            }
+        });
         Admitted {
-            tightest: tightest.state,
+            tightest,
             dry_run: None,
         }
     }
@@ -267,10 +277,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 continue;
             };
             for (q, live) in layer.quotas.iter().enumerate() {
-                let quota = live.load();
-                let gcra = Gcra::new(&quota);
-                let gauge = gcra.state(layer.word(q, tag, &gcra, now), now).gauge();
-                visit(state_of(layer, index, q, quota, gauge));
+                visit(self.peek_state(index, q, tag, &live.rule(), now));
             }
         }
     }
@@ -292,22 +299,25 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             };
             let mark = undo.len();
             for (q, live) in layer.quotas.iter().enumerate() {
-                let quota = live.load();
-                let gcra = Gcra::new(&quota);
-                if n > quota.burst() {
+                let rule = live.rule();
+                if n > rule.burst() {
                     if layer.dry_run {
                         self.undo(&mut undo, mark);
-                        let gauge = gcra.state(layer.word(q, tag, &gcra, now), now).gauge();
-                        let state = state_of(layer, index, q, quota, gauge);
+                        let state = self.peek_state(index, q, tag, &rule, now);
                         would_refuse(layer, &mut dry_run, state, u64::MAX);
                         break;
                     }
                     self.undo(&mut undo, 0);
-                    return Err(oversized(layer, index, q, n, quota));
+                    return Err(oversized(layer, index, q, n, rule.quota()));
                 }
-                let mut wrote = None;
-                match layer.commit(q, tag, &gcra, n, now, &self.clock, &mut wrote) {
-                    Ok(allowed) => {
+                // n ≤ burst and burst·T ≤ 2⁶³ − 1 (a valid quota): no overflow.
+                let cost = u64::from(n) * rule.interval();
+                let taken = match layer.take(q, tag, cost, rule.window(), now) {
+                    Ok((before, after)) => Ok((Some((before, after)), after - now)),
+                    Err(miss) => self.slow(index, q, tag, &rule, n, now, miss),
+                };
+                match taken {
+                    Ok((wrote, debt)) => {
                         if let Some((before, after)) = wrote {
                             // At most MAX_QUOTAS quotas in a set (checked at build): room.
                             undo.push(Undo {
@@ -319,13 +329,11 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                             });
                         }
                         if !layer.dry_run {
-                            tightest.offer(allowed.gauge(), || {
-                                state_of(layer, index, q, quota, allowed.gauge())
-                            });
+                            tightest.offer(index, q, &rule, debt);
                         }
                     }
                     Err(refused) => {
-                        let state = state_of(layer, index, q, quota, refused.gauge());
+                        let state = state_of(layer, index, q, rule.quota(), refused.gauge());
                         if layer.dry_run {
                             self.undo(&mut undo, mark);
                             would_refuse(layer, &mut dry_run, state, refused.retry_after_nanos());
@@ -345,9 +353,61 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             }
         }
         Ok(Ok(Admitted {
-            tightest: tightest.state,
+            tightest: tightest.state(self),
             dry_run,
         }))
+    }
+
+    /// What [`Layer::take`] left to the full algorithm: a bucket a keyed table lacks (created
+    /// here, under the shard's lock) or a request that does not fit (the refusal's details, and
+    /// the clamp of a bucket booked further ahead than `now` can explain). The words written and
+    /// the debt left, or the refusal.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn slow(
+        &self,
+        index: usize,
+        q: usize,
+        tag: u64,
+        rule: &Rule,
+        n: u32,
+        now: u64,
+        miss: Miss,
+    ) -> Result<(Option<(u64, u64)>, u64), Refused> {
+        let layer = &self.layers[index];
+        let gcra = rule.gcra();
+        let refused = match miss {
+            Miss::Absent => {
+                let mut wrote = None;
+                match layer.commit(q, tag, &gcra, n, now, &self.clock, &mut wrote) {
+                    Ok(allowed) => return Ok((wrote, allowed.gauge().reset_after_nanos())),
+                    // A refused commit has clamped the bucket already.
+                    Err(refused) => return Err(refused),
+                }
+            }
+            Miss::Refused(word) => gcra.refusal(word, now, n),
+        };
+        if refused.clock_behind {
+            layer.catch_up(q, tag, &gcra, &self.clock);
+        }
+        Err(refused)
+    }
+
+    /// Quota `q` of policy `index` for the bucket `tag` at `now`, taking nothing.
+    #[cold]
+    fn peek_state(
+        &self,
+        index: usize,
+        q: usize,
+        tag: u64,
+        rule: &Rule,
+        now: u64,
+    ) -> QuotaState<'_> {
+        let layer = &self.layers[index];
+        let gcra = rule.gcra();
+        let gauge = gcra.state(layer.word(q, tag, &gcra, now), now).gauge();
+        state_of(layer, index, q, rule.quota(), gauge)
     }
 
     /// Undoes the writes logged after `mark`, newest first.
@@ -388,17 +448,17 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 0
             };
             for (q, live) in layer.quotas.iter().enumerate().skip(from) {
-                let quota = live.load();
-                if n > quota.burst() {
-                    return Err(oversized(layer, index, q, n, quota));
+                let rule = live.rule();
+                if n > rule.burst() {
+                    return Err(oversized(layer, index, q, n, rule.quota()));
                 }
-                let gcra = Gcra::new(&quota);
+                let gcra = rule.gcra();
                 if let Err(refused) = gcra.peek(layer.word(q, tag, &gcra, now), now, n) {
                     if refused.clock_behind {
                         layer.catch_up(q, tag, &gcra, &self.clock);
                     }
                     if refused.retry_after_nanos() > worst.wait {
-                        worst.by = state_of(layer, index, q, quota, refused.gauge());
+                        worst.by = state_of(layer, index, q, rule.quota(), refused.gauge());
                         worst.wait = refused.retry_after_nanos();
                         worst.cause = refused.cause();
                     }
@@ -434,29 +494,42 @@ fn state_of<'p, R: ?Sized, C: Clock>(
     }
 }
 
-/// The tightest quota so far: fewest cells left, then the longest reset, then the first. Its
-/// numbers are kept apart so that a comparison costs one division (the offered gauge's
-/// `remaining`), and the state is built only for a quota that becomes the tightest.
+/// The tightest quota so far: fewest cells left, then the longest reset, then the first. A
+/// comparison costs a multiply ([`Rule::remaining`]); the state is built once, at the end.
 #[derive(Default)]
-struct Tightest<'p> {
+struct Tightest {
     remaining: u32,
-    reset: u64,
-    state: Option<QuotaState<'p>>,
+    debt: u64,
+    /// Policy and quota indices, and the quota's rule, once a quota was offered.
+    at: Option<(usize, usize, Rule)>,
 }
 
-impl<'p> Tightest<'p> {
+impl Tightest {
+    /// Offers quota `q` of policy `index`, booked `debt ≤ τ` ns ahead.
     #[inline(always)]
-    fn offer(&mut self, gauge: Gauge, state: impl FnOnce() -> QuotaState<'p>) {
-        let remaining = gauge.remaining();
-        let reset = gauge.reset_after_nanos();
-        if self.state.is_none()
+    fn offer(&mut self, index: usize, q: usize, rule: &Rule, debt: u64) {
+        let remaining = rule.remaining(debt);
+        if self.at.is_none()
             || remaining < self.remaining
-            || (remaining == self.remaining && reset > self.reset)
+            || (remaining == self.remaining && debt > self.debt)
         {
             self.remaining = remaining;
-            self.reset = reset;
-            self.state = Some(state());
+            self.debt = debt;
+            self.at = Some((index, q, *rule));
         }
+    }
+
+    /// The tightest quota's state.
+    #[inline]
+    fn state<'p, R: ?Sized, C: Clock>(&self, set: &'p Policies<R, C>) -> Option<QuotaState<'p>> {
+        let (index, q, rule) = self.at?;
+        Some(state_of(
+            &set.layers[index],
+            index,
+            q,
+            rule.quota(),
+            rule.gauge(self.debt),
+        ))
     }
 }
 
