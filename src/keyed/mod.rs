@@ -71,7 +71,7 @@
 //! shard while known keys go on without waiting.
 
 mod builder;
-mod slot;
+pub(crate) mod slot;
 mod sweeper;
 mod table;
 
@@ -491,13 +491,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.decide(tag, algorithm, n, || now, wrote)
     }
 
-    /// Applies `step` to the bucket `tag` as a check does (see `Slot::update`), if the table holds
-    /// it where a lock-free probe finds it; `None` otherwise (a new key, or one being moved: the
-    /// caller takes the slow path, [`commit_tag`](Self::commit_tag)).
+    /// The slot of the bucket `tag`, if a lock-free probe finds it there (not found: a new key,
+    /// or one being moved; the caller takes the slow path, [`commit_tag`](Self::commit_tag)).
+    /// A found slot may stop holding `tag` at any time: [`Slot::update`] says so.
     #[inline(always)]
-    pub(crate) fn update_tag<T>(&self, tag: Tag, step: impl FnMut(u64) -> Step<T>) -> Option<T> {
-        let shard = self.table.shard(tag);
-        self.table.find(shard, tag)?.update(tag, step)
+    pub(crate) fn probe_tag(&self, tag: Tag) -> Option<&slot::Slot> {
+        self.table.find(self.table.shard(tag), tag)
     }
 
     /// After a refusal flagged "clock behind" of the bucket `tag` seen by a peek, clamps it

@@ -10,6 +10,7 @@ use crate::algorithm::{advance, Algorithm, Gcra, Step};
 use crate::cell::Cell;
 use crate::clock::Clock;
 use crate::decision::{Allowed, Refused};
+use crate::keyed::slot::Slot;
 use crate::keyed::{recording, tag_of, KeyedRateLimiter, Wrote};
 use crate::primitive::AtomicU64;
 
@@ -27,6 +28,17 @@ pub(crate) enum Store<R: ?Sized, C: Clock> {
         hasher: ahash::RandomState,
         tables: Box<[Table<C>]>,
     },
+}
+
+/// Where a bucket is, from [`Layer::find`].
+#[derive(Clone, Copy)]
+pub(crate) enum Bucket<'a> {
+    /// A global policy's bucket.
+    Cell(&'a Cell),
+    /// A keyed bucket's slot (which may stop holding the key before it is used).
+    Slot(&'a Slot),
+    /// Not found without the lock.
+    Absent,
 }
 
 /// Why [`Layer::take`] did not book a request.
@@ -68,15 +80,28 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         }
     }
 
-    /// The hot path of a decision: books `cost` ns of cells on quota `q`'s bucket `tag` at
-    /// `now` if that leaves a debt of at most `window` (GCRA's admission, with the quota's numbers
-    /// prepared in its [`Rule`](super::live::Rule)), returning the words before and after.
-    /// Otherwise nothing is written and [`Miss`] says why; the cold paths then work out the
-    /// details with the full algorithm.
+    /// Where quota `q`'s bucket `tag` is, as far as a lock-free probe can tell: a global
+    /// policy's cell, a keyed table's slot, or [`Bucket::Absent`]. Reads only: a decision finds
+    /// every bucket before it writes any, so that the cache misses overlap.
+    #[inline(always)]
+    pub(crate) fn find(&self, q: usize, tag: u64) -> Bucket<'_> {
+        match &self.store {
+            Store::Global(cells) => Bucket::Cell(&cells[q]),
+            Store::Keyed { tables, .. } => match tables[q].probe_tag(tag) {
+                Some(slot) => Bucket::Slot(slot),
+                None => Bucket::Absent,
+            },
+        }
+    }
+
+    /// The hot path of a decision: books `cost` ns of cells on the bucket `tag` found at
+    /// `bucket` at `now` if that leaves a debt of at most `window` (GCRA's admission, with the
+    /// quota's numbers prepared in its [`Rule`](super::live::Rule)), returning the words before
+    /// and after. Otherwise nothing is written and [`Miss`] says why; the cold paths then work
+    /// out the details with the full algorithm.
     #[inline(always)]
     pub(crate) fn take(
-        &self,
-        q: usize,
+        bucket: Bucket<'_>,
         tag: u64,
         cost: u64,
         window: u64,
@@ -87,12 +112,13 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
             Some(after) if after - now <= window => Step::Write(after, Ok((word, after))),
             _ => Step::Keep(Err(word)),
         };
-        match &self.store {
-            Store::Global(cells) => cells[q].update(step).map_err(Miss::Refused),
-            Store::Keyed { tables, .. } => match tables[q].update_tag(tag, step) {
+        match bucket {
+            Bucket::Cell(cell) => cell.update(step).map_err(Miss::Refused),
+            Bucket::Slot(slot) => match slot.update(tag, step) {
                 Some(taken) => taken.map_err(Miss::Refused),
                 None => Err(Miss::Absent),
             },
+            Bucket::Absent => Err(Miss::Absent),
         }
     }
 

@@ -193,7 +193,11 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// One clock read, one hash per keyed policy, one CAS per quota (see the module docs).
     #[inline]
     pub fn check(&self, request: &R) -> Result<Admitted<'_>, Rejected<'_>> {
-        self.check_at(request, self.clock.now())
+        // Every bucket is found before the clock is read: the clock read overlaps the misses.
+        match self.decide(request, 1, || self.clock.now()) {
+            Ok(answer) => answer,
+            Err(oversized) => unreachable_oversized(oversized),
+        }
     }
 
     /// [`check`](Self::check) at `now` (a reading of this set's clock).
@@ -203,7 +207,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     #[inline]
     pub fn check_at(&self, request: &R, now: u64) -> Result<Admitted<'_>, Rejected<'_>> {
         // Every quota's burst is at least 1, so one cell never exceeds it.
-        match self.decide(request, 1, now) {
+        match self.decide(request, 1, || now) {
             Ok(answer) => answer,
             Err(oversized) => unreachable_oversized(oversized),
         }
@@ -221,7 +225,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         request: &R,
         n: u32,
     ) -> Result<Result<Admitted<'_>, Rejected<'_>>, Oversized<'_>> {
-        self.check_n_at(request, n, self.clock.now())
+        if n == 0 {
+            return Ok(Ok(self.state(request, self.clock.now())));
+        }
+        self.decide(request, n, || self.clock.now())
     }
 
     /// [`check_n`](Self::check_n) at `now` (a reading of this set's clock).
@@ -238,7 +245,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         if n == 0 {
             return Ok(Ok(self.state(request, now)));
         }
-        self.decide(request, n, now)
+        self.decide(request, n, || now)
     }
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
@@ -282,14 +289,20 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         }
     }
 
-    /// Decides `n ≥ 1` cells at `now`: commits quota by quota, undoing on a refusal.
+    /// Decides `n ≥ 1` cells at the reading `now()`: finds every bucket, reads the clock, then
+    /// commits quota by quota, undoing on a refusal.
     #[inline]
     fn decide(
         &self,
         request: &R,
         n: u32,
-        now: u64,
+        now: impl FnOnce() -> u64,
     ) -> Result<Result<Admitted<'_>, Rejected<'_>>, Oversized<'_>> {
+        // The clock is read once the first bucket has been looked up (before anything is
+        // written): the read overlaps the lookup's cache miss, where the first compare-and-swap
+        // must wait for it. Order policies from the narrowest key (the likeliest miss) first.
+        let mut clock = Some(now);
+        let mut now = 0;
         let mut undo = ArrayVec::<Undo, MAX_QUOTAS>::new();
         let mut tightest = Tightest::default();
         let mut dry_run = None;
@@ -299,6 +312,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             };
             let mark = undo.len();
             for (q, live) in layer.quotas.iter().enumerate() {
+                let bucket = layer.find(q, tag);
+                if let Some(read) = clock.take() {
+                    now = read();
+                }
                 let rule = live.rule();
                 if n > rule.burst() {
                     if layer.dry_run {
@@ -312,7 +329,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 }
                 // n ≤ burst and burst·T ≤ 2⁶³ − 1 (a valid quota): no overflow.
                 let cost = u64::from(n) * rule.interval();
-                let taken = match layer.take(q, tag, cost, rule.window(), now) {
+                let taken = match Layer::<R, C>::take(bucket, tag, cost, rule.window(), now) {
                     Ok((before, after)) => Ok((Some((before, after)), after - now)),
                     Err(miss) => self.slow(index, q, tag, &rule, n, now, miss),
                 };
