@@ -21,6 +21,7 @@ const CASES: &[&str] = &[
     "governor_keyed_string",
     "flowgate_policy_three_layers",
     "governor_three_checks",
+    "flowgate_three_checks",
 ];
 
 /// Keys of the keyed cases: 1 000, visited in turn (a counter, no division).
@@ -60,6 +61,15 @@ fn run(case: &str, n: u64) {
         }
         "governor_three_checks" => {
             let layers = GovernorLayers::new();
+            let calls = policy_calls();
+            let mut k = 0;
+            hot_loop(n, || {
+                let call = &calls[next(&mut k) as usize];
+                assert!(black_box(layers.check(call)));
+            })
+        }
+        "flowgate_three_checks" => {
+            let layers = FlowgateLayers::new();
             let calls = policy_calls();
             let mut k = 0;
             hot_loop(n, || {

@@ -9,17 +9,21 @@ mod common;
 
 use std::hint::black_box;
 
-use common::{calls, flowgate_policies, two_threads_walking, GovernorLayers, DRAWS};
+use common::{
+    calls, flowgate_policies, two_threads_walking, FlowgateLayers, GovernorLayers, DRAWS,
+};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn three_layers(c: &mut Criterion) {
     let calls = calls();
     let flowgate = flowgate_policies();
     let governor = GovernorLayers::new();
-    // Every pair seen once before timing, so that both sides measure keys they hold.
+    let sequential = FlowgateLayers::new();
+    // Every pair seen once before timing, so that every side measures keys it holds.
     for call in &calls {
         assert!(flowgate.check(call).is_ok());
         assert!(governor.check(call));
+        assert!(sequential.check(call));
     }
     let mut group = c.benchmark_group("policy_three_layers");
     let mut i = 0;
@@ -33,6 +37,12 @@ fn three_layers(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) & (DRAWS - 1);
             black_box(governor.check(&calls[i]))
+        })
+    });
+    group.bench_function("flowgate_sequential", |b| {
+        b.iter(|| {
+            i = (i + 1) & (DRAWS - 1);
+            black_box(sequential.check(&calls[i]))
         })
     });
     group.bench_function("flowgate_2_threads", |b| {

@@ -2,6 +2,8 @@
 //! answer the same question in the same run.
 #![allow(dead_code)]
 
+pub mod paired;
+
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -345,6 +347,47 @@ impl GovernorLayers {
             .is_ok()
             && self.per_endpoint.check_key(&call.endpoint).is_ok()
             && self.global.check().is_ok()
+    }
+}
+
+/// The same three layers as three flowgate limiters checked in turn with one clock reading:
+/// what the policy's all-or-nothing decision costs over plain sequential checks (which leave
+/// earlier layers charged when a later one refuses).
+pub struct FlowgateLayers {
+    pub per_user_endpoint: KeyedRateLimiter<(u64, u32)>,
+    pub per_endpoint: KeyedRateLimiter<u32>,
+    pub global: RateLimiter,
+}
+
+impl FlowgateLayers {
+    pub fn new() -> Self {
+        use flowgate::Gcra;
+        // One clock, so that one reading serves the three limiters.
+        let clock = QuantaClock::new();
+        let gcra = Gcra::new(&keyed_quota());
+        Self {
+            per_user_endpoint: KeyedRateLimiter::builder(gcra)
+                .clock(clock.clone())
+                .max_keys((USERS * u64::from(ENDPOINTS)) as usize)
+                .build()
+                .unwrap(),
+            per_endpoint: KeyedRateLimiter::builder(gcra)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+            global: RateLimiter::with_clock(keyed_quota(), clock.clone()),
+        }
+    }
+
+    #[inline]
+    pub fn check(&self, call: &Call) -> bool {
+        use flowgate::clock::Clock;
+        let now = self.global.clock().now();
+        self.per_user_endpoint
+            .check_key_at(&(call.user, call.endpoint), now)
+            .is_ok()
+            && self.per_endpoint.check_key_at(&call.endpoint, now).is_ok()
+            && self.global.check_at(now).is_ok()
     }
 }
 

@@ -6,6 +6,7 @@
 use core::fmt;
 use core::time::Duration;
 
+use super::live::LiveQuota;
 use crate::decision::{Cause, Gauge, InsufficientCapacity};
 use crate::quota::Quota;
 
@@ -92,23 +93,63 @@ impl<'p> DryRun<'p> {
     }
 }
 
+/// The tightest quota of an admission: where it is and how far ahead its bucket was booked.
+/// Its [`QuotaState`] is built when asked for, so that a caller who only wants a yes or no
+/// pays nothing for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tight<'p> {
+    pub(crate) policy: &'p str,
+    pub(crate) index: usize,
+    pub(crate) quota_index: usize,
+    /// The bucket's TAT minus the decision's `now`.
+    pub(crate) debt: u64,
+    pub(crate) live: &'p LiveQuota,
+}
+
+impl<'p> Tight<'p> {
+    fn state(&self) -> QuotaState<'p> {
+        let (rule, quota, _) = self.live.full();
+        QuotaState {
+            policy: self.policy,
+            index: self.index,
+            quota_index: self.quota_index,
+            quota,
+            gauge: rule.gauge(self.debt),
+        }
+    }
+}
+
+impl PartialEq for Tight<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.policy, self.index, self.quota_index, self.debt)
+            == (other.policy, other.index, other.quota_index, other.debt)
+            && core::ptr::eq(self.live, other.live)
+    }
+}
+
+impl Eq for Tight<'_> {}
+
 /// An admitted request: every enforcing policy that applies took its cells from every quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted<'p> {
-    pub(crate) tightest: Option<QuotaState<'p>>,
+    pub(crate) tightest: Option<Tight<'p>>,
     pub(crate) dry_run: Option<DryRun<'p>>,
 }
 
 impl<'p> Admitted<'p> {
     /// The enforcing quota with the fewest cells left (ties: the one that takes longest to
     /// refill): what `X-RateLimit-Remaining` reports. `None` if no enforcing policy applied.
+    ///
+    /// The bucket is described as the decision left it, under the quota in force when this is
+    /// called (the decision's own, unless [`replace_quotas`](super::Policies::replace_quotas)
+    /// changed it since).
     pub fn tightest(&self) -> Option<QuotaState<'p>> {
-        self.tightest
+        self.tightest.map(|tight| tight.state())
     }
 
     /// Cells left in the tightest quota (`u32::MAX` if no enforcing policy applied).
     pub fn remaining(&self) -> u32 {
-        self.tightest.map_or(u32::MAX, |state| state.remaining())
+        self.tightest().map_or(u32::MAX, |state| state.remaining())
     }
 
     /// The first dry-run policy that would have refused this request, if any.

@@ -48,6 +48,8 @@ pub(crate) enum Miss {
     Refused(u64),
     /// A keyed table does not hold the key where a lock-free probe looks.
     Absent,
+    /// More cells than the quota's burst.
+    Oversized,
 }
 
 /// One policy of a set.

@@ -18,17 +18,18 @@
 //!
 //! On x86-64 the fences and the `Acquire`/`Release` accesses compile to plain loads and stores.
 
-use crate::algorithm::Gcra;
 use crate::decision::Gauge;
 use crate::divisor::Divisor;
 use crate::primitive::{fence, AtomicU64, Ordering};
 use crate::quota::Quota;
 
-/// Words of a [`Rule`].
-const WORDS: usize = 8;
+/// Words of a [`Rule`], then the quota's own words.
+const RULE_WORDS: usize = 4;
+const WORDS: usize = RULE_WORDS + 4;
 
-/// A quota as a policy decision uses it: GCRA's numbers worked out once, when the quota is
-/// stored, so that a decision reads them instead of deriving them.
+/// A quota as a policy decision's hot path uses it: GCRA's numbers worked out once, when the
+/// quota is stored, so that a decision reads four words instead of deriving them. The quota
+/// itself (for reports, new buckets and refusals) is read apart, with [`LiveQuota::full`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Rule {
     /// The emission interval `T`, in ns.
@@ -38,8 +39,6 @@ pub(crate) struct Rule {
     burst: u32,
     /// `T`, prepared for division (cells in a debt).
     per_cell: Divisor,
-    /// The quota itself (`Quota::to_words`), for reports and the cold paths.
-    quota: [u64; 4],
 }
 
 impl Rule {
@@ -49,34 +48,27 @@ impl Rule {
             window: quota.window_nanos(),
             burst: quota.burst(),
             per_cell: Divisor::new(quota.interval_nanos()),
-            quota: quota.to_words(),
         }
     }
 
-    fn to_words(self) -> [u64; WORDS] {
+    fn to_words(self) -> [u64; RULE_WORDS] {
         let (magic, shifts) = self.per_cell.to_parts();
-        let [a, b, c, d] = self.quota;
         [
             self.interval,
             self.window,
             u64::from(self.burst) | u64::from(shifts) << 32,
             magic,
-            a,
-            b,
-            c,
-            d,
         ]
     }
 
     #[inline(always)]
-    fn from_words(words: [u64; WORDS]) -> Self {
-        let [interval, window, packed, magic, a, b, c, d] = words;
+    fn from_words(words: [u64; RULE_WORDS]) -> Self {
+        let [interval, window, packed, magic] = words;
         Self {
             interval,
             window,
             burst: packed as u32,
             per_cell: Divisor::from_parts(magic, (packed >> 32) as u16),
-            quota: [a, b, c, d],
         }
     }
 
@@ -95,15 +87,6 @@ impl Rule {
     #[inline(always)]
     pub(crate) fn burst(&self) -> u32 {
         self.burst
-    }
-
-    pub(crate) fn quota(&self) -> Quota {
-        Quota::from_words(self.quota)
-    }
-
-    /// The full algorithm, for the cold paths (new keys, refusals, peeks).
-    pub(crate) fn gcra(&self) -> Gcra {
-        Gcra::new(&self.quota())
     }
 
     /// Whole cells left in a bucket booked `debt ≤ τ` ns ahead: `burst − ⌈debt / T⌉`, without a
@@ -128,27 +111,52 @@ impl Rule {
 #[derive(Debug)]
 pub(crate) struct LiveQuota {
     seq: AtomicU64,
+    /// The [`Rule`]'s words, then the quota's (`Quota::to_words`).
     words: [AtomicU64; WORDS],
 }
 
 impl LiveQuota {
     /// A live quota holding `quota`.
     pub(crate) fn new(quota: &Quota) -> Self {
-        let words = Rule::new(quota).to_words();
         Self {
             seq: AtomicU64::new(0),
-            words: words.map(AtomicU64::new),
+            words: Self::words_of(quota).map(AtomicU64::new),
         }
+    }
+
+    fn words_of(quota: &Quota) -> [u64; WORDS] {
+        let mut words = [0; WORDS];
+        words[..RULE_WORDS].copy_from_slice(&Rule::new(quota).to_words());
+        words[RULE_WORDS..].copy_from_slice(&quota.to_words());
+        words
     }
 
     /// The quota now.
     pub(crate) fn load(&self) -> Quota {
-        self.rule().quota()
+        self.full().1
     }
 
-    /// The rule now: the last one stored, never a mixture of two.
+    /// The rule now: the last one stored, never a mixture of two; and its version, which
+    /// changes with every store.
     #[inline(always)]
-    pub(crate) fn rule(&self) -> Rule {
+    pub(crate) fn rule(&self) -> (Rule, u64) {
+        let (words, version) = self.read();
+        (Rule::from_words(words), version)
+    }
+
+    /// The rule and the quota now, from the same store, and its version.
+    pub(crate) fn full(&self) -> (Rule, Quota, u64) {
+        let (words, version): ([u64; WORDS], _) = self.read();
+        let mut rule = [0; RULE_WORDS];
+        rule.copy_from_slice(&words[..RULE_WORDS]);
+        let mut quota = [0; 4];
+        quota.copy_from_slice(&words[RULE_WORDS..]);
+        (Rule::from_words(rule), Quota::from_words(quota), version)
+    }
+
+    /// The first `N` words as one store left them, and the sequence number they were read at.
+    #[inline(always)]
+    fn read<const N: usize>(&self) -> ([u64; N], u64) {
         loop {
             // Acquire: pairs with the writer's closing Release store (module docs).
             let before = self.seq.load(Ordering::Acquire);
@@ -160,7 +168,7 @@ impl LiveQuota {
             // Relaxed: ordered after the word loads by the fence above.
             let after = self.seq.load(Ordering::Relaxed);
             if before == after && before & 1 == 0 {
-                return Rule::from_words(words);
+                return (words, before);
             }
             core::hint::spin_loop();
         }
@@ -175,7 +183,7 @@ impl LiveQuota {
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // Release fence: a reader whose word load sees a store below then sees the odd sequence.
         fence(Ordering::Release);
-        for (word, value) in self.words.iter().zip(Rule::new(quota).to_words()) {
+        for (word, value) in self.words.iter().zip(Self::words_of(quota)) {
             // Relaxed: ordered by the fence above and the Release store below.
             word.store(value, Ordering::Relaxed);
         }
@@ -206,8 +214,9 @@ mod tests {
         for quota in quotas {
             live.store(&quota);
             assert_eq!(live.load(), quota);
-            assert_eq!(live.rule(), Rule::new(&quota));
-            let rule = live.rule();
+            let (rule, version) = live.rule();
+            assert_eq!(rule, Rule::new(&quota));
+            assert_eq!(live.full(), (rule, quota, version));
             for debt in [0, 1, rule.interval() - 1, rule.interval(), rule.window()] {
                 assert_eq!(
                     rule.remaining(debt),

@@ -127,14 +127,16 @@ pub use builder::{PoliciesBuilder, Policy, PolicyError};
 #[cfg(feature = "serde")]
 pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 pub use decision::{Admitted, DryRun, Oversized, QuotaState, Rejected};
+
+use self::decision::Tight;
 pub use jitter::seed_jitter;
 pub use key::Key;
 
 use self::layer::{Layer, Miss, Store};
 use self::live::Rule;
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Gauge, InsufficientCapacity, Refused};
+use crate::decision::{Cause, Gauge, InsufficientCapacity, Refused};
 use crate::primitive::{lock, Mutex, Ordering};
 use crate::quota::Quota;
 
@@ -250,19 +252,13 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
     fn state(&self, request: &R, now: u64) -> Admitted<'_> {
-        let mut tightest: Option<QuotaState<'_>> = None;
+        let mut tightest = Tightest::default();
         self.inspect_at(request, now, |state| {
-            let (remaining, reset) = (state.remaining(), state.reset_after_nanos());
-            let tighter = tightest.map_or(true, |t| {
-                remaining < t.remaining()
-                    || (remaining == t.remaining() && reset > t.reset_after_nanos())
-            });
-            if tighter {
-                tightest = Some(state);
-            }
+            let gauge = state.gauge();
+            tightest.offer_gauge(state.index, state.quota_index, gauge);
         });
         Admitted {
-            tightest,
+            tightest: tightest.found(self),
             dry_run: None,
         }
     }
@@ -283,8 +279,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             let Some(tag) = layer.tag(request) else {
                 continue;
             };
-            for (q, live) in layer.quotas.iter().enumerate() {
-                visit(self.peek_state(index, q, tag, &live.rule(), now));
+            for q in 0..layer.quotas.len() {
+                visit(self.peek_state(index, q, tag, now));
             }
         }
     }
@@ -316,26 +312,18 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 if let Some(read) = clock.take() {
                     now = read();
                 }
-                let rule = live.rule();
-                if n > rule.burst() {
-                    if layer.dry_run {
-                        self.undo(&mut undo, mark);
-                        let state = self.peek_state(index, q, tag, &rule, now);
-                        would_refuse(layer, &mut dry_run, state, u64::MAX);
-                        break;
-                    }
-                    self.undo(&mut undo, 0);
-                    return Err(oversized(layer, index, q, n, rule.quota()));
-                }
-                // n ≤ burst and burst·T ≤ 2⁶³ − 1 (a valid quota): no overflow.
-                let cost = u64::from(n) * rule.interval();
-                let taken = match Layer::<R, C>::take(bucket, tag, cost, rule.window(), now) {
-                    Ok((before, after)) => Ok((Some((before, after)), after - now)),
-                    Err(miss) => self.slow(index, q, tag, &rule, n, now, miss),
-                };
-                match taken {
-                    Ok((wrote, debt)) => {
-                        if let Some((before, after)) = wrote {
+                let (rule, version) = live.rule();
+                let miss = if n > rule.burst() {
+                    Miss::Oversized
+                } else {
+                    // n ≤ burst and burst·T ≤ 2⁶³ − 1 (a valid quota): no overflow.
+                    let cost = u64::from(n) * rule.interval();
+                    match Layer::<R, C>::take(bucket, tag, cost, rule.window(), now) {
+                        Ok((before, after)) => {
+                            // The hot path: admitted.
+                            if !layer.dry_run {
+                                tightest.offer(index, q, &rule, after - now);
+                            }
                             // At most MAX_QUOTAS quotas in a set (checked at build): room.
                             undo.push(Undo {
                                 layer: index,
@@ -344,41 +332,68 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                                 before,
                                 after,
                             });
+                            continue;
                         }
+                        Err(miss) => miss,
+                    }
+                };
+                let (state, wait, cause) = match self.slow(index, q, tag, version, n, now, miss) {
+                    Outcome::Taken { wrote, debt, rule } => {
                         if !layer.dry_run {
                             tightest.offer(index, q, &rule, debt);
                         }
-                    }
-                    Err(refused) => {
-                        let state = state_of(layer, index, q, rule.quota(), refused.gauge());
-                        if layer.dry_run {
-                            self.undo(&mut undo, mark);
-                            would_refuse(layer, &mut dry_run, state, refused.retry_after_nanos());
-                            break;
+                        if let Some((before, after)) = wrote {
+                            undo.push(Undo {
+                                layer: index,
+                                quota: q,
+                                tag,
+                                before,
+                                after,
+                            });
                         }
-                        self.undo(&mut undo, 0);
-                        let first = Rejected {
-                            by: state,
-                            wait: refused.retry_after_nanos(),
-                            jitter: 0,
-                            cause: refused.cause(),
-                            dry_run,
-                        };
-                        return self.reject(request, n, now, first);
+                        continue;
                     }
+                    Outcome::Refused(refused, quota) => (
+                        state_of(layer, index, q, quota, refused.gauge()),
+                        refused.retry_after_nanos(),
+                        refused.cause(),
+                    ),
+                    Outcome::Oversized(quota) => {
+                        if !layer.dry_run {
+                            self.undo(&mut undo, 0);
+                            return Err(oversized(layer, index, q, n, quota));
+                        }
+                        let state = self.peek_state(index, q, tag, now);
+                        (state, u64::MAX, Cause::Quota)
+                    }
+                };
+                if layer.dry_run {
+                    self.undo(&mut undo, mark);
+                    would_refuse(layer, &mut dry_run, state, wait);
+                    break;
                 }
+                self.undo(&mut undo, 0);
+                let first = Rejected {
+                    by: state,
+                    wait,
+                    jitter: 0,
+                    cause,
+                    dry_run,
+                };
+                return self.reject(request, n, now, first);
             }
         }
         Ok(Ok(Admitted {
-            tightest: tightest.state(self),
+            tightest: tightest.found(self),
             dry_run,
         }))
     }
 
     /// What [`Layer::take`] left to the full algorithm: a bucket a keyed table lacks (created
-    /// here, under the shard's lock) or a request that does not fit (the refusal's details, and
-    /// the clamp of a bucket booked further ahead than `now` can explain). The words written and
-    /// the debt left, or the refusal.
+    /// here, under the shard's lock), a request that does not fit (the refusal's details, and
+    /// the clamp of a bucket booked further ahead than `now` can explain), or too many cells.
+    /// If quota `q` is no longer at the `version` the hot path decided with (replaced in
+    /// between), the request is decided again under the new quota.
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -387,44 +402,46 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         index: usize,
         q: usize,
         tag: u64,
-        rule: &Rule,
+        version: u64,
         n: u32,
         now: u64,
         miss: Miss,
-    ) -> Result<(Option<(u64, u64)>, u64), Refused> {
+    ) -> Outcome {
         let layer = &self.layers[index];
-        let gcra = rule.gcra();
+        let (rule, quota, current) = layer.quotas[q].full();
+        if n > quota.burst() {
+            return Outcome::Oversized(quota);
+        }
+        let gcra = Gcra::new(&quota);
         let refused = match miss {
-            Miss::Absent => {
+            Miss::Refused(word) if current == version => gcra.refusal(word, now, n),
+            _ => {
                 let mut wrote = None;
-                match layer.commit(q, tag, &gcra, n, now, &self.clock, &mut wrote) {
-                    Ok(allowed) => return Ok((wrote, allowed.gauge().reset_after_nanos())),
+                return match layer.commit(q, tag, &gcra, n, now, &self.clock, &mut wrote) {
+                    Ok(allowed) => Outcome::Taken {
+                        wrote,
+                        debt: allowed.gauge().reset_after_nanos(),
+                        rule,
+                    },
                     // A refused commit has clamped the bucket already.
-                    Err(refused) => return Err(refused),
-                }
+                    Err(refused) => Outcome::Refused(refused, quota),
+                };
             }
-            Miss::Refused(word) => gcra.refusal(word, now, n),
         };
         if refused.clock_behind {
             layer.catch_up(q, tag, &gcra, &self.clock);
         }
-        Err(refused)
+        Outcome::Refused(refused, quota)
     }
 
     /// Quota `q` of policy `index` for the bucket `tag` at `now`, taking nothing.
     #[cold]
-    fn peek_state(
-        &self,
-        index: usize,
-        q: usize,
-        tag: u64,
-        rule: &Rule,
-        now: u64,
-    ) -> QuotaState<'_> {
+    fn peek_state(&self, index: usize, q: usize, tag: u64, now: u64) -> QuotaState<'_> {
         let layer = &self.layers[index];
-        let gcra = rule.gcra();
+        let quota = layer.quotas[q].load();
+        let gcra = Gcra::new(&quota);
         let gauge = gcra.state(layer.word(q, tag, &gcra, now), now).gauge();
-        state_of(layer, index, q, rule.quota(), gauge)
+        state_of(layer, index, q, quota, gauge)
     }
 
     /// Undoes the writes logged after `mark`, newest first.
@@ -465,17 +482,17 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 0
             };
             for (q, live) in layer.quotas.iter().enumerate().skip(from) {
-                let rule = live.rule();
-                if n > rule.burst() {
-                    return Err(oversized(layer, index, q, n, rule.quota()));
+                let quota = live.load();
+                if n > quota.burst() {
+                    return Err(oversized(layer, index, q, n, quota));
                 }
-                let gcra = rule.gcra();
+                let gcra = Gcra::new(&quota);
                 if let Err(refused) = gcra.peek(layer.word(q, tag, &gcra, now), now, n) {
                     if refused.clock_behind {
                         layer.catch_up(q, tag, &gcra, &self.clock);
                     }
                     if refused.retry_after_nanos() > worst.wait {
-                        worst.by = state_of(layer, index, q, rule.quota(), refused.gauge());
+                        worst.by = state_of(layer, index, q, quota, refused.gauge());
                         worst.wait = refused.retry_after_nanos();
                         worst.cause = refused.cause();
                     }
@@ -513,41 +530,77 @@ fn state_of<'p, R: ?Sized, C: Clock>(
 
 /// The tightest quota so far: fewest cells left, then the longest reset, then the first. A
 /// comparison costs a multiply ([`Rule::remaining`]); the state is built once, at the end.
-#[derive(Default)]
 struct Tightest {
-    remaining: u32,
+    /// Above every count (`u64::MAX`) until a quota is offered.
+    remaining: u64,
     debt: u64,
-    /// Policy and quota indices, and the quota's rule, once a quota was offered.
-    at: Option<(usize, usize, Rule)>,
+    /// Policy and quota indices (meaningless until a quota is offered).
+    at: (usize, usize),
+}
+
+impl Default for Tightest {
+    fn default() -> Self {
+        Self {
+            remaining: u64::MAX,
+            debt: 0,
+            at: (0, 0),
+        }
+    }
 }
 
 impl Tightest {
     /// Offers quota `q` of policy `index`, booked `debt ≤ τ` ns ahead.
     #[inline(always)]
     fn offer(&mut self, index: usize, q: usize, rule: &Rule, debt: u64) {
-        let remaining = rule.remaining(debt);
-        if self.at.is_none()
-            || remaining < self.remaining
-            || (remaining == self.remaining && debt > self.debt)
-        {
+        self.offer_counted(index, q, rule.remaining(debt), debt);
+    }
+
+    /// Offers quota `q` of policy `index` as `gauge` describes it (GCRA: used = reset = debt).
+    fn offer_gauge(&mut self, index: usize, q: usize, gauge: Gauge) {
+        self.offer_counted(index, q, gauge.remaining(), gauge.reset_after_nanos());
+    }
+
+    #[inline(always)]
+    fn offer_counted(&mut self, index: usize, q: usize, remaining: u32, debt: u64) {
+        let remaining = u64::from(remaining);
+        if remaining < self.remaining || (remaining == self.remaining && debt > self.debt) {
             self.remaining = remaining;
             self.debt = debt;
-            self.at = Some((index, q, *rule));
+            self.at = (index, q);
         }
     }
 
-    /// The tightest quota's state.
+    /// The tightest quota, for [`Admitted`] to describe when asked.
     #[inline]
-    fn state<'p, R: ?Sized, C: Clock>(&self, set: &'p Policies<R, C>) -> Option<QuotaState<'p>> {
-        let (index, q, rule) = self.at?;
-        Some(state_of(
-            &set.layers[index],
+    fn found<'p, R: ?Sized, C: Clock>(&self, set: &'p Policies<R, C>) -> Option<Tight<'p>> {
+        if self.remaining == u64::MAX {
+            return None;
+        }
+        let (index, q) = self.at;
+        let layer = &set.layers[index];
+        Some(Tight {
+            policy: &layer.name,
             index,
-            q,
-            rule.quota(),
-            rule.gauge(self.debt),
-        ))
+            quota_index: q,
+            debt: self.debt,
+            live: &layer.quotas[q],
+        })
     }
+}
+
+/// How one quota answered a decision.
+enum Outcome {
+    /// Admitted: the words written (if any; an untracked new key writes none), the debt left,
+    /// and the rule it was admitted under.
+    Taken {
+        wrote: Option<(u64, u64)>,
+        debt: u64,
+        rule: Rule,
+    },
+    /// Refused, under this quota.
+    Refused(Refused, Quota),
+    /// `n` above this quota's burst.
+    Oversized(Quota),
 }
 
 /// Counts a dry-run policy's would-be refusal, and reports it if it is the first.

@@ -1,0 +1,87 @@
+//! Paired timing: two contenders alternate in short batches (order swapped every round), and
+//! the figure is the median of the per-round ratios. On a shared, noisy machine this cancels
+//! the drift that separates two criterion measurements taken seconds apart.
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::time::Instant;
+
+use super::{two_threads_walking, DRAWS};
+
+/// Decisions per batch.
+pub const BATCH: usize = 10_000;
+
+/// Whether the bench runs for its figures (`cargo bench` passes `--bench`) rather than as a
+/// smoke run under `cargo test`; `--list` asks for nothing to run.
+pub fn mode() -> Option<bool> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return None;
+    }
+    Some(args.iter().any(|a| a == "--bench"))
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Medians over `rounds` rounds of `ours()` and `theirs()` (each times one batch and returns
+/// ns per decision), and of their per-round ratio.
+pub fn pair(
+    rounds: usize,
+    ours: &mut dyn FnMut() -> f64,
+    theirs: &mut dyn FnMut() -> f64,
+) -> (f64, f64, f64) {
+    let (mut a, mut b, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (x, y) = if round % 2 == 0 {
+            let x = ours();
+            (x, theirs())
+        } else {
+            let y = theirs();
+            (ours(), y)
+        };
+        a.push(x);
+        b.push(y);
+        ratio.push(x / y);
+    }
+    (median(&mut a), median(&mut b), median(&mut ratio))
+}
+
+/// Times `BATCH` decisions, ns per decision.
+pub fn batch(decide: &dyn Fn() -> bool) -> f64 {
+    let start = Instant::now();
+    for _ in 0..BATCH {
+        assert!(black_box(decide()));
+    }
+    start.elapsed().as_nanos() as f64 / BATCH as f64
+}
+
+/// Times the next `BATCH` draws of a walk (continuing where its last batch stopped at `at`),
+/// ns per decision.
+pub fn walk<T>(draws: &[T], at: &Cell<usize>, decide: &dyn Fn(&T) -> bool) -> f64 {
+    let start = Instant::now();
+    for _ in 0..BATCH {
+        let i = at.get();
+        at.set((i + 1) & (DRAWS - 1));
+        assert!(black_box(decide(&draws[i])));
+    }
+    start.elapsed().as_nanos() as f64 / BATCH as f64
+}
+
+/// [`walk`] by two threads at once, `BATCH / 2` decisions each, half the draws apart: wall
+/// time per decision (the aggregate).
+pub fn walk_two_threads<T: Sync>(
+    draws: &[T],
+    at: &Cell<usize>,
+    decide: &(dyn Fn(&T) -> bool + Sync),
+) -> f64 {
+    let start = at.get();
+    let half = (BATCH / 2) as u64;
+    at.set((start + BATCH / 2) & (DRAWS - 1));
+    let elapsed = two_threads_walking(half, &|t, i| {
+        decide(&draws[(start + i as usize + t * DRAWS / 2) & (DRAWS - 1)])
+    });
+    elapsed.as_nanos() as f64 / BATCH as f64
+}
