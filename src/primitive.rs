@@ -8,10 +8,12 @@
 //! build can inject the spurious failures that real hardware (LL/SC on ARM, POWER, RISC-V) is
 //! allowed to produce and that loom itself never simulates. A loom model calls
 //! [`fail_next_cas`] to make the current thread's next CAS attempts fail, which drives the retry
-//! path of every CAS loop.
+//! path of every CAS loop. A loop that waits for another thread (the quota sequence lock's
+//! reader) calls [`spin_loop`], which under loom yields to the other threads.
 
 #[cfg(not(flowgate_loom))]
 mod imp {
+    pub(crate) use core::hint::spin_loop;
     pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
@@ -32,6 +34,7 @@ mod imp {
 mod imp {
     use core::cell::Cell;
 
+    pub(crate) use loom::hint::spin_loop;
     pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 

@@ -96,3 +96,34 @@ fn a_two_layer_chain_undoes_the_first_layer() {
         assert_eq!(left(&policies, &loser), [1, 0]);
     });
 }
+
+/// A quota replaced while a request is decided: every read of the quota (the hot path's rule,
+/// the slow path's quota, `quotas()`) sees one quota whole, never a mixture of the two, and a
+/// refusal is made under the quota that refuses (the 1-cell one, never the 3-cell one that
+/// would admit).
+#[test]
+fn a_replacement_racing_decisions_is_seen_whole() {
+    model(|| {
+        let one = per_hour(1);
+        let three = per_hour(1).with_burst(3).unwrap();
+        let policies = Arc::new(
+            Policies::<(), _>::builder()
+                .clock(ManualClock::starting_at(1_000))
+                .policy(Policy::global("g").quota(one))
+                .build()
+                .unwrap(),
+        );
+        let writer = {
+            let policies = policies.clone();
+            thread::spawn(move || policies.replace_quotas("g", &[three]).unwrap())
+        };
+        let seen = policies.quotas("g").unwrap()[0];
+        assert!(seen == one || seen == three, "a mixture: {seen:?}");
+        assert!(policies.check(&()).is_ok(), "a fresh bucket has a cell");
+        if let Err(refused) = policies.check(&()) {
+            assert_eq!(refused.by().quota(), one);
+        }
+        writer.join().unwrap();
+        assert_eq!(policies.quotas("g").unwrap(), [three]);
+    });
+}

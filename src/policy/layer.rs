@@ -30,7 +30,8 @@ pub(crate) enum Store<R: ?Sized, C: Clock> {
     },
 }
 
-/// Where a bucket is, from [`Layer::find`].
+/// Where a bucket is, as far as a lock-free probe can tell (the decision looks every bucket
+/// up this way before it reads the clock; see `policy::decide`).
 #[derive(Clone, Copy)]
 pub(crate) enum Bucket<'a> {
     /// A global policy's bucket.
@@ -79,20 +80,6 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
                 extract(request, &mut key);
                 key.finish().map(tag_of)
             }
-        }
-    }
-
-    /// Where quota `q`'s bucket `tag` is, as far as a lock-free probe can tell: a global
-    /// policy's cell, a keyed table's slot, or [`Bucket::Absent`]. Reads only: a decision finds
-    /// every bucket before it writes any, so that the cache misses overlap.
-    #[inline(always)]
-    pub(crate) fn find(&self, q: usize, tag: u64) -> Bucket<'_> {
-        match &self.store {
-            Store::Global(cells) => Bucket::Cell(&cells[q]),
-            Store::Keyed { tables, .. } => match tables[q].probe_tag(tag) {
-                Some(slot) => Bucket::Slot(slot),
-                None => Bucket::Absent,
-            },
         }
     }
 

@@ -20,7 +20,7 @@
 
 use crate::decision::Gauge;
 use crate::divisor::Divisor;
-use crate::primitive::{fence, AtomicU64, Ordering};
+use crate::primitive::{fence, spin_loop, AtomicU64, Ordering};
 use crate::quota::Quota;
 
 /// Words of a [`Rule`], then the quota's own words.
@@ -93,11 +93,10 @@ impl Rule {
     /// divide instruction.
     #[inline(always)]
     pub(crate) fn remaining(&self, debt: u64) -> u32 {
-        // debt ≤ τ ≤ 2⁶³ − 1 and T ≤ τ, so the sum does not overflow; the quotient is at most
-        // the burst (debt ≤ τ), so it fits in u32 (saturating if ever called beyond τ).
-        let used = self.per_cell.divide(debt.saturating_add(self.interval - 1));
-        self.burst
-            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+        // debt ≤ τ ≤ 2⁶³ − 1 and T ≤ τ, so the sum does not wrap; the quotient is at most the
+        // burst (debt ≤ τ). Were it called beyond τ, the min keeps the answer at 0.
+        let used = self.per_cell.divide(debt.wrapping_add(self.interval - 1));
+        self.burst - used.min(u64::from(self.burst)) as u32
     }
 
     /// The gauge of a bucket booked `debt` ns ahead (full again in `debt` ns).
@@ -170,7 +169,7 @@ impl LiveQuota {
             if before == after && before & 1 == 0 {
                 return (words, before);
             }
-            core::hint::spin_loop();
+            spin_loop();
         }
     }
 
@@ -224,6 +223,25 @@ mod tests {
                     "{quota} {debt}"
                 );
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The multiply-shift count of cells left matches the gauge's division, for every
+        /// quota and every debt an admission can leave.
+        #[test]
+        fn remaining_matches_the_gauge(
+            count in 1u32..=u32::MAX,
+            period in 1u64..=1u64 << 40,
+            burst in 1u32..=u32::MAX,
+            at in 0u64..=u64::MAX,
+        ) {
+            let Ok(quota) = Quota::from_nanos(count, period).and_then(|q| q.with_burst(burst)) else {
+                return Ok(());
+            };
+            let rule = Rule::new(&quota);
+            let debt = at % (rule.window() + 1);
+            proptest::prop_assert_eq!(rule.remaining(debt), rule.gauge(debt).remaining());
         }
     }
 }

@@ -1,0 +1,548 @@
+//! How a policy set decides one request: the hot path that takes cells quota by quota, the
+//! undo log that takes them back when a later quota refuses, and the cold paths (new keys,
+//! refusals and their retry-after, quotas replaced mid-decision). See the
+//! [`policy` module docs](super) for what is decided; this module is how.
+//!
+//! # The hot path
+//! Per policy, the decision dispatches once on where its buckets live (one cell per quota, or
+//! one keyed table per quota), so that each quota's step is straight-line code: look the bucket
+//! up, read the quota's [`Rule`] (four words under a sequence lock), compare the debt the
+//! request would leave with the rule's window, and compare-and-swap the new theoretical arrival
+//! time in. The full algorithm ([`Gcra`]) runs only on the cold paths. The clock is read once,
+//! just after the first lookup, so that the read overlaps that lookup's cache miss.
+
+use arrayvec::ArrayVec;
+
+use super::decision::{Admitted, DryRun, Oversized, QuotaState, Rejected, Tight};
+use super::jitter;
+use super::layer::{Bucket, Layer, Miss, Store};
+use super::live::Rule;
+use super::{Policies, MAX_QUOTAS};
+use crate::algorithm::{Algorithm, Gcra};
+use crate::clock::Clock;
+use crate::decision::{Cause, Gauge, InsufficientCapacity, Refused};
+use crate::primitive::Ordering;
+use crate::quota::Quota;
+
+/// A decision's answer: `Oversized` (never), or admitted or refused (now).
+pub(super) type Answer<'p> = Result<Result<Admitted<'p>, Rejected<'p>>, Oversized<'p>>;
+
+/// One write to undo if a later quota refuses.
+#[derive(Clone, Copy)]
+struct Undo {
+    layer: usize,
+    quota: usize,
+    tag: u64,
+    before: u64,
+    after: u64,
+}
+
+/// One decision under way: what it has taken (to undo on a refusal), the tightest quota so far,
+/// and the first dry-run policy that would have refused.
+struct Decision<'p, 'r, R: ?Sized, C: Clock, F> {
+    set: &'p Policies<R, C>,
+    request: &'r R,
+    n: u32,
+    /// The clock read, until it is called (once, after the first lookup).
+    clock: Option<F>,
+    now: u64,
+    undo: ArrayVec<Undo, MAX_QUOTAS>,
+    tightest: Tightest,
+    dry_run: Option<DryRun<'p>>,
+}
+
+impl<R: ?Sized, C: Clock> Policies<R, C> {
+    /// Decides `n ≥ 1` cells at the reading `now()` (taken once the first bucket has been
+    /// looked up): commits quota by quota, undoing on a refusal.
+    #[inline]
+    pub(super) fn decide(&self, request: &R, n: u32, now: impl FnOnce() -> u64) -> Answer<'_> {
+        let mut decision = Decision {
+            set: self,
+            request,
+            n,
+            clock: Some(now),
+            now: 0,
+            undo: ArrayVec::new(),
+            tightest: Tightest::default(),
+            dry_run: None,
+        };
+        for (index, layer) in self.layers.iter().enumerate() {
+            let refused = match &layer.store {
+                Store::Global(cells) => {
+                    decision.policy(index, layer, 0, |q| Bucket::Cell(&cells[q]))
+                }
+                Store::Keyed { tables, .. } => {
+                    let Some(tag) = layer.tag(request) else {
+                        continue;
+                    };
+                    decision.policy(index, layer, tag, |q| match tables[q].probe_tag(tag) {
+                        Some(slot) => Bucket::Slot(slot),
+                        None => Bucket::Absent,
+                    })
+                }
+            };
+            if let Some(answer) = refused {
+                return answer;
+            }
+        }
+        Ok(Ok(Admitted {
+            tightest: decision.tightest.found(self),
+            dry_run: decision.dry_run,
+        }))
+    }
+
+    /// What [`Layer::take`] left to the full algorithm: a bucket a keyed table lacks (created
+    /// here, under the shard's lock), a request that does not fit (the refusal's details, and
+    /// the clamp of a bucket booked further ahead than `now` can explain), or too many cells.
+    /// If quota `q` is no longer at the `version` the hot path decided with (replaced in
+    /// between), the request is decided again under the new quota.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn slow(
+        &self,
+        index: usize,
+        q: usize,
+        tag: u64,
+        version: u64,
+        n: u32,
+        now: u64,
+        miss: Miss,
+    ) -> Outcome {
+        let layer = &self.layers[index];
+        let (rule, quota, current) = layer.quotas[q].full();
+        if n > quota.burst() {
+            return Outcome::Oversized(quota);
+        }
+        let gcra = Gcra::new(&quota);
+        let refused = match miss {
+            Miss::Refused(word) if current == version => gcra.refusal(word, now, n),
+            _ => {
+                let mut wrote = None;
+                return match layer.commit(q, tag, &gcra, n, now, &self.clock, &mut wrote) {
+                    Ok(allowed) => Outcome::Taken {
+                        wrote,
+                        debt: allowed.gauge().reset_after_nanos(),
+                        rule,
+                    },
+                    // A refused commit has clamped the bucket already.
+                    Err(refused) => Outcome::Refused(refused, quota),
+                };
+            }
+        };
+        if refused.clock_behind {
+            layer.catch_up(q, tag, &gcra, &self.clock);
+        }
+        Outcome::Refused(refused, quota)
+    }
+
+    /// Quota `q` of policy `index` for the bucket `tag` at `now`, taking nothing.
+    #[cold]
+    pub(super) fn peek_state(&self, index: usize, q: usize, tag: u64, now: u64) -> QuotaState<'_> {
+        let layer = &self.layers[index];
+        let quota = layer.quotas[q].load();
+        let gcra = Gcra::new(&quota);
+        let gauge = gcra.state(layer.word(q, tag, &gcra, now), now).gauge();
+        state_of(layer, index, q, quota, gauge)
+    }
+
+    /// Undoes the writes logged after `mark`, newest first.
+    fn undo(&self, undo: &mut ArrayVec<Undo, MAX_QUOTAS>, mark: usize) {
+        while undo.len() > mark {
+            let Some(u) = undo.pop() else { break };
+            // A bucket written since is left as it is: see the module docs.
+            self.layers[u.layer].restore(u.quota, u.tag, u.before, u.after);
+        }
+    }
+
+    /// Completes the refusal `first` (made by an enforcing quota, with everything undone): looks
+    /// at every enforcing quota after it, so that the retry-after covers the one that conforms
+    /// last, then adds that policy's jitter and counts the refusal against it.
+    #[cold]
+    #[inline(never)]
+    fn reject<'p>(
+        &'p self,
+        request: &R,
+        n: u32,
+        now: u64,
+        first: Rejected<'p>,
+    ) -> Result<Result<Admitted<'p>, Rejected<'p>>, Oversized<'p>> {
+        let mut worst = first;
+        for (index, layer) in self.layers.iter().enumerate().skip(first.by.index) {
+            if layer.dry_run {
+                continue;
+            }
+            // The refusing policy's key is hashed again here: passing its tag in from `decide`
+            // measured 19 more instructions on every admitted decision (BENCHMARKS.md), to
+            // save one hash on a refusal.
+            let Some(tag) = layer.tag(request) else {
+                continue;
+            };
+            let from = if index == first.by.index {
+                first.by.quota_index + 1
+            } else {
+                0
+            };
+            for (q, live) in layer.quotas.iter().enumerate().skip(from) {
+                let quota = live.load();
+                if n > quota.burst() {
+                    return Err(oversized(layer, index, q, n, quota));
+                }
+                let gcra = Gcra::new(&quota);
+                if let Err(refused) = gcra.peek(layer.word(q, tag, &gcra, now), now, n) {
+                    if refused.clock_behind {
+                        layer.catch_up(q, tag, &gcra, &self.clock);
+                    }
+                    if refused.retry_after_nanos() > worst.wait {
+                        worst.by = state_of(layer, index, q, quota, refused.gauge());
+                        worst.wait = refused.retry_after_nanos();
+                        worst.cause = refused.cause();
+                    }
+                }
+            }
+        }
+        let layer = &self.layers[worst.by.index];
+        let (min, max) = layer.jitter;
+        if max > 0 && worst.wait != u64::MAX {
+            worst.jitter = jitter::draw(min, max);
+        }
+        // Relaxed: a statistic; nothing is ordered by it.
+        layer.refused.fetch_add(1, Ordering::Relaxed);
+        Ok(Err(worst))
+    }
+}
+
+impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
+    /// Takes the request's cells from every quota of policy `index` (its bucket `tag`; `find`
+    /// looks a quota's bucket up). `Some` ends the decision: a refusal (with everything undone)
+    /// or `Oversized`.
+    #[inline(always)]
+    fn policy(
+        &mut self,
+        index: usize,
+        layer: &'p Layer<R, C>,
+        tag: u64,
+        find: impl Fn(usize) -> Bucket<'p>,
+    ) -> Option<Answer<'p>> {
+        let mark = self.undo.len();
+        for (q, live) in layer.quotas.iter().enumerate() {
+            let bucket = find(q);
+            if let Some(read) = self.clock.take() {
+                self.now = read();
+            }
+            let (rule, version) = live.rule();
+            let miss = if self.n > rule.burst() {
+                Miss::Oversized
+            } else {
+                // n ≤ burst and burst·T ≤ 2⁶³ − 1 (a valid quota): no overflow.
+                let cost = u64::from(self.n) * rule.interval();
+                match Layer::<R, C>::take(bucket, tag, cost, rule.window(), self.now) {
+                    Ok((before, after)) => {
+                        self.taken(
+                            index,
+                            q,
+                            layer.dry_run,
+                            tag,
+                            &rule,
+                            Some((before, after)),
+                            after - self.now,
+                        );
+                        continue;
+                    }
+                    Err(miss) => miss,
+                }
+            };
+            match self
+                .set
+                .slow(index, q, tag, version, self.n, self.now, miss)
+            {
+                Outcome::Taken { wrote, debt, rule } => {
+                    self.taken(index, q, layer.dry_run, tag, &rule, wrote, debt);
+                }
+                outcome => match self.refused(index, q, tag, mark, outcome) {
+                    Some(answer) => return Some(answer),
+                    // A dry-run policy's refusal: its other quotas are not asked.
+                    None => break,
+                },
+            }
+        }
+        None
+    }
+
+    /// Quota `q` of policy `index` admitted the request, booked `debt` ns ahead under `rule`,
+    /// writing `wrote` (words before and after) if anything.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn taken(
+        &mut self,
+        index: usize,
+        q: usize,
+        dry_run: bool,
+        tag: u64,
+        rule: &Rule,
+        wrote: Option<(u64, u64)>,
+        debt: u64,
+    ) {
+        if !dry_run {
+            self.tightest.offer(index, q, rule, debt);
+        }
+        if let Some((before, after)) = wrote {
+            // At most MAX_QUOTAS quotas in a set (checked at build): room.
+            self.undo.push(Undo {
+                layer: index,
+                quota: q,
+                tag,
+                before,
+                after,
+            });
+        }
+    }
+
+    /// Quota `q` of policy `index` refused (or is too small): a dry-run policy's refusal is
+    /// counted and its cells given back (`None`: go on with the next policy); an enforcing
+    /// one's ends the decision with everything given back.
+    #[cold]
+    #[inline(never)]
+    fn refused(
+        &mut self,
+        index: usize,
+        q: usize,
+        tag: u64,
+        mark: usize,
+        outcome: Outcome,
+    ) -> Option<Answer<'p>> {
+        let set = self.set;
+        let layer = &set.layers[index];
+        let (state, wait, cause) = match outcome {
+            Outcome::Taken { .. } => return None,
+            Outcome::Refused(refused, quota) => (
+                state_of(layer, index, q, quota, refused.gauge()),
+                refused.retry_after_nanos(),
+                refused.cause(),
+            ),
+            Outcome::Oversized(quota) => {
+                if !layer.dry_run {
+                    set.undo(&mut self.undo, 0);
+                    return Some(Err(oversized(layer, index, q, self.n, quota)));
+                }
+                (
+                    set.peek_state(index, q, tag, self.now),
+                    u64::MAX,
+                    Cause::Quota,
+                )
+            }
+        };
+        if layer.dry_run {
+            set.undo(&mut self.undo, mark);
+            would_refuse(layer, &mut self.dry_run, state, wait);
+            return None;
+        }
+        set.undo(&mut self.undo, 0);
+        let first = Rejected {
+            by: state,
+            wait,
+            jitter: 0,
+            cause,
+            dry_run: self.dry_run,
+        };
+        Some(set.reject(self.request, self.n, self.now, first))
+    }
+}
+
+/// The state of quota `q` of `layer` (policy `index`).
+#[inline(always)]
+fn state_of<'p, R: ?Sized, C: Clock>(
+    layer: &'p Layer<R, C>,
+    index: usize,
+    q: usize,
+    quota: Quota,
+    gauge: Gauge,
+) -> QuotaState<'p> {
+    QuotaState {
+        policy: &layer.name,
+        index,
+        quota_index: q,
+        quota,
+        gauge,
+    }
+}
+
+/// The tightest quota so far: fewest cells left, then the longest reset, then the first. A
+/// comparison costs a multiply ([`Rule::remaining`]); the state is built once, at the end.
+pub(super) struct Tightest {
+    /// Above every count (`u64::MAX`) until a quota is offered.
+    remaining: u64,
+    debt: u64,
+    /// Policy and quota indices (meaningless until a quota is offered).
+    at: (usize, usize),
+}
+
+impl Default for Tightest {
+    fn default() -> Self {
+        Self {
+            remaining: u64::MAX,
+            debt: 0,
+            at: (0, 0),
+        }
+    }
+}
+
+impl Tightest {
+    /// Offers quota `q` of policy `index`, booked `debt ≤ τ` ns ahead.
+    #[inline(always)]
+    fn offer(&mut self, index: usize, q: usize, rule: &Rule, debt: u64) {
+        self.offer_counted(index, q, rule.remaining(debt), debt);
+    }
+
+    /// Offers quota `q` of policy `index` as `gauge` describes it (GCRA: used = reset = debt).
+    pub(super) fn offer_gauge(&mut self, index: usize, q: usize, gauge: Gauge) {
+        self.offer_counted(index, q, gauge.remaining(), gauge.reset_after_nanos());
+    }
+
+    #[inline(always)]
+    fn offer_counted(&mut self, index: usize, q: usize, remaining: u32, debt: u64) {
+        let remaining = u64::from(remaining);
+        if remaining < self.remaining || (remaining == self.remaining && debt > self.debt) {
+            self.remaining = remaining;
+            self.debt = debt;
+            self.at = (index, q);
+        }
+    }
+
+    /// The tightest quota, for [`Admitted`] to describe when asked.
+    #[inline]
+    pub(super) fn found<'p, R: ?Sized, C: Clock>(
+        &self,
+        set: &'p Policies<R, C>,
+    ) -> Option<Tight<'p>> {
+        if self.remaining == u64::MAX {
+            return None;
+        }
+        let (index, q) = self.at;
+        let layer = &set.layers[index];
+        Some(Tight {
+            policy: &layer.name,
+            index,
+            quota_index: q,
+            debt: self.debt,
+            live: &layer.quotas[q],
+        })
+    }
+}
+
+/// How one quota answered a decision.
+enum Outcome {
+    /// Admitted: the words written (if any; an untracked new key writes none), the debt left,
+    /// and the rule it was admitted under.
+    Taken {
+        wrote: Option<(u64, u64)>,
+        debt: u64,
+        rule: Rule,
+    },
+    /// Refused, under this quota.
+    Refused(Refused, Quota),
+    /// `n` above this quota's burst.
+    Oversized(Quota),
+}
+
+/// Counts a dry-run policy's would-be refusal, and reports it if it is the first.
+#[cold]
+fn would_refuse<'p, R: ?Sized, C: Clock>(
+    layer: &Layer<R, C>,
+    dry_run: &mut Option<DryRun<'p>>,
+    state: QuotaState<'p>,
+    wait: u64,
+) {
+    // Relaxed: a statistic; nothing is ordered by it.
+    layer.refused.fetch_add(1, Ordering::Relaxed);
+    dry_run.get_or_insert(DryRun { state, wait });
+}
+
+/// `n` cells asked of quota `q` of `layer`, whose burst is smaller.
+#[cold]
+fn oversized<'p, R: ?Sized, C: Clock>(
+    layer: &'p Layer<R, C>,
+    index: usize,
+    q: usize,
+    n: u32,
+    quota: Quota,
+) -> Oversized<'p> {
+    Oversized {
+        policy: &layer.name,
+        index,
+        quota_index: q,
+        quota,
+        capacity: InsufficientCapacity {
+            requested: n,
+            burst: quota.burst(),
+        },
+    }
+}
+
+/// One cell never exceeds a burst (every burst is at least 1); were it reported anyway, a
+/// refusal that never conforms is the safe answer.
+#[cold]
+pub(super) fn unreachable_oversized(
+    oversized: Oversized<'_>,
+) -> Result<Admitted<'_>, Rejected<'_>> {
+    debug_assert!(false, "one cell exceeded a burst");
+    let limit = oversized.capacity.burst;
+    Err(Rejected {
+        by: QuotaState {
+            policy: oversized.policy,
+            index: oversized.index,
+            quota_index: oversized.quota_index,
+            quota: oversized.quota,
+            gauge: Gauge::new(u64::from(limit), 1, limit, u64::MAX),
+        },
+        wait: u64::MAX,
+        jitter: 0,
+        cause: crate::Cause::Quota,
+        dry_run: None,
+    })
+}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::policy::Policy;
+
+    /// A quota replaced between the hot path's read of its rule and the slow path: the request
+    /// is decided again under the new quota, not refused with numbers of the old one.
+    #[test]
+    fn a_quota_replaced_mid_decision_is_decided_again_under_the_new_one() {
+        let set = Policies::<()>::builder()
+            .clock(ManualClock::new())
+            .policy(Policy::global("g").quota(Quota::per_hour(1).unwrap()))
+            .build()
+            .unwrap();
+        let now = 1_000;
+        assert!(set.check_at(&(), now).is_ok());
+        let live = &set.layers[0].quotas[0];
+        let (_, old) = live.rule();
+        let Store::Global(cells) = &set.layers[0].store else {
+            unreachable!("a global policy")
+        };
+        let word = cells[0].load();
+        // Under the version the hot path read, the spent bucket refuses.
+        let Outcome::Refused(refused, quota) = set.slow(0, 0, 0, old, 1, now, Miss::Refused(word))
+        else {
+            panic!("the spent 1/h bucket must refuse");
+        };
+        assert_eq!(quota, Quota::per_hour(1).unwrap());
+        assert!(refused.retry_after_nanos() > 0);
+        // Replaced in between: the slow path sees a new version and admits under 20/h with a
+        // burst of 40 (the bucket's hour of lead is half of the new two-hour window).
+        let wider = Quota::per_hour(20).unwrap().with_burst(40).unwrap();
+        set.replace_quotas("g", &[wider]).unwrap();
+        match set.slow(0, 0, 0, old, 1, now, Miss::Refused(word)) {
+            Outcome::Taken { wrote, debt, rule } => {
+                assert!(wrote.is_some());
+                assert_eq!(rule, live.rule().0);
+                assert!(debt <= rule.window());
+            }
+            _ => panic!("20/h has cells left"),
+        }
+    }
+}
