@@ -259,11 +259,14 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
                     }
                 }
             };
+            let quotas = (policy.quotas.iter().enumerate())
+                .map(|(q, quota)| LiveQuota::new(quota, &policy.name, layers.len(), q))
+                .collect();
             layers.push(Layer {
                 name: policy.name.into_boxed_str(),
                 dry_run: policy.dry_run,
                 jitter,
-                quotas: policy.quotas.iter().map(LiveQuota::new).collect(),
+                quotas,
                 store,
                 refused: CachePadded::new(AtomicU64::new(0)),
             });

@@ -13,10 +13,10 @@
 
 use arrayvec::ArrayVec;
 
-use super::decision::{Admitted, DryRun, Oversized, QuotaState, Rejected, Tight};
+use super::decision::{Admitted, Booked, DryRun, Oversized, QuotaState, Rejected, BOOKED};
 use super::jitter;
 use super::layer::{Bucket, Layer, Miss, Store};
-use super::live::Rule;
+use super::live::{LiveQuota, Rule};
 use super::{Policies, MAX_QUOTAS};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::Clock;
@@ -47,7 +47,7 @@ struct Decision<'p, 'r, R: ?Sized, C: Clock, F> {
     clock: Option<F>,
     now: u64,
     undo: ArrayVec<Undo, MAX_QUOTAS>,
-    tightest: Tightest,
+    booking: Booking<'p>,
     dry_run: Option<DryRun<'p>>,
 }
 
@@ -63,7 +63,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             clock: Some(now),
             now: 0,
             undo: ArrayVec::new(),
-            tightest: Tightest::default(),
+            booking: Booking::default(),
             dry_run: None,
         };
         for (index, layer) in self.layers.iter().enumerate() {
@@ -85,10 +85,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 return answer;
             }
         }
-        Ok(Ok(Admitted {
-            tightest: decision.tightest.found(self),
-            dry_run: decision.dry_run,
-        }))
+        Ok(Ok(decision.booking.admitted(decision.dry_run)))
     }
 
     /// What [`Layer::take`] left to the full algorithm: a bucket a keyed table lacks (created
@@ -238,15 +235,8 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
                 let cost = u64::from(self.n) * rule.interval();
                 match Layer::<R, C>::take(bucket, tag, cost, rule.window(), self.now) {
                     Ok((before, after)) => {
-                        self.taken(
-                            index,
-                            q,
-                            layer.dry_run,
-                            tag,
-                            &rule,
-                            Some((before, after)),
-                            after - self.now,
-                        );
+                        let wrote = Some((before, after));
+                        self.taken(index, q, layer, live, tag, &rule, wrote, after - self.now);
                         continue;
                     }
                     Err(miss) => miss,
@@ -257,7 +247,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
                 .slow(index, q, tag, version, self.n, self.now, miss)
             {
                 Outcome::Taken { wrote, debt, rule } => {
-                    self.taken(index, q, layer.dry_run, tag, &rule, wrote, debt);
+                    self.taken(index, q, layer, live, tag, &rule, wrote, debt);
                 }
                 outcome => match self.refused(index, q, tag, mark, outcome) {
                     Some(answer) => return Some(answer),
@@ -277,14 +267,15 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
         &mut self,
         index: usize,
         q: usize,
-        dry_run: bool,
+        layer: &Layer<R, C>,
+        live: &'p LiveQuota,
         tag: u64,
         rule: &Rule,
         wrote: Option<(u64, u64)>,
         debt: u64,
     ) {
-        if !dry_run {
-            self.tightest.offer(index, q, rule, debt);
+        if !layer.dry_run {
+            self.booking.push(live, rule, debt);
         }
         if let Some((before, after)) = wrote {
             // At most MAX_QUOTAS quotas in a set (checked at build): room.
@@ -367,66 +358,57 @@ fn state_of<'p, R: ?Sized, C: Clock>(
     }
 }
 
-/// The tightest quota so far: fewest cells left, then the longest reset, then the first. A
-/// comparison costs a multiply ([`Rule::remaining`]); the state is built once, at the end.
-pub(super) struct Tightest {
-    /// Above every count (`u64::MAX`) until a quota is offered.
-    remaining: u64,
-    debt: u64,
-    /// Policy and quota indices (meaningless until a quota is offered).
-    at: (usize, usize),
+/// The enforcing quotas an admission took cells from, for [`Admitted::tightest`]: the first
+/// [`BOOKED`] as they are (two stores each), and the tightest of the rest (fewest cells left,
+/// then the longest reset, then the first), worked out as they come.
+pub(super) struct Booking<'p> {
+    booked: [Option<Booked<'p>>; BOOKED],
+    len: usize,
+    /// The tightest beyond the first `BOOKED`, and its cells left.
+    more: Option<(Booked<'p>, u32)>,
 }
 
-impl Default for Tightest {
+impl Default for Booking<'_> {
     fn default() -> Self {
         Self {
-            remaining: u64::MAX,
-            debt: 0,
-            at: (0, 0),
+            booked: [None; BOOKED],
+            len: 0,
+            more: None,
         }
     }
 }
 
-impl Tightest {
-    /// Offers quota `q` of policy `index`, booked `debt ≤ τ` ns ahead.
+impl<'p> Booking<'p> {
+    /// `live` (whose rule is `rule`) admitted, leaving its bucket `debt ≤ τ` ns ahead.
     #[inline(always)]
-    fn offer(&mut self, index: usize, q: usize, rule: &Rule, debt: u64) {
-        self.offer_counted(index, q, rule.remaining(debt), debt);
-    }
-
-    /// Offers quota `q` of policy `index` as `gauge` describes it (GCRA: used = reset = debt).
-    pub(super) fn offer_gauge(&mut self, index: usize, q: usize, gauge: Gauge) {
-        self.offer_counted(index, q, gauge.remaining(), gauge.reset_after_nanos());
-    }
-
-    #[inline(always)]
-    fn offer_counted(&mut self, index: usize, q: usize, remaining: u32, debt: u64) {
-        let remaining = u64::from(remaining);
-        if remaining < self.remaining || (remaining == self.remaining && debt > self.debt) {
-            self.remaining = remaining;
-            self.debt = debt;
-            self.at = (index, q);
+    pub(super) fn push(&mut self, live: &'p LiveQuota, rule: &Rule, debt: u64) {
+        let booked = Booked { live, debt };
+        if let Some(slot) = self.booked.get_mut(self.len) {
+            *slot = Some(booked);
+            self.len += 1;
+        } else {
+            self.more_of(booked, rule.remaining(debt));
         }
     }
 
-    /// The tightest quota, for [`Admitted`] to describe when asked.
-    #[inline]
-    pub(super) fn found<'p, R: ?Sized, C: Clock>(
-        &self,
-        set: &'p Policies<R, C>,
-    ) -> Option<Tight<'p>> {
-        if self.remaining == u64::MAX {
-            return None;
+    #[cold]
+    fn more_of(&mut self, booked: Booked<'p>, remaining: u32) {
+        let tighter = self.more.map_or(true, |(best, left)| {
+            remaining < left || (remaining == left && booked.debt > best.debt)
+        });
+        if tighter {
+            self.more = Some((booked, remaining));
         }
-        let (index, q) = self.at;
-        let layer = &set.layers[index];
-        Some(Tight {
-            policy: &layer.name,
-            index,
-            quota_index: q,
-            debt: self.debt,
-            live: &layer.quotas[q],
-        })
+    }
+
+    /// The admission, with the first dry-run policy that would have refused.
+    #[inline(always)]
+    pub(super) fn admitted(self, dry_run: Option<DryRun<'p>>) -> Admitted<'p> {
+        Admitted {
+            booked: self.booked,
+            more: self.more.map(|(booked, _)| booked),
+            dry_run,
+        }
     }
 }
 

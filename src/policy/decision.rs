@@ -93,58 +93,75 @@ impl<'p> DryRun<'p> {
     }
 }
 
-/// The tightest quota of an admission: where it is and how far ahead its bucket was booked.
-/// Its [`QuotaState`] is built when asked for, so that a caller who only wants a yes or no
-/// pays nothing for it.
+/// Enforcing quotas an admission keeps as they are, for [`Admitted::tightest`] to compare when
+/// asked; the tightest of any further ones is worked out during the decision.
+pub(crate) const BOOKED: usize = 4;
+
+/// A quota an admission took cells from, and how far ahead of the decision's `now` it left the
+/// bucket. Its [`QuotaState`] is built when asked for, so that a caller who only wants a yes or
+/// no pays nothing for it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Tight<'p> {
-    pub(crate) policy: &'p str,
-    pub(crate) index: usize,
-    pub(crate) quota_index: usize,
-    /// The bucket's TAT minus the decision's `now`.
-    pub(crate) debt: u64,
+pub(crate) struct Booked<'p> {
     pub(crate) live: &'p LiveQuota,
+    pub(crate) debt: u64,
 }
 
-impl<'p> Tight<'p> {
+impl<'p> Booked<'p> {
     fn state(&self) -> QuotaState<'p> {
         let (rule, quota, _) = self.live.full();
+        let (index, quota_index) = self.live.at();
         QuotaState {
-            policy: self.policy,
-            index: self.index,
-            quota_index: self.quota_index,
+            policy: self.live.policy(),
+            index,
+            quota_index,
             quota,
             gauge: rule.gauge(self.debt),
         }
     }
 }
 
-impl PartialEq for Tight<'_> {
+impl PartialEq for Booked<'_> {
     fn eq(&self, other: &Self) -> bool {
-        (self.policy, self.index, self.quota_index, self.debt)
-            == (other.policy, other.index, other.quota_index, other.debt)
-            && core::ptr::eq(self.live, other.live)
+        core::ptr::eq(self.live, other.live) && self.debt == other.debt
     }
 }
 
-impl Eq for Tight<'_> {}
+impl Eq for Booked<'_> {}
 
 /// An admitted request: every enforcing policy that applies took its cells from every quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted<'p> {
-    pub(crate) tightest: Option<Tight<'p>>,
+    /// The first enforcing quotas, in evaluation order.
+    pub(crate) booked: [Option<Booked<'p>>; BOOKED],
+    /// The tightest of the enforcing quotas after them, if any.
+    pub(crate) more: Option<Booked<'p>>,
     pub(crate) dry_run: Option<DryRun<'p>>,
 }
 
 impl<'p> Admitted<'p> {
     /// The enforcing quota with the fewest cells left (ties: the one that takes longest to
-    /// refill): what `X-RateLimit-Remaining` reports. `None` if no enforcing policy applied.
+    /// refill, then the first): what `X-RateLimit-Remaining` reports. `None` if no enforcing
+    /// policy applied.
     ///
-    /// The bucket is described as the decision left it, under the quota in force when this is
+    /// Worked out when called (a decision does not spend time on headers nobody asks for): each
+    /// bucket is described as the decision left it, under the quota in force when this is
     /// called (the decision's own, unless [`replace_quotas`](super::Policies::replace_quotas)
     /// changed it since).
     pub fn tightest(&self) -> Option<QuotaState<'p>> {
-        self.tightest.map(|tight| tight.state())
+        let mut tightest: Option<QuotaState<'p>> = None;
+        for booked in self.booked.iter().chain([&self.more]).flatten() {
+            let state = booked.state();
+            let tighter = tightest.map_or(true, |t| {
+                (
+                    state.remaining(),
+                    core::cmp::Reverse(state.reset_after_nanos()),
+                ) < (t.remaining(), core::cmp::Reverse(t.reset_after_nanos()))
+            });
+            if tighter {
+                tightest = Some(state);
+            }
+        }
+        tightest
     }
 
     /// Cells left in the tightest quota (`u32::MAX` if no enforcing policy applied).

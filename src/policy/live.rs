@@ -106,21 +106,37 @@ impl Rule {
     }
 }
 
-/// A quota readable without a lock while [`store`](Self::store) replaces it.
+/// A quota readable without a lock while [`store`](Self::store) replaces it, and which quota of
+/// which policy it is (so that a decision can name it from a reference alone).
 #[derive(Debug)]
 pub(crate) struct LiveQuota {
     seq: AtomicU64,
     /// The [`Rule`]'s words, then the quota's (`Quota::to_words`).
     words: [AtomicU64; WORDS],
+    policy: Box<str>,
+    /// The policy's place in its set, and the quota's in its policy.
+    at: (usize, usize),
 }
 
 impl LiveQuota {
-    /// A live quota holding `quota`.
-    pub(crate) fn new(quota: &Quota) -> Self {
+    /// A live quota holding `quota`, quota `q` of policy `index` (named `policy`).
+    pub(crate) fn new(quota: &Quota, policy: &str, index: usize, q: usize) -> Self {
         Self {
             seq: AtomicU64::new(0),
             words: Self::words_of(quota).map(AtomicU64::new),
+            policy: policy.into(),
+            at: (index, q),
         }
+    }
+
+    /// The policy's name.
+    pub(crate) fn policy(&self) -> &str {
+        &self.policy
+    }
+
+    /// The policy's place in its set, and this quota's in the policy.
+    pub(crate) fn at(&self) -> (usize, usize) {
+        self.at
     }
 
     fn words_of(quota: &Quota) -> [u64; WORDS] {
@@ -209,7 +225,7 @@ mod tests {
             Quota::from_nanos(u32::MAX, u64::from(u32::MAX)).unwrap(),
             Quota::with_period(Duration::from_secs(1 << 30)).unwrap(),
         ];
-        let live = LiveQuota::new(&quotas[0]);
+        let live = LiveQuota::new(&quotas[0], "p", 0, 0);
         for quota in quotas {
             live.store(&quota);
             assert_eq!(live.load(), quota);

@@ -130,7 +130,7 @@ pub use decision::{Admitted, DryRun, Oversized, QuotaState, Rejected};
 pub use jitter::seed_jitter;
 pub use key::Key;
 
-use self::decide::{unreachable_oversized, Tightest};
+use self::decide::{unreachable_oversized, Booking};
 use self::layer::{Layer, Store};
 use crate::clock::{Clock, QuantaClock};
 use crate::primitive::{lock, Mutex, Ordering};
@@ -238,15 +238,12 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
     fn state(&self, request: &R, now: u64) -> Admitted<'_> {
-        let mut tightest = Tightest::default();
+        let mut booking = Booking::default();
         self.inspect_at(request, now, |state| {
-            let gauge = state.gauge();
-            tightest.offer_gauge(state.index, state.quota_index, gauge);
+            let live = &self.layers[state.index].quotas[state.quota_index];
+            booking.push(live, &live.rule().0, state.reset_after_nanos());
         });
-        Admitted {
-            tightest: tightest.found(self),
-            dry_run: None,
-        }
+        booking.admitted(None)
     }
 
     /// Calls `visit` with the state of every quota of every enforcing policy that applies to
