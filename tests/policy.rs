@@ -426,6 +426,59 @@ fn a_full_table_refuses_and_undoes_the_earlier_policies() {
     assert_eq!(policies.stats()[1].refused, 1);
 }
 
+/// A keyed policy whose table is full and admits new keys untracked: the untracked key is
+/// reported as the tightest quota (a fresh bucket less this request), and when a later policy
+/// refuses, nothing of the untracked admission needs undoing and the earlier policy's cell is
+/// back.
+#[test]
+fn an_untracked_key_is_reported_and_a_later_refusal_undoes_the_rest() {
+    let clock = ManualClock::new();
+    let policies = Policies::<u64, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::global("front").quota(q("100/h")))
+        .policy(
+            Policy::keyed("per-key", |k: &u64| k)
+                .quota(q("3/h"))
+                .max_keys(1)
+                .when_full(WhenFull::AdmitUntracked),
+        )
+        .policy(Policy::global("back").quota(q("2/h")))
+        .build()
+        .unwrap();
+    assert!(policies.check(&1).is_ok());
+    // Key 2 finds no room: admitted as a fresh 3/h bucket would be, 2 cells left.
+    let admitted = policies.check(&2).unwrap();
+    let tightest = admitted.tightest().unwrap();
+    assert_eq!((tightest.policy(), tightest.remaining()), ("back", 0));
+    let mut left = Vec::new();
+    policies.inspect(&2, |s| left.push((s.policy(), s.remaining())));
+    assert_eq!(left, [("front", 98), ("per-key", 3), ("back", 0)]);
+    // The back quota is spent: key 3 is refused there, and the front cell comes back.
+    let refused = policies.check(&3).unwrap_err();
+    assert_eq!(refused.policy(), "back");
+    let mut left = Vec::new();
+    policies.inspect(&3, |s| left.push((s.policy(), s.remaining())));
+    assert_eq!(left, [("front", 98), ("per-key", 3), ("back", 0)]);
+
+    // Without the back policy, the untracked bucket is the tightest: 2 cells left, full again
+    // in one emission interval of 3/h (20 minutes).
+    let policies = Policies::<u64, _>::builder()
+        .clock(clock)
+        .policy(Policy::global("front").quota(q("100/h")))
+        .policy(
+            Policy::keyed("per-key", |k: &u64| k)
+                .quota(q("3/h"))
+                .max_keys(1)
+                .when_full(WhenFull::AdmitUntracked),
+        )
+        .build()
+        .unwrap();
+    assert!(policies.check(&1).is_ok());
+    let tightest = policies.check(&2).unwrap().tightest().unwrap();
+    assert_eq!((tightest.policy(), tightest.remaining()), ("per-key", 2));
+    assert_eq!(tightest.reset_after(), Duration::from_secs(20 * 60));
+}
+
 /// A clock that steps back an hour locks a global and a keyed bucket out for at most one burst
 /// window, as a single limiter does, never longer.
 #[test]

@@ -260,7 +260,9 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
                 }
             };
             let quotas = (policy.quotas.iter().enumerate())
-                .map(|(q, quota)| LiveQuota::new(quota, &policy.name, layers.len(), q))
+                .map(|(q, quota)| {
+                    LiveQuota::new(quota, &policy.name, (layers.len(), q), policy.dry_run)
+                })
                 .collect();
             layers.push(Layer {
                 name: policy.name.into_boxed_str(),

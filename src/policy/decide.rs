@@ -6,7 +6,7 @@
 //! # The hot path
 //! Per policy, the decision dispatches once on where its buckets live (one cell per quota, or
 //! one keyed table per quota), so that each quota's step is straight-line code: look the bucket
-//! up, read the quota's [`Rule`] (four words under a sequence lock), compare the debt the
+//! up, read the quota's `Rule` (four words under a sequence lock), compare the debt the
 //! request would leave with the rule's window, and compare-and-swap the new theoretical arrival
 //! time in. The full algorithm ([`Gcra`]) runs only on the cold paths. The clock is read once,
 //! just after the first lookup, so that the read overlaps that lookup's cache miss.
@@ -16,7 +16,7 @@ use arrayvec::ArrayVec;
 use super::decision::{Admitted, Booked, DryRun, Oversized, QuotaState, Rejected, BOOKED};
 use super::jitter;
 use super::layer::{Bucket, Layer, Miss, Store};
-use super::live::{LiveQuota, Rule};
+use super::live::LiveQuota;
 use super::{Policies, MAX_QUOTAS};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::Clock;
@@ -29,9 +29,9 @@ pub(super) type Answer<'p> = Result<Result<Admitted<'p>, Rejected<'p>>, Oversize
 
 /// One write to undo if a later quota refuses.
 #[derive(Clone, Copy)]
-struct Undo {
-    layer: usize,
-    quota: usize,
+struct Undo<'p> {
+    /// The quota (which knows its policy and place).
+    live: &'p LiveQuota,
     tag: u64,
     before: u64,
     after: u64,
@@ -46,8 +46,7 @@ struct Decision<'p, 'r, R: ?Sized, C: Clock, F> {
     /// The clock read, until it is called (once, after the first lookup).
     clock: Option<F>,
     now: u64,
-    undo: ArrayVec<Undo, MAX_QUOTAS>,
-    booking: Booking<'p>,
+    undo: ArrayVec<Undo<'p>, MAX_QUOTAS>,
     dry_run: Option<DryRun<'p>>,
 }
 
@@ -63,7 +62,6 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             clock: Some(now),
             now: 0,
             undo: ArrayVec::new(),
-            booking: Booking::default(),
             dry_run: None,
         };
         for (index, layer) in self.layers.iter().enumerate() {
@@ -85,7 +83,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 return answer;
             }
         }
-        Ok(Ok(decision.booking.admitted(decision.dry_run)))
+        Ok(Ok(decision.admitted()))
     }
 
     /// What [`Layer::take`] left to the full algorithm: a bucket a keyed table lacks (created
@@ -107,7 +105,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         miss: Miss,
     ) -> Outcome {
         let layer = &self.layers[index];
-        let (rule, quota, current) = layer.quotas[q].full();
+        let (_, quota, current) = layer.quotas[q].full();
         if n > quota.burst() {
             return Outcome::Oversized(quota);
         }
@@ -120,7 +118,6 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                     Ok(allowed) => Outcome::Taken {
                         wrote,
                         debt: allowed.gauge().reset_after_nanos(),
-                        rule,
                     },
                     // A refused commit has clamped the bucket already.
                     Err(refused) => Outcome::Refused(refused, quota),
@@ -144,11 +141,12 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// Undoes the writes logged after `mark`, newest first.
-    fn undo(&self, undo: &mut ArrayVec<Undo, MAX_QUOTAS>, mark: usize) {
+    fn undo(&self, undo: &mut ArrayVec<Undo<'_>, MAX_QUOTAS>, mark: usize) {
         while undo.len() > mark {
             let Some(u) = undo.pop() else { break };
+            let (index, q) = u.live.at();
             // A bucket written since is left as it is: see the module docs.
-            self.layers[u.layer].restore(u.quota, u.tag, u.before, u.after);
+            self.layers[index].restore(q, u.tag, u.before, u.after);
         }
     }
 
@@ -236,7 +234,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
                 match Layer::<R, C>::take(bucket, tag, cost, rule.window(), self.now) {
                     Ok((before, after)) => {
                         let wrote = Some((before, after));
-                        self.taken(index, q, layer, live, tag, &rule, wrote, after - self.now);
+                        self.taken(live, tag, wrote, after - self.now);
                         continue;
                     }
                     Err(miss) => miss,
@@ -246,8 +244,8 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
                 .set
                 .slow(index, q, tag, version, self.n, self.now, miss)
             {
-                Outcome::Taken { wrote, debt, rule } => {
-                    self.taken(index, q, layer, live, tag, &rule, wrote, debt);
+                Outcome::Taken { wrote, debt } => {
+                    self.taken(live, tag, wrote, debt);
                 }
                 outcome => match self.refused(index, q, tag, mark, outcome) {
                     Some(answer) => return Some(answer),
@@ -262,31 +260,32 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
     /// Quota `q` of policy `index` admitted the request, booked `debt` ns ahead under `rule`,
     /// writing `wrote` (words before and after) if anything.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn taken(
-        &mut self,
-        index: usize,
-        q: usize,
-        layer: &Layer<R, C>,
-        live: &'p LiveQuota,
-        tag: u64,
-        rule: &Rule,
-        wrote: Option<(u64, u64)>,
-        debt: u64,
-    ) {
-        if !layer.dry_run {
-            self.booking.push(live, rule, debt);
+    fn taken(&mut self, live: &'p LiveQuota, tag: u64, wrote: Option<(u64, u64)>, debt: u64) {
+        // An untracked admission (a new key with no room, admitted as a new bucket would be)
+        // wrote nothing: its entry undoes nothing (a compare-and-swap of `after` to itself) and
+        // serves only to report the quota. Wrapping: `after − now` gives the debt back.
+        let booked = self.now.wrapping_add(debt);
+        let (before, after) = wrote.unwrap_or((booked, booked));
+        // At most MAX_QUOTAS quotas in a set (checked at build): room.
+        self.undo.push(Undo {
+            live,
+            tag,
+            before,
+            after,
+        });
+    }
+
+    /// The admission: the enforcing quotas it went through are read off the undo log, after
+    /// the last compare-and-swap (so that the hot path stores one entry per quota, not two).
+    #[inline(always)]
+    fn admitted(&self) -> Admitted<'p> {
+        let mut booking = Booking::default();
+        for entry in &self.undo {
+            if !entry.live.dry_run() {
+                booking.push(entry.live, entry.after.wrapping_sub(self.now));
+            }
         }
-        if let Some((before, after)) = wrote {
-            // At most MAX_QUOTAS quotas in a set (checked at build): room.
-            self.undo.push(Undo {
-                layer: index,
-                quota: q,
-                tag,
-                before,
-                after,
-            });
-        }
+        booking.admitted(self.dry_run)
     }
 
     /// Quota `q` of policy `index` refused (or is too small): a dry-run policy's refusal is
@@ -379,20 +378,21 @@ impl Default for Booking<'_> {
 }
 
 impl<'p> Booking<'p> {
-    /// `live` (whose rule is `rule`) admitted, leaving its bucket `debt ≤ τ` ns ahead.
+    /// `live` admitted, leaving its bucket `debt ≤ τ` ns ahead.
     #[inline(always)]
-    pub(super) fn push(&mut self, live: &'p LiveQuota, rule: &Rule, debt: u64) {
+    pub(super) fn push(&mut self, live: &'p LiveQuota, debt: u64) {
         let booked = Booked { live, debt };
         if let Some(slot) = self.booked.get_mut(self.len) {
             *slot = Some(booked);
             self.len += 1;
         } else {
-            self.more_of(booked, rule.remaining(debt));
+            self.more_of(booked);
         }
     }
 
     #[cold]
-    fn more_of(&mut self, booked: Booked<'p>, remaining: u32) {
+    fn more_of(&mut self, booked: Booked<'p>) {
+        let remaining = booked.live.rule().0.remaining(booked.debt);
         let tighter = self.more.map_or(true, |(best, left)| {
             remaining < left || (remaining == left && booked.debt > best.debt)
         });
@@ -414,12 +414,11 @@ impl<'p> Booking<'p> {
 
 /// How one quota answered a decision.
 enum Outcome {
-    /// Admitted: the words written (if any; an untracked new key writes none), the debt left,
-    /// and the rule it was admitted under.
+    /// Admitted: the words written (if any; an untracked new key writes none) and the debt
+    /// left.
     Taken {
         wrote: Option<(u64, u64)>,
         debt: u64,
-        rule: Rule,
     },
     /// Refused, under this quota.
     Refused(Refused, Quota),
@@ -519,10 +518,11 @@ mod tests {
         let wider = Quota::per_hour(20).unwrap().with_burst(40).unwrap();
         set.replace_quotas("g", &[wider]).unwrap();
         match set.slow(0, 0, 0, old, 1, now, Miss::Refused(word)) {
-            Outcome::Taken { wrote, debt, rule } => {
+            Outcome::Taken { wrote, debt } => {
                 assert!(wrote.is_some());
-                assert_eq!(rule, live.rule().0);
-                assert!(debt <= rule.window());
+                // The hour of lead plus the new cell's 180 s (20/h: one cell every 3 minutes).
+                assert_eq!(debt, 3_600_000_000_000 + 180_000_000_000);
+                assert_eq!(live.rule().0.remaining(debt), 19);
             }
             _ => panic!("20/h has cells left"),
         }

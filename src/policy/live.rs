@@ -116,17 +116,32 @@ pub(crate) struct LiveQuota {
     policy: Box<str>,
     /// The policy's place in its set, and the quota's in its policy.
     at: (usize, usize),
+    /// Whether the policy is in dry-run mode.
+    dry_run: bool,
 }
 
 impl LiveQuota {
-    /// A live quota holding `quota`, quota `q` of policy `index` (named `policy`).
-    pub(crate) fn new(quota: &Quota, policy: &str, index: usize, q: usize) -> Self {
+    /// A live quota holding `quota`, quota `q` of policy `index` (named `policy`, in dry-run
+    /// mode if `dry_run`).
+    pub(crate) fn new(
+        quota: &Quota,
+        policy: &str,
+        (index, q): (usize, usize),
+        dry_run: bool,
+    ) -> Self {
         Self {
             seq: AtomicU64::new(0),
             words: Self::words_of(quota).map(AtomicU64::new),
             policy: policy.into(),
             at: (index, q),
+            dry_run,
         }
+    }
+
+    /// Whether the policy is in dry-run mode.
+    #[inline(always)]
+    pub(crate) fn dry_run(&self) -> bool {
+        self.dry_run
     }
 
     /// The policy's name.
@@ -225,7 +240,7 @@ mod tests {
             Quota::from_nanos(u32::MAX, u64::from(u32::MAX)).unwrap(),
             Quota::with_period(Duration::from_secs(1 << 30)).unwrap(),
         ];
-        let live = LiveQuota::new(&quotas[0], "p", 0, 0);
+        let live = LiveQuota::new(&quotas[0], "p", (0, 0), false);
         for quota in quotas {
             live.store(&quota);
             assert_eq!(live.load(), quota);

@@ -241,7 +241,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         let mut booking = Booking::default();
         self.inspect_at(request, now, |state| {
             let live = &self.layers[state.index].quotas[state.quota_index];
-            booking.push(live, &live.rule().0, state.reset_after_nanos());
+            booking.push(live, state.reset_after_nanos());
         });
         booking.admitted(None)
     }
