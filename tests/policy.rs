@@ -399,30 +399,47 @@ fn a_skipped_key_means_the_policy_does_not_apply() {
     assert!(policies.check(&Req { user: Some("jo") }).is_err());
 }
 
+/// A global "front" policy of 100/h, then a "per-key" policy whose table holds one key
+/// (`per_key` per key, `when_full` beyond), then a global "back" policy if `back` is given.
+fn small_table(
+    clock: &ManualClock,
+    per_key: &str,
+    when_full: WhenFull,
+    back: Option<&str>,
+) -> Policies<u64, ManualClock> {
+    let mut builder = Policies::<u64, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::global("front").quota(q("100/h")))
+        .policy(
+            Policy::keyed("per-key", |k: &u64| k)
+                .quota(q(per_key))
+                .max_keys(1)
+                .when_full(when_full),
+        );
+    if let Some(back) = back {
+        builder = builder.policy(Policy::global("back").quota(q(back)));
+    }
+    builder.build().unwrap()
+}
+
+/// Cells left in each enforcing quota that applies to `key`, with its policy's name.
+fn left(policies: &Policies<u64, ManualClock>, key: u64) -> Vec<(&str, u32)> {
+    let mut left = Vec::new();
+    policies.inspect(&key, |s| left.push((s.policy(), s.remaining())));
+    left
+}
+
 /// A keyed policy whose table is full refuses a new key (cause `TableFull`), and what an
 /// earlier policy took for the request is undone.
 #[test]
 fn a_full_table_refuses_and_undoes_the_earlier_policies() {
-    let clock = ManualClock::new();
-    let policies = Policies::<u64, _>::builder()
-        .clock(clock.clone())
-        .policy(Policy::global("server").quota(q("100/h")))
-        .policy(
-            Policy::keyed("per-key", |k: &u64| k)
-                .quota(q("1000/h"))
-                .max_keys(1)
-                .when_full(WhenFull::Refuse),
-        )
-        .build()
-        .unwrap();
+    let policies = small_table(&ManualClock::new(), "1000/h", WhenFull::Refuse, None);
     assert!(policies.check(&1).is_ok());
     let refused = policies.check(&2).unwrap_err();
     assert_eq!(refused.cause(), Cause::TableFull);
     assert_eq!(refused.policy(), "per-key");
-    // The server quota lost only key 1's cell.
-    let mut left = Vec::new();
-    policies.inspect(&1, |s| left.push((s.policy(), s.remaining())));
-    assert_eq!(left, [("server", 99), ("per-key", 999)]);
+    // The front quota lost only key 1's cell.
+    assert_eq!(left(&policies, 1), [("front", 99), ("per-key", 999)]);
     assert_eq!(policies.stats()[1].refused, 1);
 }
 
@@ -433,46 +450,27 @@ fn a_full_table_refuses_and_undoes_the_earlier_policies() {
 #[test]
 fn an_untracked_key_is_reported_and_a_later_refusal_undoes_the_rest() {
     let clock = ManualClock::new();
-    let policies = Policies::<u64, _>::builder()
-        .clock(clock.clone())
-        .policy(Policy::global("front").quota(q("100/h")))
-        .policy(
-            Policy::keyed("per-key", |k: &u64| k)
-                .quota(q("3/h"))
-                .max_keys(1)
-                .when_full(WhenFull::AdmitUntracked),
-        )
-        .policy(Policy::global("back").quota(q("2/h")))
-        .build()
-        .unwrap();
+    let policies = small_table(&clock, "3/h", WhenFull::AdmitUntracked, Some("2/h"));
     assert!(policies.check(&1).is_ok());
     // Key 2 finds no room: admitted as a fresh 3/h bucket would be, 2 cells left.
     let admitted = policies.check(&2).unwrap();
     let tightest = admitted.tightest().unwrap();
     assert_eq!((tightest.policy(), tightest.remaining()), ("back", 0));
-    let mut left = Vec::new();
-    policies.inspect(&2, |s| left.push((s.policy(), s.remaining())));
-    assert_eq!(left, [("front", 98), ("per-key", 3), ("back", 0)]);
+    assert_eq!(
+        left(&policies, 2),
+        [("front", 98), ("per-key", 3), ("back", 0)]
+    );
     // The back quota is spent: key 3 is refused there, and the front cell comes back.
     let refused = policies.check(&3).unwrap_err();
     assert_eq!(refused.policy(), "back");
-    let mut left = Vec::new();
-    policies.inspect(&3, |s| left.push((s.policy(), s.remaining())));
-    assert_eq!(left, [("front", 98), ("per-key", 3), ("back", 0)]);
+    assert_eq!(
+        left(&policies, 3),
+        [("front", 98), ("per-key", 3), ("back", 0)]
+    );
 
     // Without the back policy, the untracked bucket is the tightest: 2 cells left, full again
     // in one emission interval of 3/h (20 minutes).
-    let policies = Policies::<u64, _>::builder()
-        .clock(clock)
-        .policy(Policy::global("front").quota(q("100/h")))
-        .policy(
-            Policy::keyed("per-key", |k: &u64| k)
-                .quota(q("3/h"))
-                .max_keys(1)
-                .when_full(WhenFull::AdmitUntracked),
-        )
-        .build()
-        .unwrap();
+    let policies = small_table(&clock, "3/h", WhenFull::AdmitUntracked, None);
     assert!(policies.check(&1).is_ok());
     let tightest = policies.check(&2).unwrap().tightest().unwrap();
     assert_eq!((tightest.policy(), tightest.remaining()), ("per-key", 2));
