@@ -38,7 +38,6 @@ pub mod algorithm;
 mod cell;
 pub mod clock;
 mod decision;
-mod divisor;
 pub mod keyed;
 mod limiter;
 pub mod policy;

@@ -380,6 +380,11 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         n: u32,
         wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
+        // A lock-free attempt that ran the step and then lost the slot (closed or moved) left
+        // its words here; they were never written. Without this, an untracked admission below
+        // would hand them to a policy's undo, which could then take back another request's
+        // cells (found in review).
+        *wrote = None;
         let mut held = shard.lock();
         let fresh = || algorithm.initial_word(now);
         let idle = self.idle_at(now);
@@ -660,5 +665,37 @@ impl<K: ?Sized, C: Clock + fmt::Debug, A: Algorithm + fmt::Debug> fmt::Debug
             .field("new_keys", &self.new_keys.as_ref().map(RateLimiter::quota))
             .field("clock", &self.clock)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    /// `wrote` reports only a word that was written: an untracked admission of a new key (no
+    /// room) writes none, whatever a failed lock-free attempt left in `wrote` before the slow
+    /// path. A policy's undo would otherwise compare-and-swap words nobody wrote.
+    #[test]
+    fn an_untracked_admission_reports_no_write() {
+        let quota = Quota::per_hour(10).unwrap();
+        let table = KeyedRateLimiter::<(), _, _>::builder(Gcra::new(&quota))
+            .clock(ManualClock::new())
+            .max_keys(1)
+            .when_full(WhenFull::AdmitUntracked)
+            .build()
+            .unwrap();
+        let gcra = Gcra::new(&quota);
+        let mut wrote = None;
+        assert!(table
+            .commit_tag(tag_of(1 << 40), &gcra, 1, 1_000, &mut wrote)
+            .is_ok());
+        assert!(wrote.is_some(), "the first key is inserted and written");
+        // As a lock-free attempt that lost its slot leaves it.
+        let mut wrote = Some((7, 8));
+        assert!(table
+            .commit_tag(tag_of(2 << 40), &gcra, 1, 1_000, &mut wrote)
+            .is_ok());
+        assert_eq!(wrote, None, "no room: admitted untracked, nothing written");
     }
 }

@@ -6,7 +6,7 @@
 //! # The hot path
 //! Per policy, the decision dispatches once on where its buckets live (one cell per quota, or
 //! one keyed table per quota), so that each quota's step is straight-line code: look the bucket
-//! up, read the quota's `Rule` (four words under a sequence lock), compare the debt the
+//! up, read the quota's `Rule` (three words under a sequence lock), compare the debt the
 //! request would leave with the rule's window, and compare-and-swap the new theoretical arrival
 //! time in. The full algorithm ([`Gcra`]) runs only on the cold paths. The clock is read once,
 //! just after the first lookup, so that the read overlaps that lookup's cache miss.
@@ -37,8 +37,8 @@ struct Undo<'p> {
     after: u64,
 }
 
-/// One decision under way: what it has taken (to undo on a refusal), the tightest quota so far,
-/// and the first dry-run policy that would have refused.
+/// One decision under way: what it has taken (to undo on a refusal, and to report on an
+/// admission), and the first dry-run policy that would have refused.
 struct Decision<'p, 'r, R: ?Sized, C: Clock, F> {
     set: &'p Policies<R, C>,
     request: &'r R,
@@ -145,7 +145,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         while undo.len() > mark {
             let Some(u) = undo.pop() else { break };
             let (index, q) = u.live.at();
-            // A bucket written since is left as it is: see the module docs.
+            // A bucket written since is left as it is: see the policy module docs.
             self.layers[index].restore(q, u.tag, u.before, u.after);
         }
     }
@@ -158,25 +158,22 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     fn reject<'p>(
         &'p self,
         request: &R,
-        n: u32,
-        now: u64,
+        (n, now): (u32, u64),
         first: Rejected<'p>,
+        first_tag: u64,
     ) -> Result<Result<Admitted<'p>, Rejected<'p>>, Oversized<'p>> {
         let mut worst = first;
         for (index, layer) in self.layers.iter().enumerate().skip(first.by.index) {
             if layer.dry_run {
                 continue;
             }
-            // The refusing policy's key is hashed again here: passing its tag in from `decide`
-            // measured 19 more instructions on every admitted decision (BENCHMARKS.md), to
-            // save one hash on a refusal.
-            let Some(tag) = layer.tag(request) else {
-                continue;
-            };
-            let from = if index == first.by.index {
-                first.by.quota_index + 1
+            let (tag, from) = if index == first.by.index {
+                (first_tag, first.by.quota_index + 1)
             } else {
-                0
+                match layer.tag(request) {
+                    Some(tag) => (tag, 0),
+                    None => continue,
+                }
             };
             for (q, live) in layer.quotas.iter().enumerate().skip(from) {
                 let quota = live.load();
@@ -257,13 +254,15 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
         None
     }
 
-    /// Quota `q` of policy `index` admitted the request, booked `debt` ns ahead under `rule`,
-    /// writing `wrote` (words before and after) if anything.
+    /// `live` admitted the request, writing `wrote` (the bucket's words before and after); if it
+    /// wrote nothing (an untracked new key), it left the bucket `debt` ns ahead of `now`.
     #[inline(always)]
     fn taken(&mut self, live: &'p LiveQuota, tag: u64, wrote: Option<(u64, u64)>, debt: u64) {
         // An untracked admission (a new key with no room, admitted as a new bucket would be)
-        // wrote nothing: its entry undoes nothing (a compare-and-swap of `after` to itself) and
-        // serves only to report the quota. Wrapping: `after − now` gives the debt back.
+        // wrote nothing: its entry, with `before == after`, serves to report the quota; its
+        // undo changes no word (at most a compare-and-swap of a word to itself, if the key has
+        // appeared since holding exactly that word). Wrapping: `after − now` gives the debt
+        // back.
         let booked = self.now.wrapping_add(debt);
         let (before, after) = wrote.unwrap_or((booked, booked));
         // At most MAX_QUOTAS quotas in a set (checked at build): room.
@@ -335,7 +334,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
             cause,
             dry_run: self.dry_run,
         };
-        Some(set.reject(self.request, self.n, self.now, first))
+        Some(set.reject(self.request, (self.n, self.now), first, tag))
     }
 }
 
@@ -359,7 +358,7 @@ fn state_of<'p, R: ?Sized, C: Clock>(
 
 /// The enforcing quotas an admission took cells from, for [`Admitted::tightest`]: the first
 /// [`BOOKED`] as they are (two stores each), and the tightest of the rest (fewest cells left,
-/// then the longest reset, then the first), worked out as they come.
+/// then the longest reset, then the first), chosen when the decision ends.
 pub(super) struct Booking<'p> {
     booked: [Option<Booked<'p>>; BOOKED],
     len: usize,
@@ -392,7 +391,7 @@ impl<'p> Booking<'p> {
 
     #[cold]
     fn more_of(&mut self, booked: Booked<'p>) {
-        let remaining = booked.live.rule().0.remaining(booked.debt);
+        let remaining = booked.live.rule().0.gauge(booked.debt).remaining();
         let tighter = self.more.map_or(true, |(best, left)| {
             remaining < left || (remaining == left && booked.debt > best.debt)
         });
@@ -522,7 +521,7 @@ mod tests {
                 assert!(wrote.is_some());
                 // The hour of lead plus the new cell's 180 s (20/h: one cell every 3 minutes).
                 assert_eq!(debt, 3_600_000_000_000 + 180_000_000_000);
-                assert_eq!(live.rule().0.remaining(debt), 19);
+                assert_eq!(live.rule().0.gauge(debt).remaining(), 19);
             }
             _ => panic!("20/h has cells left"),
         }

@@ -94,7 +94,7 @@ impl<'p> DryRun<'p> {
 }
 
 /// Enforcing quotas an admission keeps as they are, for [`Admitted::tightest`] to compare when
-/// asked; the tightest of any further ones is worked out during the decision.
+/// asked; the tightest of any further ones is chosen when the decision ends.
 pub(crate) const BOOKED: usize = 4;
 
 /// A quota an admission took cells from, and how far ahead of the decision's `now` it left the
@@ -146,7 +146,9 @@ impl<'p> Admitted<'p> {
     /// Worked out when called (a decision does not spend time on headers nobody asks for): each
     /// bucket is described as the decision left it, under the quota in force when this is
     /// called (the decision's own, unless [`replace_quotas`](super::Policies::replace_quotas)
-    /// changed it since).
+    /// changed it since). Of a request's enforcing quotas, the first four are compared here;
+    /// among any further ones, the decision kept only the one tightest under the quotas in
+    /// force when it ended, so after a replacement a later quota may go unreported.
     pub fn tightest(&self) -> Option<QuotaState<'p>> {
         let mut tightest: Option<QuotaState<'p>> = None;
         for booked in self.booked.iter().chain([&self.more]).flatten() {

@@ -30,8 +30,8 @@ pub(crate) enum Store<R: ?Sized, C: Clock> {
     },
 }
 
-/// Where a bucket is, as far as a lock-free probe can tell (the decision looks every bucket
-/// up this way before it reads the clock; see `policy::decide`).
+/// Where a bucket is, as far as a lock-free probe can tell (see `policy::decide`: the decision
+/// reads the clock just after its first lookup).
 #[derive(Clone, Copy)]
 pub(crate) enum Bucket<'a> {
     /// A global policy's bucket.

@@ -1,5 +1,6 @@
 //! [`LiveQuota`]: a quota that can be replaced while decisions read it, without a lock on the
-//! read side: a sequence lock over the words of its [`Rule`], the quota prepared for the hot path.
+//! read side: a sequence lock over the words of its [`Rule`] (the quota prepared for the hot
+//! path) and of the quota itself.
 //!
 //! # Protocol
 //! A writer (serialized by the policy set's replacement lock) makes the sequence odd, writes the
@@ -19,16 +20,15 @@
 //! On x86-64 the fences and the `Acquire`/`Release` accesses compile to plain loads and stores.
 
 use crate::decision::Gauge;
-use crate::divisor::Divisor;
 use crate::primitive::{fence, spin_loop, AtomicU64, Ordering};
 use crate::quota::Quota;
 
 /// Words of a [`Rule`], then the quota's own words.
-const RULE_WORDS: usize = 4;
+const RULE_WORDS: usize = 3;
 const WORDS: usize = RULE_WORDS + 4;
 
 /// A quota as a policy decision's hot path uses it: GCRA's numbers worked out once, when the
-/// quota is stored, so that a decision reads four words instead of deriving them. The quota
+/// quota is stored, so that a decision reads three words instead of deriving them. The quota
 /// itself (for reports, new buckets and refusals) is read apart, with [`LiveQuota::full`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Rule {
@@ -37,8 +37,6 @@ pub(crate) struct Rule {
     /// `τ = burst·T`: the largest debt GCRA admits.
     window: u64,
     burst: u32,
-    /// `T`, prepared for division (cells in a debt).
-    per_cell: Divisor,
 }
 
 impl Rule {
@@ -47,28 +45,20 @@ impl Rule {
             interval: quota.interval_nanos(),
             window: quota.window_nanos(),
             burst: quota.burst(),
-            per_cell: Divisor::new(quota.interval_nanos()),
         }
     }
 
     fn to_words(self) -> [u64; RULE_WORDS] {
-        let (magic, shifts) = self.per_cell.to_parts();
-        [
-            self.interval,
-            self.window,
-            u64::from(self.burst) | u64::from(shifts) << 32,
-            magic,
-        ]
+        [self.interval, self.window, u64::from(self.burst)]
     }
 
     #[inline(always)]
     fn from_words(words: [u64; RULE_WORDS]) -> Self {
-        let [interval, window, packed, magic] = words;
+        let [interval, window, burst] = words;
         Self {
             interval,
             window,
-            burst: packed as u32,
-            per_cell: Divisor::from_parts(magic, (packed >> 32) as u16),
+            burst: burst as u32,
         }
     }
 
@@ -87,16 +77,6 @@ impl Rule {
     #[inline(always)]
     pub(crate) fn burst(&self) -> u32 {
         self.burst
-    }
-
-    /// Whole cells left in a bucket booked `debt ≤ τ` ns ahead: `burst − ⌈debt / T⌉`, without a
-    /// divide instruction.
-    #[inline(always)]
-    pub(crate) fn remaining(&self, debt: u64) -> u32 {
-        // debt ≤ τ ≤ 2⁶³ − 1 and T ≤ τ, so the sum does not wrap; the quotient is at most the
-        // burst (debt ≤ τ). Were it called beyond τ, the min keeps the answer at 0.
-        let used = self.per_cell.divide(debt.wrapping_add(self.interval - 1));
-        self.burst - used.min(u64::from(self.burst)) as u32
     }
 
     /// The gauge of a bucket booked `debt` ns ahead (full again in `debt` ns).
@@ -207,13 +187,15 @@ impl LiveQuota {
     /// Replaces the quota. Writers must be serialized by the caller (the policy set holds a lock
     /// around every replacement).
     pub(crate) fn store(&self, quota: &Quota) {
+        // Worked out before the sequence turns odd, so that readers wait only for the stores.
+        let words = Self::words_of(quota);
         // Relaxed: only this (serialized) writer changes the sequence.
         let seq = self.seq.load(Ordering::Relaxed);
         // Relaxed: the fence below orders it before the word stores.
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // Release fence: a reader whose word load sees a store below then sees the odd sequence.
         fence(Ordering::Release);
-        for (word, value) in self.words.iter().zip(Self::words_of(quota)) {
+        for (word, value) in self.words.iter().zip(words) {
             // Relaxed: ordered by the fence above and the Release store below.
             word.store(value, Ordering::Relaxed);
         }
@@ -247,32 +229,6 @@ mod tests {
             let (rule, version) = live.rule();
             assert_eq!(rule, Rule::new(&quota));
             assert_eq!(live.full(), (rule, quota, version));
-            for debt in [0, 1, rule.interval() - 1, rule.interval(), rule.window()] {
-                assert_eq!(
-                    rule.remaining(debt),
-                    rule.gauge(debt).remaining(),
-                    "{quota} {debt}"
-                );
-            }
-        }
-    }
-
-    proptest::proptest! {
-        /// The multiply-shift count of cells left matches the gauge's division, for every
-        /// quota and every debt an admission can leave.
-        #[test]
-        fn remaining_matches_the_gauge(
-            count in 1u32..=u32::MAX,
-            period in 1u64..=1u64 << 40,
-            burst in 1u32..=u32::MAX,
-            at in 0u64..=u64::MAX,
-        ) {
-            let Ok(quota) = Quota::from_nanos(count, period).and_then(|q| q.with_burst(burst)) else {
-                return Ok(());
-            };
-            let rule = Rule::new(&quota);
-            let debt = at % (rule.window() + 1);
-            proptest::prop_assert_eq!(rule.remaining(debt), rule.gauge(debt).remaining());
         }
     }
 }

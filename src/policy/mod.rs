@@ -188,7 +188,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// One clock read, one hash per keyed policy, one CAS per quota (see the module docs).
     #[inline]
     pub fn check(&self, request: &R) -> Result<Admitted<'_>, Rejected<'_>> {
-        // Every bucket is found before the clock is read: the clock read overlaps the misses.
+        // The clock is read just after the first bucket lookup, overlapping its cache miss.
         match self.decide(request, 1, || self.clock.now()) {
             Ok(answer) => answer,
             Err(oversized) => unreachable_oversized(oversized),
