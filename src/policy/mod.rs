@@ -99,7 +99,7 @@
 //! # Cost
 //! One clock reading for the whole decision (taken just after the first bucket lookup, so that
 //! it overlaps the lookup's cache miss), one hash per keyed policy (not per quota), and per
-//! quota: four words of its prepared rule (a sequence lock: plain loads on x86-64), one probe of
+//! quota: three words of its prepared rule (a sequence lock: plain loads on x86-64), one probe of
 //! its table (keyed), a comparison of the debt the request would leave with the quota's window,
 //! one compare-and-swap, and one four-word undo entry. The full algorithm runs only for new
 //! keys and refusals. [`Admitted::tightest`] is worked out when called. No lock, no allocation
