@@ -44,6 +44,7 @@ pub mod policy;
 mod primitive;
 pub mod quota;
 mod sliding_log;
+pub mod wait;
 
 pub use algorithm::{Algorithm, Gcra};
 pub use decision::{Allowed, Cause, Gauge, InsufficientCapacity, Refused};
@@ -52,6 +53,7 @@ pub use limiter::RateLimiter;
 pub use policy::{Policies, Policy};
 pub use quota::{Initial, Quota, QuotaError};
 pub use sliding_log::SlidingLog;
+pub use wait::WaitError;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -6,6 +6,7 @@ use crate::algorithm::{Algorithm, Gcra};
 use crate::cell::Cell;
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Allowed, InsufficientCapacity, Refused};
+use crate::keyed::{recording, Wrote};
 use crate::quota::Quota;
 
 /// A rate limiter for one stream of requests: a single bucket whose whole state is one
@@ -193,6 +194,24 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     pub fn reset(&self) {
         self.cell
             .store(self.algorithm.initial_word(self.clock.now()));
+    }
+
+    /// [`check_n_at`](Self::check_n_at) with `n ≥ 1`, noting in `wrote` the bucket's words
+    /// before and after a write, for [`restore`](Self::restore) (the blocking waits give back a
+    /// reservation that would wait too long).
+    pub(crate) fn check_recording(
+        &self,
+        n: u32,
+        now: u64,
+        wrote: &mut Wrote,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        self.within_burst(n)?;
+        Ok(self.answer(self.cell.update(recording(&self.algorithm, now, n, wrote))))
+    }
+
+    /// Puts `before` back if the bucket still holds `after` (see `Cell::restore`): whether it did.
+    pub(crate) fn restore(&self, before: u64, after: u64) -> bool {
+        self.cell.restore(after, before)
     }
 
     /// Passes the answer on; first, if it was refused because the bucket is booked more than a

@@ -117,6 +117,15 @@ pub trait Algorithm {
         false
     }
 
+    /// The longest an admitted request may be told to wait ([`Allowed::delay`]), in ns: 0 for
+    /// the algorithms that admit at once or refuse (the default), the queue bound for the
+    /// shaping ones. The blocking waits choose their discipline by it (see [`crate::wait`]): a
+    /// shaping algorithm's refusal means its queue is full, and is not retried.
+    #[inline]
+    fn max_delay_nanos(&self) -> u64 {
+        0
+    }
+
     /// After a refusal flagged as "clock behind" (the bucket looked booked further ahead than
     /// any reading could explain), the word to write given a `fresh` reading taken after the
     /// word was loaded, and the clock's declared `skew`; `None` to leave it. The default never
@@ -174,6 +183,11 @@ macro_rules! delegate_algorithm {
             #[inline]
             fn is_idle(&self, word: u64, now: u64) -> bool {
                 self.$field.is_idle(word, now)
+            }
+
+            #[inline]
+            fn max_delay_nanos(&self) -> u64 {
+                self.$field.max_delay_nanos()
             }
         }
     };

@@ -130,6 +130,11 @@ impl Schedule {
         self.lead - self.window
     }
 
+    /// The longest delay an admission carries: the slack (0 for GCRA).
+    pub(crate) fn max_delay_nanos(&self) -> u64 {
+        self.slack()
+    }
+
     #[inline(always)]
     pub(crate) fn capacity(&self) -> u32 {
         self.capacity

@@ -173,6 +173,11 @@ impl Stepped {
         Allowed::new(self.gauge(&c, c.used))
     }
 
+    /// Admits at once or refuses: no delay.
+    pub(crate) fn max_delay_nanos(&self) -> u64 {
+        0
+    }
+
     /// Full at `now`: nothing in use once the refills are counted, and the stored window not
     /// ahead of the reading's (an ahead window is judged conservatively, as in use).
     pub(crate) fn is_idle(&self, word: u64, now: u64) -> bool {

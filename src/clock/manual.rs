@@ -83,4 +83,11 @@ impl Clock for ManualClock {
     fn now(&self) -> u64 {
         self.get()
     }
+
+    /// Moves the clock forwards by `duration` at once (no real time passes): a blocking wait on
+    /// a manual clock is a step of the simulation. Several threads sleeping on one manual clock
+    /// each move it, so such waits suit single-threaded simulations.
+    fn sleep(&self, duration: Duration) {
+        self.advance(duration);
+    }
 }

@@ -86,6 +86,14 @@ pub trait Clock {
     fn skew_nanos(&self) -> u64 {
         0
     }
+
+    /// Blocks the calling thread until `duration` of this clock's time has passed (the blocking
+    /// waits, [`RateLimiter::wait`](crate::RateLimiter::wait), sleep through this). The default
+    /// sleeps the thread; [`ManualClock`] moves itself forwards instead, so that a test's waits
+    /// take no real time.
+    fn sleep(&self, duration: core::time::Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -97,6 +105,10 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn skew_nanos(&self) -> u64 {
         (**self).skew_nanos()
     }
+
+    fn sleep(&self, duration: core::time::Duration) {
+        (**self).sleep(duration);
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
@@ -107,5 +119,9 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 
     fn skew_nanos(&self) -> u64 {
         (**self).skew_nanos()
+    }
+
+    fn sleep(&self, duration: core::time::Duration) {
+        (**self).sleep(duration);
     }
 }

@@ -1,0 +1,132 @@
+//! Blocking waits on a manual clock (its `sleep` moves it: no test sleeps for real): the retry
+//! discipline (GCRA), the reservation discipline (a shaper: first come, first served, bounded),
+//! bounded waits that fail at once and take nothing, and the rate kept over a long run.
+
+use core::time::Duration;
+
+use flowgate::algorithm::LeakyBucket;
+use flowgate::clock::ManualClock;
+use flowgate::{Quota, RateLimiter, WaitError};
+
+const SECOND: u64 = 1_000_000_000;
+
+fn spent(per_second: u32) -> (ManualClock, RateLimiter<ManualClock>) {
+    let clock = ManualClock::new();
+    let limiter = RateLimiter::with_clock(Quota::per_second(per_second).unwrap(), clock.clone());
+    assert!(matches!(limiter.check_n(per_second), Ok(Ok(_))));
+    (clock, limiter)
+}
+
+#[test]
+fn a_wait_sleeps_exactly_until_the_cell_returns() {
+    let (clock, limiter) = spent(1);
+    limiter.wait(1).unwrap();
+    assert_eq!(clock.get(), SECOND);
+    // The cell it waited for is taken: the next one is another second away.
+    limiter.wait(1).unwrap();
+    assert_eq!(clock.get(), 2 * SECOND);
+}
+
+#[test]
+fn a_bounded_wait_that_would_be_too_long_fails_at_once_and_takes_nothing() {
+    let (clock, limiter) = spent(1);
+    let Err(WaitError::TooLong(refused)) = limiter.try_wait_for(1, Duration::from_millis(999))
+    else {
+        panic!("a second's wait does not fit in 999 ms");
+    };
+    assert_eq!(refused.retry_after(), Duration::from_secs(1));
+    assert_eq!(clock.get(), 0, "it did not sleep");
+    // Nothing was taken: the cell still comes back after exactly one second.
+    limiter.try_wait_for(1, Duration::from_secs(1)).unwrap();
+    assert_eq!(clock.get(), SECOND);
+}
+
+#[test]
+fn more_than_the_burst_is_a_capacity_error_without_waiting() {
+    let (clock, limiter) = spent(2);
+    let Err(WaitError::Capacity(capacity)) = limiter.wait(3) else {
+        panic!("3 cells never fit a burst of 2");
+    };
+    assert_eq!((capacity.requested, capacity.burst), (3, 2));
+    assert_eq!(clock.get(), 0);
+    // Zero cells: the bucket as it is, at once.
+    assert_eq!(limiter.wait(0).unwrap().remaining(), 0);
+}
+
+/// 100 waits at 10/s: the burst of 10 at once, then one every 100 ms, so the last is admitted
+/// at exactly 9 s: waiting never admits faster than the rate.
+#[test]
+fn waits_keep_the_rate_over_a_long_run() {
+    let clock = ManualClock::new();
+    let limiter = RateLimiter::with_clock(Quota::per_second(10).unwrap(), clock.clone());
+    let mut admitted_at = Vec::new();
+    for _ in 0..100 {
+        limiter.wait(1).unwrap();
+        admitted_at.push(clock.get());
+    }
+    assert_eq!(admitted_at[9], 0);
+    assert_eq!(admitted_at[10], SECOND / 10);
+    assert_eq!(admitted_at[99], 9 * SECOND);
+    // In any one-second window, at most the burst plus the rate: 10 + 10 cells.
+    for (i, &t) in admitted_at.iter().enumerate() {
+        let in_window = admitted_at[i..]
+            .iter()
+            .take_while(|&&u| u < t + SECOND)
+            .count();
+        assert!(
+            in_window <= 20,
+            "{in_window} admitted in the second from {t}"
+        );
+    }
+}
+
+fn shaper(max_delay: Duration) -> (ManualClock, RateLimiter<ManualClock, LeakyBucket>) {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1).unwrap();
+    let algorithm = LeakyBucket::shaper(&quota, max_delay).unwrap();
+    (clock.clone(), RateLimiter::with_algorithm(algorithm, clock))
+}
+
+/// Reservations made at one instant are served in the order they were made, one interval
+/// apart, and the queue is bounded by the shaper's maximum delay: beyond it a caller is
+/// refused at once and books nothing.
+#[test]
+fn reservations_are_first_come_first_served_and_bounded() {
+    let (_clock, limiter) = shaper(Duration::from_secs(3));
+    let delays: Vec<Duration> = (0..4)
+        .map(|_| limiter.reserve(1).unwrap().unwrap().delay())
+        .collect();
+    assert_eq!(
+        delays,
+        [0, 1, 2, 3].map(Duration::from_secs),
+        "one interval apart, in arrival order"
+    );
+    let refused = limiter.reserve(1).unwrap().unwrap_err();
+    assert_eq!(refused.retry_after(), Duration::from_secs(1));
+    // The refusal booked nothing: the queue is still four long.
+    let Err(WaitError::TooLong(_)) = limiter.try_wait_for(1, Duration::from_secs(10)) else {
+        panic!("the queue is full");
+    };
+}
+
+/// A reservation that would wait longer than `max_wait` is given back at once: the next
+/// caller gets the same slot.
+#[test]
+fn a_reservation_beyond_the_budget_is_given_back() {
+    let (clock, limiter) = shaper(Duration::from_secs(10));
+    assert_eq!(limiter.wait(1).unwrap().delay(), Duration::ZERO);
+    assert_eq!(
+        limiter.reserve(1).unwrap().unwrap().delay(),
+        Duration::from_secs(1)
+    );
+    // The next slot is 2 s away: more than 1.5 s.
+    let Err(WaitError::TooLong(refused)) = limiter.try_wait_for(1, Duration::from_millis(1500))
+    else {
+        panic!("a 2 s reservation does not fit in 1.5 s");
+    };
+    assert_eq!(refused.retry_after(), Duration::from_secs(2));
+    assert_eq!(clock.get(), 0, "it did not sleep");
+    // Given back: the same 2 s slot is the next caller's, who sleeps for it.
+    assert_eq!(limiter.wait(1).unwrap().delay(), Duration::from_secs(2));
+    assert_eq!(clock.get(), 2 * SECOND);
+}
