@@ -1,64 +1,213 @@
-//! Waiting for cells instead of being refused: blocking waits on a [`RateLimiter`].
+//! Waiting for cells instead of being refused: blocking waits that sleep through the limiter's
+//! clock, and asynchronous ones that sleep through a timer you pass (or tokio's, with the
+//! `tokio` feature), on every limiter kind: [`RateLimiter`], [`KeyedRateLimiter`] and
+//! [`Policies`](crate::Policies).
 //!
 //! # Two disciplines, chosen by the limiter's algorithm
-//! * **Retry** (every algorithm that refuses: [`Gcra`](crate::Gcra), the windows, …): a refused
-//!   caller sleeps for the refusal's [`retry_after`](Refused::retry_after), then asks again.
-//!   Under contention another caller may take the cell first; the waiter then sleeps again, so
-//!   waiters are not served in arrival order.
+//! * **Retry** (every algorithm that refuses: [`Gcra`](crate::Gcra), the windows, policies): a
+//!   refused caller sleeps for the refusal's [`retry_after`](Refused::retry_after), then asks
+//!   again. Under contention another caller may take the cell first; the waiter then sleeps
+//!   again, so waiters are not served in arrival order (a policy's jitter spreads them out).
 //! * **Reservation** (the shaping algorithms,
 //!   [`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper) and
-//!   [`Credit`](crate::algorithm::Credit)): a caller books its slot on arrival, in one
-//!   compare-and-swap, and sleeps for the [`delay`](Allowed::delay) it was given. Waiters are
-//!   served in the order they booked (first in, first out), nobody is overtaken, and the queue
-//!   is bounded by the algorithm's maximum delay: a caller who would wait longer is refused at
-//!   once and books nothing.
+//!   [`Credit`](crate::algorithm::Credit), chosen by [`Algorithm::max_delay_nanos`]): a caller
+//!   books its slot on arrival, in one compare-and-swap, and sleeps for the
+//!   [`delay`](Allowed::delay) it was given. Waiters are served in the order they booked (first
+//!   in, first out), nobody is overtaken, no herd forms, and the queue is bounded by the
+//!   algorithm's maximum delay: a caller who would wait longer is refused at once and books
+//!   nothing.
 //!
 //! # Bounded waits
-//! [`RateLimiter::try_wait_for`] never sleeps only to fail when it can know in advance: a
-//! refusal whose `retry_after`, or a reservation whose delay, exceeds what is left of
-//! `max_wait` returns [`WaitError::TooLong`] at once. A reservation found too long is given back
-//! by an exact compare-and-swap from the word it wrote to the word it replaced; if another
-//! caller booked after it in the meantime, it gives way and the slot stays booked (unused: at
-//! most `n` cells of under-admission, never more admitted). Under the retry discipline a waiter
-//! that is overtaken while asleep can still run out of time after sleeping.
+//! The `try_wait_*_for` and `*_within` variants never sleep only to fail when that is known in
+//! advance: a refusal whose `retry_after`, or a reservation whose delay, exceeds what is left of
+//! `max_wait` ends the wait at once with [`WaitError::TooLong`]. A reservation found too long is
+//! given back by an exact compare-and-swap from the word it wrote to the word it replaced; if
+//! another caller booked after it in the meantime, it gives way and the slot stays booked, unused
+//! (at most `n` cells of under-admission; never an extra admission). Under the retry discipline
+//! a waiter overtaken while asleep can still run out of time after sleeping.
+//!
+//! # Cancellation (asynchronous waits)
+//! Dropping a future of an asynchronous wait is safe at any point:
+//! * while it sleeps before a retry, it holds nothing: the bucket is as if the caller never came;
+//! * while it sleeps on a reservation, its reservation is given back, by the same exact
+//!   compare-and-swap as above (so it gives way, leaving its slot unused, if someone booked after
+//!   it: a queue does not shift).
 //!
 //! # Time
-//! Waits sleep through the limiter's clock ([`Clock::sleep`]): a [`ManualClock`] moves itself
-//! forwards instead of sleeping, so tests of waits take no real time.
-//!
-//! [`ManualClock`]: crate::clock::ManualClock
+//! Blocking waits sleep through the limiter's clock ([`Clock::sleep`]): a
+//! [`ManualClock`](crate::clock::ManualClock) moves itself forwards instead of sleeping, so
+//! tests of waits take no real time. Asynchronous waits sleep through the timer given; with the
+//! `tokio` feature, [`TokioClock`](crate::clock::TokioClock) follows tokio's clock, which tests
+//! can pause.
 
 use core::fmt;
+use core::future::Future;
 use core::time::Duration;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::decision::{Allowed, InsufficientCapacity, Refused};
+use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
 
-/// Why a wait ended without cells.
+/// Why a wait ended without cells: `O` is the "never" error of the limiter kind
+/// ([`InsufficientCapacity`], or a policy set's [`Oversized`](crate::policy::Oversized)), `R`
+/// its refusal ([`Refused`], or [`Rejected`](crate::policy::Rejected)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitError {
-    /// More cells than the bucket holds: the request can never succeed.
-    Capacity(InsufficientCapacity),
-    /// The wait would be longer than allowed (the `max_wait` of
-    /// [`try_wait_for`](RateLimiter::try_wait_for), or never, past the clock's 584-year
-    /// horizon). The refusal says how long it would have been; nothing was taken.
-    TooLong(Refused),
+pub enum WaitError<R = Refused, O = InsufficientCapacity> {
+    /// More cells than a bucket holds: the request can never succeed.
+    Capacity(O),
+    /// The wait would be longer than allowed (the bounded variants' `max_wait`; a shaping
+    /// algorithm's maximum delay; or never, past the clock's 584-year horizon). The refusal says
+    /// how long it would have been; nothing was taken.
+    TooLong(R),
 }
 
-impl fmt::Display for WaitError {
+impl<R: fmt::Display, O: fmt::Display> fmt::Display for WaitError<R, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WaitError::Capacity(capacity) => capacity.fmt(f),
-            WaitError::TooLong(refused) => {
-                write!(f, "the wait would take {:?}", refused.retry_after())
+            WaitError::TooLong(refused) => write!(f, "the wait would be too long: {refused}"),
+        }
+    }
+}
+
+impl<R: fmt::Debug + fmt::Display, O: fmt::Debug + fmt::Display> std::error::Error
+    for WaitError<R, O>
+{
+}
+
+/// What one attempt of a wait found.
+pub(crate) enum Attempt<T, R, O> {
+    /// Admitted: go ahead after `delay` ns. `reserved` holds the bucket's words before and after
+    /// a reservation (a delay > 0), for giving it back if the wait is abandoned.
+    Ready {
+        value: T,
+        delay: u64,
+        reserved: Option<(u64, u64)>,
+    },
+    /// Refused for now: sleep this many ns and ask again.
+    Retry(u64),
+    /// The wait ends without cells.
+    Fail(WaitError<R, O>),
+}
+
+/// The attempt an answer of a single-bucket decision makes, with `left` ns of the budget left:
+/// a reservation beyond it is given back with `give_back(before, after)`; a shaping
+/// algorithm's refusal (its queue is full) ends the wait.
+pub(crate) fn judge(
+    answer: Result<Allowed, Refused>,
+    wrote: Option<(u64, u64)>,
+    left: u64,
+    shaping: bool,
+    give_back: impl FnOnce(u64, u64),
+) -> Attempt<Allowed, Refused, InsufficientCapacity> {
+    match answer {
+        Ok(allowed) => {
+            let delay = allowed.delay_nanos();
+            if delay > left {
+                if let Some((before, after)) = wrote {
+                    give_back(before, after);
+                }
+                return Attempt::Fail(WaitError::TooLong(Refused::new(allowed.gauge(), delay)));
+            }
+            Attempt::Ready {
+                value: allowed,
+                delay,
+                reserved: wrote.filter(|_| delay > 0),
+            }
+        }
+        Err(refused) => {
+            let wait = refused.retry_after_nanos();
+            if shaping || wait == u64::MAX || wait > left {
+                Attempt::Fail(WaitError::TooLong(refused))
+            } else {
+                Attempt::Retry(wait)
             }
         }
     }
 }
 
-impl std::error::Error for WaitError {}
+/// Nanoseconds of a `Duration`, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The blocking loop: attempts (given the reading and what is left of `max_wait`) until one is
+/// ready or fails, sleeping through `clock` in between and before going ahead.
+pub(crate) fn block<C: Clock, T, R, O>(
+    clock: &C,
+    max_wait: u64,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
+) -> Result<T, WaitError<R, O>> {
+    let start = clock.now();
+    loop {
+        let now = clock.now();
+        // A clock that steps back counts as no time spent.
+        let left = max_wait.saturating_sub(now.saturating_sub(start));
+        match attempt(now, left) {
+            Attempt::Ready { value, delay, .. } => {
+                if delay > 0 {
+                    clock.sleep(Duration::from_nanos(delay));
+                }
+                return Ok(value);
+            }
+            Attempt::Retry(wait) => clock.sleep(Duration::from_nanos(wait)),
+            Attempt::Fail(error) => return Err(error),
+        }
+    }
+}
+
+/// Gives a reservation back when dropped, unless the wait completed.
+struct Reservation<G: FnMut(u64, u64)> {
+    words: Option<(u64, u64)>,
+    give_back: G,
+}
+
+impl<G: FnMut(u64, u64)> Drop for Reservation<G> {
+    fn drop(&mut self) {
+        if let Some((before, after)) = self.words.take() {
+            (self.give_back)(before, after);
+        }
+    }
+}
+
+/// The asynchronous loop: as [`block`], sleeping through `sleep`; a reservation is given back
+/// (`give_back`) if the future is dropped while it sleeps on it.
+pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
+    clock: &C,
+    max_wait: u64,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
+    give_back: impl FnMut(u64, u64),
+    mut sleep: impl FnMut(Duration) -> F,
+) -> Result<T, WaitError<R, O>> {
+    let start = clock.now();
+    let mut guard = Reservation {
+        words: None,
+        give_back,
+    };
+    loop {
+        let now = clock.now();
+        let left = max_wait.saturating_sub(now.saturating_sub(start));
+        match attempt(now, left) {
+            Attempt::Ready {
+                value,
+                delay,
+                reserved,
+            } => {
+                if delay > 0 {
+                    guard.words = reserved;
+                    sleep(Duration::from_nanos(delay)).await;
+                    // Slept through: the reservation is the caller's to use.
+                    guard.words = None;
+                }
+                return Ok(value);
+            }
+            Attempt::Retry(wait) => sleep(Duration::from_nanos(wait)).await,
+            Attempt::Fail(error) => return Err(error),
+        }
+    }
+}
 
 /// # Waiting
 impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
@@ -79,10 +228,11 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     ///
     /// # Errors
     /// [`WaitError::Capacity`] if `n` exceeds the burst; [`WaitError::TooLong`] if the cells
-    /// would only come back past the clock's horizon, or (reservation) the wait exceeds the
-    /// algorithm's maximum delay.
+    /// would only come back past the clock's horizon, or a shaping algorithm's queue is full.
     pub fn wait(&self, n: u32) -> Result<Allowed, WaitError> {
-        self.wait_within(n, u64::MAX)
+        block(self.clock(), u64::MAX, |now, left| {
+            self.attempt(n, now, left)
+        })
     }
 
     /// [`wait`](Self::wait), but for at most `max_wait`: a wait known to be longer returns
@@ -92,52 +242,329 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// As [`wait`](Self::wait), and [`WaitError::TooLong`] when the wait would exceed
     /// `max_wait`.
     pub fn try_wait_for(&self, n: u32, max_wait: Duration) -> Result<Allowed, WaitError> {
-        self.wait_within(n, u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX))
+        block(self.clock(), nanos(max_wait), |now, left| {
+            self.attempt(n, now, left)
+        })
     }
 
-    fn wait_within(&self, n: u32, max_wait: u64) -> Result<Allowed, WaitError> {
-        let clock = self.clock();
-        let start = clock.now();
+    /// [`wait`](Self::wait) without blocking a thread: sleeps through `sleep` (any async timer:
+    /// `tokio::time::sleep`, `async_io::Timer::after`, …) for at most `max_wait` (`None`: no
+    /// bound). Cancellation-safe (see the [module docs](crate::wait#cancellation-asynchronous-waits)).
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub async fn until_ready_with<F: Future<Output = ()>>(
+        &self,
+        n: u32,
+        max_wait: Option<Duration>,
+        sleep: impl FnMut(Duration) -> F,
+    ) -> Result<Allowed, WaitError> {
+        let max_wait = max_wait.map_or(u64::MAX, nanos);
+        let attempt = |now, left| self.attempt(n, now, left);
+        let give_back = |before, after| {
+            self.restore(before, after);
+        };
+        until(self.clock(), max_wait, attempt, give_back, sleep).await
+    }
+
+    fn attempt(
+        &self,
+        n: u32,
+        now: u64,
+        left: u64,
+    ) -> Attempt<Allowed, Refused, InsufficientCapacity> {
         if n == 0 {
             // Takes nothing, never waits: the bucket as it is.
-            return match self.check_n_at(0, start).map_err(WaitError::Capacity)? {
-                Ok(state) => Ok(state),
-                Err(refused) => Err(WaitError::TooLong(refused)),
+            return match self.check_n_at(0, now) {
+                Ok(Ok(state)) => Attempt::Ready {
+                    value: state,
+                    delay: 0,
+                    reserved: None,
+                },
+                Ok(Err(refused)) => Attempt::Fail(WaitError::TooLong(refused)),
+                Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
             };
         }
-        loop {
-            let now = clock.now();
-            // A clock that steps back counts as no time spent.
-            let left = max_wait.saturating_sub(now.saturating_sub(start));
-            let mut wrote = None;
-            let answer = self
-                .check_recording(n, now, &mut wrote)
-                .map_err(WaitError::Capacity)?;
-            match answer {
-                Ok(allowed) => {
-                    let delay = allowed.delay_nanos();
-                    if delay > left {
-                        // A reservation beyond the budget: give it back (or give way).
-                        if let Some((before, after)) = wrote {
-                            self.restore(before, after);
-                        }
-                        return Err(WaitError::TooLong(Refused::new(allowed.gauge(), delay)));
-                    }
-                    if delay > 0 {
-                        clock.sleep(Duration::from_nanos(delay));
-                    }
-                    return Ok(allowed);
-                }
-                Err(refused) => {
-                    let wait = refused.retry_after_nanos();
-                    // A shaping algorithm refuses only when its queue is full: at once.
-                    let queue_full = self.algorithm().max_delay_nanos() > 0;
-                    if queue_full || wait == u64::MAX || wait > left {
-                        return Err(WaitError::TooLong(refused));
-                    }
-                    clock.sleep(Duration::from_nanos(wait));
+        let mut wrote = None;
+        match self.check_recording(n, now, &mut wrote) {
+            Ok(answer) => {
+                let shaping = self.algorithm().max_delay_nanos() > 0;
+                judge(answer, wrote, left, shaping, |before, after| {
+                    self.restore(before, after);
+                })
+            }
+            Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
+        }
+    }
+}
+
+/// # Waiting
+impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
+    /// Takes `n` cells from `key`'s bucket, sleeping (through the clock) until they are
+    /// available; as [`RateLimiter::wait`].
+    ///
+    /// # Errors
+    /// As [`RateLimiter::wait`].
+    pub fn wait_key(&self, key: &K, n: u32) -> Result<Allowed, WaitError> {
+        block(self.clock(), u64::MAX, |now, left| {
+            self.attempt_key(key, n, now, left)
+        })
+    }
+
+    /// [`wait_key`](Self::wait_key) for at most `max_wait`; as [`RateLimiter::try_wait_for`].
+    ///
+    /// # Errors
+    /// As [`RateLimiter::try_wait_for`].
+    pub fn try_wait_key_for(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Allowed, WaitError> {
+        block(self.clock(), nanos(max_wait), |now, left| {
+            self.attempt_key(key, n, now, left)
+        })
+    }
+
+    /// [`wait_key`](Self::wait_key) without blocking a thread; as
+    /// [`RateLimiter::until_ready_with`].
+    ///
+    /// # Errors
+    /// As [`RateLimiter::try_wait_for`].
+    pub async fn until_key_ready_with<F: Future<Output = ()>>(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Option<Duration>,
+        sleep: impl FnMut(Duration) -> F,
+    ) -> Result<Allowed, WaitError> {
+        let max_wait = max_wait.map_or(u64::MAX, nanos);
+        let tag = self.tag_of_key(key);
+        let attempt = |now, left| self.attempt_key(key, n, now, left);
+        let give_back = |before, after| {
+            self.restore_tag(tag, before, after);
+        };
+        until(self.clock(), max_wait, attempt, give_back, sleep).await
+    }
+
+    fn attempt_key(
+        &self,
+        key: &K,
+        n: u32,
+        now: u64,
+        left: u64,
+    ) -> Attempt<Allowed, Refused, InsufficientCapacity> {
+        if n == 0 {
+            return match self.peek_key_at(key, 0, now) {
+                Ok(Ok(state)) => Attempt::Ready {
+                    value: state,
+                    delay: 0,
+                    reserved: None,
+                },
+                Ok(Err(refused)) => Attempt::Fail(WaitError::TooLong(refused)),
+                Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
+            };
+        }
+        let mut wrote = None;
+        match self.check_key_recording(key, n, now, &mut wrote) {
+            Ok((answer, tag, shaping)) => judge(answer, wrote, left, shaping, |before, after| {
+                self.restore_tag(tag, before, after);
+            }),
+            Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
+        }
+    }
+}
+
+/// A policy set's wait error.
+pub type PolicyWaitError<'p> = WaitError<crate::policy::Rejected<'p>, crate::policy::Oversized<'p>>;
+
+/// # Waiting
+///
+/// Every quota of a policy set is GCRA, so its waits retry: a refused request sleeps for the
+/// refusal's [`retry_after`](crate::policy::Rejected::retry_after) (which covers every refusing
+/// quota and carries the refusing policy's jitter, so that waiters refused together do not
+/// come back together), then asks again.
+// A policy refusal is large (see `policy`'s note on `result_large_err`); boxing it would
+// allocate on every refusal.
+#[allow(clippy::result_large_err)]
+impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
+    /// Takes `n` cells from every quota that applies to `request`, sleeping (through the clock)
+    /// until all are available at once.
+    ///
+    /// # Errors
+    /// [`WaitError::Capacity`] (an [`Oversized`](crate::policy::Oversized)) if `n` exceeds an
+    /// enforcing quota's burst; [`WaitError::TooLong`] only past the clock's horizon.
+    pub fn wait(
+        &self,
+        request: &R,
+        n: u32,
+    ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
+        block(self.clock(), u64::MAX, |now, left| {
+            self.attempt(request, n, now, left)
+        })
+    }
+
+    /// [`wait`](Self::wait) for at most `max_wait`: a wait known to be longer returns
+    /// [`WaitError::TooLong`] at once, taking nothing.
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait), and [`WaitError::TooLong`] when the wait would exceed
+    /// `max_wait`.
+    pub fn try_wait_for(
+        &self,
+        request: &R,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
+        block(self.clock(), nanos(max_wait), |now, left| {
+            self.attempt(request, n, now, left)
+        })
+    }
+
+    /// [`wait`](Self::wait) without blocking a thread, sleeping through `sleep`, for at most
+    /// `max_wait` (`None`: no bound). Cancellation-safe: between attempts it holds nothing.
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub async fn until_ready_with<F: Future<Output = ()>>(
+        &self,
+        request: &R,
+        n: u32,
+        max_wait: Option<Duration>,
+        sleep: impl FnMut(Duration) -> F,
+    ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
+        let max_wait = max_wait.map_or(u64::MAX, nanos);
+        let attempt = |now, left| self.attempt(request, n, now, left);
+        // A policy decision never reserves ahead: nothing to give back.
+        until(self.clock(), max_wait, attempt, |_, _| {}, sleep).await
+    }
+
+    fn attempt<'p>(
+        &'p self,
+        request: &R,
+        n: u32,
+        now: u64,
+        left: u64,
+    ) -> Attempt<
+        crate::policy::Admitted<'p>,
+        crate::policy::Rejected<'p>,
+        crate::policy::Oversized<'p>,
+    > {
+        match self.check_n_at(request, n, now) {
+            Ok(Ok(admitted)) => Attempt::Ready {
+                value: admitted,
+                delay: 0,
+                reserved: None,
+            },
+            Ok(Err(rejected)) => {
+                let wait = rejected.retry_after_nanos();
+                if rejected.conforms_after().as_nanos() >= u128::from(u64::MAX) || wait > left {
+                    Attempt::Fail(WaitError::TooLong(rejected))
+                } else {
+                    Attempt::Retry(wait)
                 }
             }
+            Err(oversized) => Attempt::Fail(WaitError::Capacity(oversized)),
         }
+    }
+}
+
+/// # Waiting on tokio's timer (feature `tokio`)
+#[cfg(feature = "tokio")]
+impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
+    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound.
+    ///
+    /// ```
+    /// use flowgate::{clock::TokioClock, Quota, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let clock = TokioClock::new();
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, clock);
+    /// let start = tokio::time::Instant::now();
+    /// limiter.until_ready(1).await?; // at once
+    /// limiter.until_ready(1).await?; // a second later, on tokio's (here paused) clock
+    /// assert_eq!(start.elapsed(), std::time::Duration::from_secs(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait).
+    pub async fn until_ready(&self, n: u32) -> Result<Allowed, WaitError> {
+        self.until_ready_with(n, None, tokio::time::sleep).await
+    }
+
+    /// [`until_ready`](Self::until_ready) for at most `max_wait`.
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub async fn until_ready_within(
+        &self,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Allowed, WaitError> {
+        self.until_ready_with(n, Some(max_wait), tokio::time::sleep)
+            .await
+    }
+}
+
+/// # Waiting on tokio's timer (feature `tokio`)
+#[cfg(feature = "tokio")]
+impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
+    /// [`until_key_ready_with`](Self::until_key_ready_with) on `tokio::time::sleep`, with no
+    /// bound.
+    ///
+    /// # Errors
+    /// As [`wait_key`](Self::wait_key).
+    pub async fn until_key_ready(&self, key: &K, n: u32) -> Result<Allowed, WaitError> {
+        self.until_key_ready_with(key, n, None, tokio::time::sleep)
+            .await
+    }
+
+    /// [`until_key_ready`](Self::until_key_ready) for at most `max_wait`.
+    ///
+    /// # Errors
+    /// As [`try_wait_key_for`](Self::try_wait_key_for).
+    pub async fn until_key_ready_within(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Allowed, WaitError> {
+        self.until_key_ready_with(key, n, Some(max_wait), tokio::time::sleep)
+            .await
+    }
+}
+
+/// # Waiting on tokio's timer (feature `tokio`)
+#[cfg(feature = "tokio")]
+#[allow(clippy::result_large_err)]
+impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
+    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound.
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait).
+    pub async fn until_ready(
+        &self,
+        request: &R,
+        n: u32,
+    ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
+        self.until_ready_with(request, n, None, tokio::time::sleep)
+            .await
+    }
+
+    /// [`until_ready`](Self::until_ready) for at most `max_wait`.
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub async fn until_ready_within(
+        &self,
+        request: &R,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
+        self.until_ready_with(request, n, Some(max_wait), tokio::time::sleep)
+            .await
     }
 }

@@ -130,3 +130,54 @@ fn a_reservation_beyond_the_budget_is_given_back() {
     assert_eq!(limiter.wait(1).unwrap().delay(), Duration::from_secs(2));
     assert_eq!(clock.get(), 2 * SECOND);
 }
+
+/// A keyed limiter's waits are per key: a spent key waits, another key does not.
+#[test]
+fn keyed_waits_are_per_key() {
+    let clock = ManualClock::new();
+    let limiter = flowgate::KeyedRateLimiter::<str, _, _>::builder(flowgate::Gcra::new(
+        &Quota::per_second(1).unwrap(),
+    ))
+    .clock(clock.clone())
+    .max_keys(16)
+    .build()
+    .unwrap();
+    limiter.wait_key("alice", 1).unwrap();
+    limiter.wait_key("bob", 1).unwrap();
+    assert_eq!(clock.get(), 0, "two keys, one cell each: no wait");
+    let Err(WaitError::TooLong(_)) =
+        limiter.try_wait_key_for("alice", 1, Duration::from_millis(10))
+    else {
+        panic!("alice's next cell is a second away");
+    };
+    limiter.wait_key("alice", 1).unwrap();
+    assert_eq!(clock.get(), SECOND);
+}
+
+/// A policy set's wait covers every layer: the request waits for the quota that conforms last.
+#[test]
+fn policy_waits_wait_for_the_last_quota() {
+    use flowgate::policy::{Policies, Policy};
+    let clock = ManualClock::new();
+    let policies = Policies::<u32, _>::builder()
+        .clock(clock.clone())
+        .policy(Policy::keyed("per-user", |u: &u32| u).quota(Quota::per_second(1).unwrap()))
+        .policy(Policy::global("global").quota(Quota::per_minute(2).unwrap()))
+        .build()
+        .unwrap();
+    policies.wait(&1, 1).unwrap();
+    policies.wait(&2, 1).unwrap();
+    assert_eq!(clock.get(), 0);
+    // User 1's own cell is back after 1 s, the global one after 30 s: it waits 30 s.
+    let Err(WaitError::TooLong(rejected)) = policies.try_wait_for(&1, 1, Duration::from_secs(29))
+    else {
+        panic!("the global quota is 30 s away");
+    };
+    assert_eq!(rejected.policy(), "global");
+    policies.wait(&1, 1).unwrap();
+    assert_eq!(clock.get(), 30 * SECOND);
+    let Err(WaitError::Capacity(oversized)) = policies.wait(&1, 3) else {
+        panic!("3 cells never fit a burst of 1");
+    };
+    assert_eq!(oversized.policy(), "per-user");
+}

@@ -42,11 +42,15 @@ mod coarse;
 mod manual;
 mod quanta;
 mod std_clock;
+#[cfg(feature = "tokio")]
+mod tokio_clock;
 
 pub use self::coarse::CoarseClock;
 pub use self::manual::ManualClock;
 pub use self::quanta::QuantaClock;
 pub use self::std_clock::StdClock;
+#[cfg(feature = "tokio")]
+pub use self::tokio_clock::TokioClock;
 
 /// A source of time for limiters: nanoseconds since the clock's origin.
 ///

@@ -504,6 +504,27 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.table.find(self.table.shard(tag), tag)
     }
 
+    /// `key`'s tag (for [`restore_tag`](Self::restore_tag)).
+    pub(crate) fn tag_of_key(&self, key: &K) -> Tag {
+        self.locate(key).0
+    }
+
+    /// [`check_key_n_at`](Self::check_key_n_at) with `n ≥ 1`, noting in `wrote` the bucket's
+    /// words before and after a write; with the key's tag, and whether its algorithm shapes
+    /// (admits with a delay), for the blocking waits.
+    pub(crate) fn check_key_recording(
+        &self,
+        key: &K,
+        n: u32,
+        now: u64,
+        wrote: &mut Wrote,
+    ) -> Result<(Result<Allowed, Refused>, Tag, bool), InsufficientCapacity> {
+        let (tag, algorithm) = self.locate(key);
+        InsufficientCapacity::check(n, algorithm.capacity())?;
+        let answer = self.decide(tag, algorithm, n, || now, wrote);
+        Ok((answer, tag, algorithm.max_delay_nanos() > 0))
+    }
+
     /// After a refusal flagged "clock behind" of the bucket `tag` seen by a peek, clamps it
     /// against a fresh reading, as a refused check does.
     pub(crate) fn catch_up_tag(&self, tag: Tag, algorithm: &A) {

@@ -1,0 +1,45 @@
+//! [`TokioClock`]: time as tokio's timer sees it (feature `tokio`).
+
+use core::time::Duration;
+
+use super::Clock;
+
+/// A clock that reads tokio's clock ([`tokio::time::Instant`]): nanoseconds since the clock was
+/// made. Inside a runtime whose time is paused (`#[tokio::test(start_paused = true)]`), it
+/// follows the paused time, so a limiter on it and the asynchronous waits that sleep through
+/// `tokio::time::sleep` agree on every reading, and tests of waits take no real time.
+///
+/// For production use the default [`QuantaClock`](super::QuantaClock) is cheaper; the waits work
+/// with any clock.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock whose origin is tokio's now.
+    pub fn new() -> Self {
+        Self {
+            origin: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> u64 {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.origin);
+        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Blocks the thread (`std::thread::sleep`); in asynchronous code, wait with the
+    /// `until_*` methods instead, which sleep through tokio's timer.
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
