@@ -141,8 +141,8 @@ pub(crate) fn block<C: Clock, T, R, O>(
     mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
 ) -> Result<T, WaitError<R, O>> {
     let start = clock.now();
+    let mut now = start;
     loop {
-        let now = clock.now();
         // A clock that steps back counts as no time spent.
         let left = max_wait.saturating_sub(now.saturating_sub(start));
         match attempt(now, left) {
@@ -155,6 +155,7 @@ pub(crate) fn block<C: Clock, T, R, O>(
             Attempt::Retry(wait) => clock.sleep(Duration::from_nanos(wait)),
             Attempt::Fail(error) => return Err(error),
         }
+        now = clock.now();
     }
 }
 
@@ -182,12 +183,12 @@ pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
     mut sleep: impl FnMut(Duration) -> F,
 ) -> Result<T, WaitError<R, O>> {
     let start = clock.now();
+    let mut now = start;
     let mut guard = Reservation {
         words: None,
         give_back,
     };
     loop {
-        let now = clock.now();
         let left = max_wait.saturating_sub(now.saturating_sub(start));
         match attempt(now, left) {
             Attempt::Ready {
@@ -206,6 +207,7 @@ pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
             Attempt::Retry(wait) => sleep(Duration::from_nanos(wait)).await,
             Attempt::Fail(error) => return Err(error),
         }
+        now = clock.now();
     }
 }
 
@@ -253,20 +255,21 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     ///
     /// # Errors
     /// As [`try_wait_for`](Self::try_wait_for).
-    pub async fn until_ready_with<F: Future<Output = ()>>(
-        &self,
+    pub fn until_ready_with<'a, F: Future<Output = ()> + 'a>(
+        &'a self,
         n: u32,
         max_wait: Option<Duration>,
-        sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed, WaitError> {
+        sleep: impl FnMut(Duration) -> F + 'a,
+    ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
         let max_wait = max_wait.map_or(u64::MAX, nanos);
-        let attempt = |now, left| self.attempt(n, now, left);
-        let give_back = |before, after| {
+        let attempt = move |now, left| self.attempt(n, now, left);
+        let give_back = move |before, after| {
             self.restore(before, after);
         };
-        until(self.clock(), max_wait, attempt, give_back, sleep).await
+        until(self.clock(), max_wait, attempt, give_back, sleep)
     }
 
+    #[inline]
     fn attempt(
         &self,
         n: u32,
@@ -285,14 +288,18 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
                 Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
             };
         }
+        let shaping = self.algorithm().max_delay_nanos() > 0;
         let mut wrote = None;
-        match self.check_recording(n, now, &mut wrote) {
-            Ok(answer) => {
-                let shaping = self.algorithm().max_delay_nanos() > 0;
-                judge(answer, wrote, left, shaping, |before, after| {
-                    self.restore(before, after);
-                })
-            }
+        let answer = if shaping {
+            // A reservation may have to be given back: note the words.
+            self.check_recording(n, now, &mut wrote)
+        } else {
+            self.check_n_at(n, now)
+        };
+        match answer {
+            Ok(answer) => judge(answer, wrote, left, shaping, |before, after| {
+                self.restore(before, after);
+            }),
             Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
         }
     }
@@ -331,20 +338,20 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
     ///
     /// # Errors
     /// As [`RateLimiter::try_wait_for`].
-    pub async fn until_key_ready_with<F: Future<Output = ()>>(
-        &self,
-        key: &K,
+    pub fn until_key_ready_with<'a, F: Future<Output = ()> + 'a>(
+        &'a self,
+        key: &'a K,
         n: u32,
         max_wait: Option<Duration>,
-        sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed, WaitError> {
+        sleep: impl FnMut(Duration) -> F + 'a,
+    ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
         let max_wait = max_wait.map_or(u64::MAX, nanos);
-        let tag = self.tag_of_key(key);
-        let attempt = |now, left| self.attempt_key(key, n, now, left);
-        let give_back = |before, after| {
-            self.restore_tag(tag, before, after);
+        let attempt = move |now, left| self.attempt_key(key, n, now, left);
+        // The tag only when a reservation is given back (rare): no hash on the fast path.
+        let give_back = move |before, after| {
+            self.restore_tag(self.tag_of_key(key), before, after);
         };
-        until(self.clock(), max_wait, attempt, give_back, sleep).await
+        until(self.clock(), max_wait, attempt, give_back, sleep)
     }
 
     fn attempt_key(
@@ -491,21 +498,20 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     ///
     /// # Errors
     /// As [`wait`](Self::wait).
-    pub async fn until_ready(&self, n: u32) -> Result<Allowed, WaitError> {
-        self.until_ready_with(n, None, tokio::time::sleep).await
+    pub fn until_ready(&self, n: u32) -> impl Future<Output = Result<Allowed, WaitError>> + '_ {
+        self.until_ready_with(n, None, tokio::time::sleep)
     }
 
     /// [`until_ready`](Self::until_ready) for at most `max_wait`.
     ///
     /// # Errors
     /// As [`try_wait_for`](Self::try_wait_for).
-    pub async fn until_ready_within(
+    pub fn until_ready_within(
         &self,
         n: u32,
         max_wait: Duration,
-    ) -> Result<Allowed, WaitError> {
+    ) -> impl Future<Output = Result<Allowed, WaitError>> + '_ {
         self.until_ready_with(n, Some(max_wait), tokio::time::sleep)
-            .await
     }
 }
 
@@ -517,23 +523,25 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
     ///
     /// # Errors
     /// As [`wait_key`](Self::wait_key).
-    pub async fn until_key_ready(&self, key: &K, n: u32) -> Result<Allowed, WaitError> {
+    pub fn until_key_ready<'a>(
+        &'a self,
+        key: &'a K,
+        n: u32,
+    ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
         self.until_key_ready_with(key, n, None, tokio::time::sleep)
-            .await
     }
 
     /// [`until_key_ready`](Self::until_key_ready) for at most `max_wait`.
     ///
     /// # Errors
     /// As [`try_wait_key_for`](Self::try_wait_key_for).
-    pub async fn until_key_ready_within(
-        &self,
-        key: &K,
+    pub fn until_key_ready_within<'a>(
+        &'a self,
+        key: &'a K,
         n: u32,
         max_wait: Duration,
-    ) -> Result<Allowed, WaitError> {
+    ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
         self.until_key_ready_with(key, n, Some(max_wait), tokio::time::sleep)
-            .await
     }
 }
 

@@ -76,6 +76,24 @@ pub fn two_threads_walking(
     })
 }
 
+/// Polls `future` once with a waker that does nothing, expecting it to be ready: the
+/// uncontended waits of the `wait` benches, which never sleep, measured without a runtime.
+pub fn ready_now<F: std::future::Future>(future: F) -> F::Output {
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    // Made once: the loop measures the wait, not an allocation.
+    static WAKER: std::sync::OnceLock<std::task::Waker> = std::sync::OnceLock::new();
+    let waker = WAKER.get_or_init(|| std::task::Waker::from(std::sync::Arc::new(Noop)));
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => panic!("an uncontended wait went to sleep"),
+    }
+}
+
 /// One limiter per algorithm, all deciding the same way in a benchmark loop (all admitted, or
 /// all refused), behind one `check`.
 pub enum Any {
