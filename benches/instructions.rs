@@ -29,8 +29,6 @@ const CASES: &[&str] = &[
     "governor_check",
     "governor_refused",
     "governor_check_n",
-    "flowgate_until_ready",
-    "governor_until_ready",
 ];
 
 /// Counts `name`'s decisions, admitted or refused, without a dispatch inside the loop.
@@ -113,20 +111,6 @@ fn run(case: &str, n: u64) {
             let five = NonZeroU32::new(5).unwrap();
             hot_loop(n, || {
                 assert!(black_box(matches!(l.check_n(black_box(five)), Ok(Ok(_)))));
-            })
-        }
-        "flowgate_until_ready" => {
-            let l = flowgate_allowing();
-            hot_loop(n, || {
-                let waited = ready_now(l.until_ready_with(1, None, |_| async {}));
-                assert!(black_box(waited.is_ok()));
-            })
-        }
-        "governor_until_ready" => {
-            let l = governor_allowing();
-            hot_loop(n, || {
-                ready_now(l.until_ready());
-                black_box(());
             })
         }
         other if other.starts_with("algorithm_") => {

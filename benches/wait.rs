@@ -17,7 +17,16 @@ fn uncontended(c: &mut Criterion) {
     let governor = governor_allowing();
     let mut group = c.benchmark_group("until_ready_uncontended");
     group.bench_function("flowgate", |b| {
-        b.iter(|| black_box(ready_now(flowgate.until_ready_with(1, None, |_| async {})).is_ok()))
+        b.iter(|| {
+            black_box(
+                ready_now(flowgate.until_ready_with(
+                    1,
+                    flowgate::wait::WaitOptions::new(),
+                    |_| async {},
+                ))
+                .is_ok(),
+            )
+        })
     });
     group.bench_function("governor", |b| {
         b.iter(|| {

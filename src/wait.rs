@@ -17,8 +17,16 @@
 //!   algorithm's maximum delay: a caller who would wait longer is refused at once and books
 //!   nothing.
 //!
+//! A keyed table (or a keyed policy) that is full refuses new keys ([`Cause::TableFull`]); a
+//! wait retries after the refusal's hint until a key is evicted (run a
+//! [`Sweeper`](crate::Sweeper)), so an unbounded wait on a table that stays full waits as long.
+//! [`WaitOptions::jitter`] spreads the retries of waiters refused together.
+//!
+//! [`Cause::TableFull`]: crate::Cause::TableFull
+//!
 //! # Bounded waits
-//! The `try_wait_*_for` and `*_within` variants never sleep only to fail when that is known in
+//! The `try_wait_*_for`, `*_within` and [`WaitOptions::at_most`] variants never sleep only to
+//! fail when that is known in
 //! advance: a refusal whose `retry_after`, or a reservation whose delay, exceeds what is left of
 //! `max_wait` ends the wait at once with [`WaitError::TooLong`]. A reservation found too long is
 //! given back by an exact compare-and-swap from the word it wrote to the word it replaced; if
@@ -75,6 +83,76 @@ impl<R: fmt::Display, O: fmt::Display> fmt::Display for WaitError<R, O> {
 impl<R: fmt::Debug + fmt::Display, O: fmt::Debug + fmt::Display> std::error::Error
     for WaitError<R, O>
 {
+}
+
+/// How a `*_with` wait behaves: how long it may last, and the jitter its retries add.
+///
+/// ```
+/// use core::time::Duration;
+/// use flowgate::wait::WaitOptions;
+///
+/// let patient = WaitOptions::new()
+///     .at_most(Duration::from_secs(2))
+///     .jitter(Duration::ZERO, Duration::from_millis(50));
+/// # let _ = patient;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitOptions {
+    max_wait: u64,
+    jitter: (u64, u64),
+}
+
+impl WaitOptions {
+    /// No bound and no jitter: what [`RateLimiter::wait`] and `until_ready` use.
+    pub const fn new() -> Self {
+        Self {
+            max_wait: u64::MAX,
+            jitter: (0, 0),
+        }
+    }
+
+    /// Waits at most `max_wait`: a wait known to be longer ends at once with
+    /// [`WaitError::TooLong`], taking nothing.
+    pub fn at_most(self, max_wait: Duration) -> Self {
+        Self {
+            max_wait: nanos(max_wait),
+            ..self
+        }
+    }
+
+    /// Each retry (the retry discipline) sleeps the refusal's `retry_after` plus a uniform draw
+    /// from `[min, max]` (the bounds swapped if given the wrong way round), so that waiters
+    /// refused together do not come back together (governor's remedy for a thundering herd).
+    /// A draw never makes a wait exceed its bound. The generator is the policies' per-thread
+    /// one, which [`seed_jitter`](crate::policy::seed_jitter) seeds; a policy's own jitter,
+    /// already in its refusals, comes on top.
+    pub fn jitter(self, min: Duration, max: Duration) -> Self {
+        let (min, max) = (nanos(min), nanos(max));
+        Self {
+            jitter: (min.min(max), min.max(max)),
+            ..self
+        }
+    }
+
+    /// The sleep before a retry due in `wait` ns, with `left` ns of the bound left
+    /// (`wait ≤ left`). Out of line: an uncontended wait never retries.
+    #[cold]
+    #[inline(never)]
+    fn retry_sleep(&self, wait: u64, left: u64) -> Duration {
+        let (min, max) = self.jitter;
+        let extra = if max == 0 {
+            0
+        } else {
+            crate::policy::jitter::draw(min, max)
+        };
+        Duration::from_nanos(wait.saturating_add(extra.min(left.saturating_sub(wait))))
+    }
+}
+
+impl Default for WaitOptions {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// What one attempt of a wait found.
@@ -137,14 +215,14 @@ fn nanos(duration: Duration) -> u64 {
 /// ready or fails, sleeping through `clock` in between and before going ahead.
 pub(crate) fn block<C: Clock, T, R, O>(
     clock: &C,
-    max_wait: u64,
+    options: WaitOptions,
     mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
 ) -> Result<T, WaitError<R, O>> {
     let start = clock.now();
     let mut now = start;
     loop {
         // A clock that steps back counts as no time spent.
-        let left = max_wait.saturating_sub(now.saturating_sub(start));
+        let left = options.max_wait.saturating_sub(now.saturating_sub(start));
         match attempt(now, left) {
             Attempt::Ready { value, delay, .. } => {
                 if delay > 0 {
@@ -152,7 +230,7 @@ pub(crate) fn block<C: Clock, T, R, O>(
                 }
                 return Ok(value);
             }
-            Attempt::Retry(wait) => clock.sleep(Duration::from_nanos(wait)),
+            Attempt::Retry(wait) => clock.sleep(options.retry_sleep(wait, left)),
             Attempt::Fail(error) => return Err(error),
         }
         now = clock.now();
@@ -177,20 +255,51 @@ impl<G: FnMut(u64, u64)> Drop for Reservation<G> {
 /// (`give_back`) if the future is dropped while it sleeps on it.
 pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
     clock: &C,
-    max_wait: u64,
+    options: WaitOptions,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
+    give_back: impl FnMut(u64, u64),
+    sleep: impl FnMut(Duration) -> F,
+) -> Result<T, WaitError<R, O>> {
+    let start = clock.now();
+    match attempt(start, options.max_wait) {
+        // The uncontended case: nothing to sleep for, and the future stays small (the waiting
+        // loop is boxed, allocated only by a wait that sleeps).
+        Attempt::Ready {
+            value, delay: 0, ..
+        } => Ok(value),
+        Attempt::Fail(error) => Err(error),
+        first => {
+            Box::pin(sleeping(
+                clock, options, start, first, attempt, give_back, sleep,
+            ))
+            .await
+        }
+    }
+}
+
+/// [`until`] once its first attempt asked for a sleep.
+async fn sleeping<C: Clock, T, R, O, F: Future<Output = ()>>(
+    clock: &C,
+    options: WaitOptions,
+    start: u64,
+    first: Attempt<T, R, O>,
     mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
     give_back: impl FnMut(u64, u64),
     mut sleep: impl FnMut(Duration) -> F,
 ) -> Result<T, WaitError<R, O>> {
-    let start = clock.now();
     let mut now = start;
+    let mut next = Some(first);
     let mut guard = Reservation {
         words: None,
         give_back,
     };
     loop {
-        let left = max_wait.saturating_sub(now.saturating_sub(start));
-        match attempt(now, left) {
+        let left = options.max_wait.saturating_sub(now.saturating_sub(start));
+        let this = match next.take() {
+            Some(first) => first,
+            None => attempt(now, left),
+        };
+        match this {
             Attempt::Ready {
                 value,
                 delay,
@@ -204,7 +313,7 @@ pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
                 }
                 return Ok(value);
             }
-            Attempt::Retry(wait) => sleep(Duration::from_nanos(wait)).await,
+            Attempt::Retry(wait) => sleep(options.retry_sleep(wait, left)).await,
             Attempt::Fail(error) => return Err(error),
         }
         now = clock.now();
@@ -232,7 +341,15 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// [`WaitError::Capacity`] if `n` exceeds the burst; [`WaitError::TooLong`] if the cells
     /// would only come back past the clock's horizon, or a shaping algorithm's queue is full.
     pub fn wait(&self, n: u32) -> Result<Allowed, WaitError> {
-        block(self.clock(), u64::MAX, |now, left| {
+        self.wait_with(n, WaitOptions::new())
+    }
+
+    /// [`wait`](Self::wait) as `options` say (a bound, jitter on retries).
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub fn wait_with(&self, n: u32, options: WaitOptions) -> Result<Allowed, WaitError> {
+        block(self.clock(), options, |now, left| {
             self.attempt(n, now, left)
         })
     }
@@ -244,29 +361,26 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// As [`wait`](Self::wait), and [`WaitError::TooLong`] when the wait would exceed
     /// `max_wait`.
     pub fn try_wait_for(&self, n: u32, max_wait: Duration) -> Result<Allowed, WaitError> {
-        block(self.clock(), nanos(max_wait), |now, left| {
-            self.attempt(n, now, left)
-        })
+        self.wait_with(n, WaitOptions::new().at_most(max_wait))
     }
 
-    /// [`wait`](Self::wait) without blocking a thread: sleeps through `sleep` (any async timer:
-    /// `tokio::time::sleep`, `async_io::Timer::after`, …) for at most `max_wait` (`None`: no
-    /// bound). Cancellation-safe (see the [module docs](crate::wait#cancellation-asynchronous-waits)).
+    /// [`wait_with`](Self::wait_with) without blocking a thread: sleeps through `sleep` (any
+    /// async timer: `tokio::time::sleep`, `async_io::Timer::after`, …). Cancellation-safe (see
+    /// the [module docs](crate::wait#cancellation-asynchronous-waits)).
     ///
     /// # Errors
     /// As [`try_wait_for`](Self::try_wait_for).
     pub fn until_ready_with<'a, F: Future<Output = ()> + 'a>(
         &'a self,
         n: u32,
-        max_wait: Option<Duration>,
+        options: WaitOptions,
         sleep: impl FnMut(Duration) -> F + 'a,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
-        let max_wait = max_wait.map_or(u64::MAX, nanos);
         let attempt = move |now, left| self.attempt(n, now, left);
         let give_back = move |before, after| {
             self.restore(before, after);
         };
-        until(self.clock(), max_wait, attempt, give_back, sleep)
+        until(self.clock(), options, attempt, give_back, sleep)
     }
 
     #[inline]
@@ -313,7 +427,20 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
     /// # Errors
     /// As [`RateLimiter::wait`].
     pub fn wait_key(&self, key: &K, n: u32) -> Result<Allowed, WaitError> {
-        block(self.clock(), u64::MAX, |now, left| {
+        self.wait_key_with(key, n, WaitOptions::new())
+    }
+
+    /// [`wait_key`](Self::wait_key) as `options` say.
+    ///
+    /// # Errors
+    /// As [`RateLimiter::try_wait_for`].
+    pub fn wait_key_with(
+        &self,
+        key: &K,
+        n: u32,
+        options: WaitOptions,
+    ) -> Result<Allowed, WaitError> {
+        block(self.clock(), options, |now, left| {
             self.attempt_key(key, n, now, left)
         })
     }
@@ -328,9 +455,7 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         n: u32,
         max_wait: Duration,
     ) -> Result<Allowed, WaitError> {
-        block(self.clock(), nanos(max_wait), |now, left| {
-            self.attempt_key(key, n, now, left)
-        })
+        self.wait_key_with(key, n, WaitOptions::new().at_most(max_wait))
     }
 
     /// [`wait_key`](Self::wait_key) without blocking a thread; as
@@ -342,16 +467,15 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         &'a self,
         key: &'a K,
         n: u32,
-        max_wait: Option<Duration>,
+        options: WaitOptions,
         sleep: impl FnMut(Duration) -> F + 'a,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
-        let max_wait = max_wait.map_or(u64::MAX, nanos);
         let attempt = move |now, left| self.attempt_key(key, n, now, left);
         // The tag only when a reservation is given back (rare): no hash on the fast path.
         let give_back = move |before, after| {
             self.restore_tag(self.tag_of_key(key), before, after);
         };
-        until(self.clock(), max_wait, attempt, give_back, sleep)
+        until(self.clock(), options, attempt, give_back, sleep)
     }
 
     fn attempt_key(
@@ -406,7 +530,21 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
         request: &R,
         n: u32,
     ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
-        block(self.clock(), u64::MAX, |now, left| {
+        self.wait_with(request, n, WaitOptions::new())
+    }
+
+    /// [`wait`](Self::wait) as `options` say (a bound, jitter on retries on top of the
+    /// policies' own).
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub fn wait_with(
+        &self,
+        request: &R,
+        n: u32,
+        options: WaitOptions,
+    ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
+        block(self.clock(), options, |now, left| {
             self.attempt(request, n, now, left)
         })
     }
@@ -423,13 +561,11 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
-        block(self.clock(), nanos(max_wait), |now, left| {
-            self.attempt(request, n, now, left)
-        })
+        self.wait_with(request, n, WaitOptions::new().at_most(max_wait))
     }
 
-    /// [`wait`](Self::wait) without blocking a thread, sleeping through `sleep`, for at most
-    /// `max_wait` (`None`: no bound). Cancellation-safe: between attempts it holds nothing.
+    /// [`wait_with`](Self::wait_with) without blocking a thread, sleeping through `sleep`.
+    /// Cancellation-safe: between attempts it holds nothing.
     ///
     /// # Errors
     /// As [`try_wait_for`](Self::try_wait_for).
@@ -437,13 +573,12 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
         &self,
         request: &R,
         n: u32,
-        max_wait: Option<Duration>,
+        options: WaitOptions,
         sleep: impl FnMut(Duration) -> F,
     ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
-        let max_wait = max_wait.map_or(u64::MAX, nanos);
         let attempt = |now, left| self.attempt(request, n, now, left);
         // A policy decision never reserves ahead: nothing to give back.
-        until(self.clock(), max_wait, attempt, |_, _| {}, sleep).await
+        until(self.clock(), options, attempt, |_, _| {}, sleep).await
     }
 
     fn attempt<'p>(
@@ -499,7 +634,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// # Errors
     /// As [`wait`](Self::wait).
     pub fn until_ready(&self, n: u32) -> impl Future<Output = Result<Allowed, WaitError>> + '_ {
-        self.until_ready_with(n, None, tokio::time::sleep)
+        self.until_ready_with(n, WaitOptions::new(), tokio::time::sleep)
     }
 
     /// [`until_ready`](Self::until_ready) for at most `max_wait`.
@@ -511,7 +646,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         n: u32,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + '_ {
-        self.until_ready_with(n, Some(max_wait), tokio::time::sleep)
+        self.until_ready_with(n, WaitOptions::new().at_most(max_wait), tokio::time::sleep)
     }
 }
 
@@ -528,7 +663,7 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         key: &'a K,
         n: u32,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
-        self.until_key_ready_with(key, n, None, tokio::time::sleep)
+        self.until_key_ready_with(key, n, WaitOptions::new(), tokio::time::sleep)
     }
 
     /// [`until_key_ready`](Self::until_key_ready) for at most `max_wait`.
@@ -541,7 +676,12 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         n: u32,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
-        self.until_key_ready_with(key, n, Some(max_wait), tokio::time::sleep)
+        self.until_key_ready_with(
+            key,
+            n,
+            WaitOptions::new().at_most(max_wait),
+            tokio::time::sleep,
+        )
     }
 }
 
@@ -558,7 +698,7 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
         request: &R,
         n: u32,
     ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
-        self.until_ready_with(request, n, None, tokio::time::sleep)
+        self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
             .await
     }
 
@@ -572,7 +712,12 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
-        self.until_ready_with(request, n, Some(max_wait), tokio::time::sleep)
-            .await
+        self.until_ready_with(
+            request,
+            n,
+            WaitOptions::new().at_most(max_wait),
+            tokio::time::sleep,
+        )
+        .await
     }
 }

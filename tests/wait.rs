@@ -181,3 +181,30 @@ fn policy_waits_wait_for_the_last_quota() {
     };
     assert_eq!(oversized.policy(), "per-user");
 }
+
+/// A retry sleeps the refusal's wait plus a draw from the jitter range, and a draw never makes
+/// a bounded wait exceed its bound.
+#[test]
+fn retries_add_jitter_within_the_bound() {
+    use flowgate::policy::seed_jitter;
+    use flowgate::wait::WaitOptions;
+    seed_jitter(7);
+    let jittery = WaitOptions::new().jitter(Duration::from_millis(100), Duration::from_millis(200));
+    let (clock, limiter) = spent(1);
+    limiter.wait_with(1, jittery).unwrap();
+    let at = clock.get();
+    assert!(
+        (1_100_000_000..=1_200_000_000).contains(&at),
+        "admitted at {at} ns"
+    );
+    // Bounded at 1.05 s from now: the cell is 1 s away minus what the jitter already waited;
+    // whatever the draw, the sleep stops at the bound, where the cell is there.
+    let start = clock.get();
+    let bounded = jittery.at_most(Duration::from_millis(1_050));
+    limiter.wait_with(1, bounded).unwrap();
+    assert!(
+        clock.get() - start <= 1_050_000_000,
+        "waited {} ns",
+        clock.get() - start
+    );
+}

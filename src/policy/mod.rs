@@ -122,7 +122,7 @@ mod builder;
 mod config;
 mod decide;
 mod decision;
-mod jitter;
+pub(crate) mod jitter;
 mod key;
 mod layer;
 mod live;
