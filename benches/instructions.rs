@@ -119,10 +119,7 @@ fn run(case: &str, n: u64) {
                 .expect("algorithm_NAME_allowed or algorithm_NAME_refused");
             algorithm_case(name, outcome == "allowed", n);
         }
-        other => {
-            eprintln!("unknown case {other}; cases: {CASES:?}");
-            std::process::exit(2);
-        }
+        other => unknown_case(other, CASES),
     }
 }
 

@@ -116,21 +116,10 @@ fn run(case: &str, n: u64) {
                 assert!(black_box(l.check_key(name).is_ok()));
             })
         }
-        other => {
-            eprintln!("unknown case {other}; cases: {CASES:?}");
-            std::process::exit(2);
-        }
+        other => unknown_case(other, CASES),
     }
 }
 
 fn main() {
-    match case_from_args() {
-        Some((case, n)) => run(&case, n),
-        None => {
-            for case in CASES {
-                run(case, 1_000);
-            }
-            println!("keyed instructions: {} cases ran", CASES.len());
-        }
-    }
+    instruction_main("keyed instructions", CASES, run);
 }

@@ -30,21 +30,10 @@ fn run(case: &str, n: u64) {
                 black_box(());
             })
         }
-        other => {
-            eprintln!("unknown case {other}; cases: {CASES:?}");
-            std::process::exit(2);
-        }
+        other => unknown_case(other, CASES),
     }
 }
 
 fn main() {
-    match case_from_args() {
-        Some((case, n)) => run(&case, n),
-        None => {
-            for case in CASES {
-                run(case, 1_000);
-            }
-            println!("wait instructions: {} cases ran", CASES.len());
-        }
-    }
+    instruction_main("wait instructions", CASES, run);
 }

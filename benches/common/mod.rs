@@ -297,6 +297,27 @@ pub fn hot_loop(n: u64, mut f: impl FnMut()) {
     }
 }
 
+/// The `main` of an instruction-count bench (`scripts/instructions.sh`): `CASE N` runs one case
+/// `N` times; without arguments (as `cargo bench` and `cargo test` run it) every case runs
+/// briefly, to show they work.
+pub fn instruction_main(label: &str, cases: &[&str], run: impl Fn(&str, u64)) {
+    match case_from_args() {
+        Some((case, n)) => run(&case, n),
+        None => {
+            for case in cases {
+                run(case, 1_000);
+            }
+            println!("{label}: {} cases ran", cases.len());
+        }
+    }
+}
+
+/// Ends an instruction-count bench asked for a case it does not have.
+pub fn unknown_case(case: &str, cases: &[&str]) -> ! {
+    eprintln!("unknown case {case}; cases: {cases:?}");
+    std::process::exit(2);
+}
+
 /// `CASE N` from the command line (flags such as `--bench` ignored), if given.
 pub fn case_from_args() -> Option<(String, u64)> {
     let args: Vec<String> = std::env::args()
