@@ -53,7 +53,7 @@ pub use limiter::RateLimiter;
 pub use policy::{Policies, Policy};
 pub use quota::{Initial, Quota, QuotaError};
 pub use sliding_log::SlidingLog;
-pub use wait::{PolicyWaitError, WaitError};
+pub use wait::{PolicyWaitError, WaitError, WaitOptions};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

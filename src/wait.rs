@@ -44,9 +44,24 @@
 //! # Time
 //! Blocking waits sleep through the limiter's clock ([`Clock::sleep`]): a
 //! [`ManualClock`](crate::clock::ManualClock) moves itself forwards instead of sleeping, so
-//! tests of waits take no real time. Asynchronous waits sleep through the timer given; with the
-//! `tokio` feature, [`TokioClock`](crate::clock::TokioClock) follows tokio's clock, which tests
-//! can pause.
+//! tests of waits take no real time. They need a clock that moves while the thread sleeps
+//! (every clock flowgate ships, outside a paused tokio runtime): on a clock that stands still
+//! a wait that must sleep never ends.
+//!
+//! Asynchronous waits sleep through the timer given, which must agree with the limiter's
+//! clock: a timer that returns early makes the wait ask again sooner (a retry) or go ahead
+//! sooner (a reservation, whose delay is not checked again). With the `tokio` feature,
+//! [`TokioClock`](crate::clock::TokioClock) follows tokio's clock, paused or not; the default
+//! clock agrees with tokio's timer only when time is not paused. An asynchronous wait books
+//! nothing until it is first polled: its place in a queue is taken then.
+//!
+//! An admission a wait returns has been waited for: its [`delay`](Allowed::delay) is already
+//! slept.
+//!
+//! A reservation is given back by an exact compare-and-swap of the word it wrote; after
+//! [`RateLimiter::reset`] the bucket can come back to that very word through other bookings,
+//! and a give-back then takes the later booking instead (one slot of over-admission). Reset a
+//! limiter only while no bounded or asynchronous wait is sleeping on a reservation.
 
 use core::fmt;
 use core::future::Future;
@@ -54,7 +69,7 @@ use core::time::Duration;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::decision::{Allowed, InsufficientCapacity, Refused};
+use crate::decision::{Allowed, Cause, InsufficientCapacity, Refused};
 use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
 
@@ -157,12 +172,12 @@ impl Default for WaitOptions {
 
 /// What one attempt of a wait found.
 pub(crate) enum Attempt<T, R, O> {
-    /// Admitted: go ahead after `delay` ns. `reserved` holds the bucket's words before and after
-    /// a reservation (a delay > 0), for giving it back if the wait is abandoned.
+    /// Admitted: go ahead after `delay` ns. `reserved` holds the bucket's tag (keyed; 0
+    /// otherwise) and its words before and after    /// a reservation (a delay > 0), for giving it back if the wait is abandoned.
     Ready {
         value: T,
         delay: u64,
-        reserved: Option<(u64, u64)>,
+        reserved: Option<(u64, u64, u64)>,
     },
     /// Refused for now: sleep this many ns and ask again.
     Retry(u64),
@@ -175,29 +190,35 @@ pub(crate) enum Attempt<T, R, O> {
 /// algorithm's refusal (its queue is full) ends the wait.
 pub(crate) fn judge(
     answer: Result<Allowed, Refused>,
-    wrote: Option<(u64, u64)>,
+    (tag, wrote): (u64, Option<(u64, u64)>),
     left: u64,
     shaping: bool,
-    give_back: impl FnOnce(u64, u64),
+    give_back: impl FnOnce(u64, u64, u64),
 ) -> Attempt<Allowed, Refused, InsufficientCapacity> {
     match answer {
         Ok(allowed) => {
             let delay = allowed.delay_nanos();
             if delay > left {
                 if let Some((before, after)) = wrote {
-                    give_back(before, after);
+                    give_back(tag, before, after);
                 }
                 return Attempt::Fail(WaitError::TooLong(Refused::new(allowed.gauge(), delay)));
             }
             Attempt::Ready {
                 value: allowed,
                 delay,
-                reserved: wrote.filter(|_| delay > 0),
+                reserved: wrote
+                    .filter(|_| delay > 0)
+                    .map(|(before, after)| (tag, before, after)),
             }
         }
         Err(refused) => {
-            let wait = refused.retry_after_nanos();
-            if shaping || wait == u64::MAX || wait > left {
+            // At least 1 ns: a custom algorithm's zero wait must not spin.
+            let wait = refused.retry_after_nanos().max(1);
+            // A shaping algorithm refuses on its quota only when its queue is full; a keyed
+            // table's refusals (full table, new-key quota) are waited out like any other.
+            let queue_full = shaping && refused.cause() == Cause::Quota;
+            if queue_full || wait == u64::MAX || wait > left {
                 Attempt::Fail(WaitError::TooLong(refused))
             } else {
                 Attempt::Retry(wait)
@@ -237,16 +258,17 @@ pub(crate) fn block<C: Clock, T, R, O>(
     }
 }
 
-/// Gives a reservation back when dropped, unless the wait completed.
-struct Reservation<G: FnMut(u64, u64)> {
-    words: Option<(u64, u64)>,
+/// Gives a reservation (tag, words before and after) back when dropped, unless the wait
+/// completed.
+struct Reservation<G: FnMut(u64, u64, u64)> {
+    words: Option<(u64, u64, u64)>,
     give_back: G,
 }
 
-impl<G: FnMut(u64, u64)> Drop for Reservation<G> {
+impl<G: FnMut(u64, u64, u64)> Drop for Reservation<G> {
     fn drop(&mut self) {
-        if let Some((before, after)) = self.words.take() {
-            (self.give_back)(before, after);
+        if let Some((tag, before, after)) = self.words.take() {
+            (self.give_back)(tag, before, after);
         }
     }
 }
@@ -257,7 +279,7 @@ pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
     clock: &C,
     options: WaitOptions,
     mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
-    give_back: impl FnMut(u64, u64),
+    give_back: impl FnMut(u64, u64, u64),
     sleep: impl FnMut(Duration) -> F,
 ) -> Result<T, WaitError<R, O>> {
     let start = clock.now();
@@ -269,8 +291,15 @@ pub(crate) async fn until<C: Clock, T, R, O, F: Future<Output = ()>>(
         } => Ok(value),
         Attempt::Fail(error) => Err(error),
         first => {
+            // Armed before the box is made: however the rest goes (even dropped unpolled),
+            // a reservation the first attempt made is given back unless the wait completes.
+            let words = match &first {
+                Attempt::Ready { reserved, .. } => *reserved,
+                _ => None,
+            };
+            let guard = Reservation { words, give_back };
             Box::pin(sleeping(
-                clock, options, start, first, attempt, give_back, sleep,
+                clock, options, start, first, attempt, guard, sleep,
             ))
             .await
         }
@@ -284,15 +313,11 @@ async fn sleeping<C: Clock, T, R, O, F: Future<Output = ()>>(
     start: u64,
     first: Attempt<T, R, O>,
     mut attempt: impl FnMut(u64, u64) -> Attempt<T, R, O>,
-    give_back: impl FnMut(u64, u64),
+    mut guard: Reservation<impl FnMut(u64, u64, u64)>,
     mut sleep: impl FnMut(Duration) -> F,
 ) -> Result<T, WaitError<R, O>> {
     let mut now = start;
     let mut next = Some(first);
-    let mut guard = Reservation {
-        words: None,
-        give_back,
-    };
     loop {
         let left = options.max_wait.saturating_sub(now.saturating_sub(start));
         let this = match next.take() {
@@ -377,7 +402,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         sleep: impl FnMut(Duration) -> F + 'a,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
         let attempt = move |now, left| self.attempt(n, now, left);
-        let give_back = move |before, after| {
+        let give_back = move |_, before, after| {
             self.restore(before, after);
         };
         until(self.clock(), options, attempt, give_back, sleep)
@@ -403,15 +428,11 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
             };
         }
         let shaping = self.algorithm().max_delay_nanos() > 0;
+        // The words are noted whatever the algorithm says of itself: any admission with a delay
+        // is a reservation that may have to be given back.
         let mut wrote = None;
-        let answer = if shaping {
-            // A reservation may have to be given back: note the words.
-            self.check_recording(n, now, &mut wrote)
-        } else {
-            self.check_n_at(n, now)
-        };
-        match answer {
-            Ok(answer) => judge(answer, wrote, left, shaping, |before, after| {
+        match self.check_recording(n, now, &mut wrote) {
+            Ok(answer) => judge(answer, (0, wrote), left, shaping, |_, before, after| {
                 self.restore(before, after);
             }),
             Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
@@ -471,9 +492,9 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         sleep: impl FnMut(Duration) -> F + 'a,
     ) -> impl Future<Output = Result<Allowed, WaitError>> + 'a {
         let attempt = move |now, left| self.attempt_key(key, n, now, left);
-        // The tag only when a reservation is given back (rare): no hash on the fast path.
-        let give_back = move |before, after| {
-            self.restore_tag(self.tag_of_key(key), before, after);
+        // The tag the reservation was made with (not the key hashed again).
+        let give_back = move |tag, before, after| {
+            self.restore_tag(tag, before, after);
         };
         until(self.clock(), options, attempt, give_back, sleep)
     }
@@ -498,9 +519,11 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         }
         let mut wrote = None;
         match self.check_key_recording(key, n, now, &mut wrote) {
-            Ok((answer, tag, shaping)) => judge(answer, wrote, left, shaping, |before, after| {
-                self.restore_tag(tag, before, after);
-            }),
+            Ok((answer, tag, shaping)) => {
+                judge(answer, (tag, wrote), left, shaping, |tag, before, after| {
+                    self.restore_tag(tag, before, after);
+                })
+            }
             Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
         }
     }
@@ -578,7 +601,7 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
     ) -> Result<crate::policy::Admitted<'_>, PolicyWaitError<'_>> {
         let attempt = |now, left| self.attempt(request, n, now, left);
         // A policy decision never reserves ahead: nothing to give back.
-        until(self.clock(), options, attempt, |_, _| {}, sleep).await
+        until(self.clock(), options, attempt, |_, _, _| {}, sleep).await
     }
 
     fn attempt<'p>(
@@ -599,11 +622,15 @@ impl<R: ?Sized, C: Clock> crate::Policies<R, C> {
                 reserved: None,
             },
             Ok(Err(rejected)) => {
-                let wait = rejected.retry_after_nanos();
-                if rejected.conforms_after().as_nanos() >= u128::from(u64::MAX) || wait > left {
+                // Judged by when the request conforms; the policy's jitter (in `retry_after`)
+                // is added only as far as the bound allows, like `WaitOptions::jitter`.
+                let conforms = u64::try_from(rejected.conforms_after().as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                if conforms == u64::MAX || conforms > left {
                     Attempt::Fail(WaitError::TooLong(rejected))
                 } else {
-                    Attempt::Retry(wait)
+                    Attempt::Retry(rejected.retry_after_nanos().clamp(conforms, left))
                 }
             }
             Err(oversized) => Attempt::Fail(WaitError::Capacity(oversized)),

@@ -208,3 +208,56 @@ fn retries_add_jitter_within_the_bound() {
         clock.get() - start
     );
 }
+
+/// A keyed shaper whose table is full: the refusal is the table's, not the queue's, so the wait
+/// retries (after the refusal's hint) instead of ending at once, and gets in when the other
+/// key's bucket goes idle and can be evicted.
+#[test]
+fn a_full_keyed_table_is_waited_out_not_taken_for_a_full_queue() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1).unwrap();
+    let limiter = flowgate::KeyedRateLimiter::<str, _, _>::builder(
+        LeakyBucket::shaper(&quota, Duration::from_secs(10)).unwrap(),
+    )
+    .clock(clock.clone())
+    .max_keys(1)
+    .when_full(flowgate::WhenFull::Refuse)
+    .build()
+    .unwrap();
+    limiter.wait_key("alice", 1).unwrap();
+    assert_eq!(
+        limiter.check_key("bob").unwrap_err().cause(),
+        flowgate::Cause::TableFull
+    );
+    limiter
+        .try_wait_key_for("bob", 1, Duration::from_millis(2_500))
+        .unwrap();
+    assert_eq!(clock.get(), SECOND, "admitted once alice's bucket was idle");
+}
+
+/// A policy's own jitter never makes a bounded wait fail that the request's conformance time
+/// fits: the jitter is cut at the bound.
+#[test]
+fn a_policy_jitter_never_fails_a_wait_that_fits() {
+    use flowgate::policy::{seed_jitter, Policies, Policy};
+    let clock = ManualClock::new();
+    let policies = Policies::<()>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::global("g")
+                .quota(Quota::per_second(1).unwrap())
+                .jitter(Duration::ZERO, Duration::from_secs(1)),
+        )
+        .build()
+        .unwrap();
+    for seed in 0..20 {
+        seed_jitter(seed);
+        policies.wait(&(), 1).unwrap();
+        let start = clock.get();
+        // The next cell is at most a second away; jitter up to a second more would not fit.
+        policies
+            .try_wait_for(&(), 1, Duration::from_millis(1_500))
+            .unwrap();
+        assert!(clock.get() - start <= 1_500_000_000);
+    }
+}

@@ -45,6 +45,11 @@ async fn reservations_go_ahead_in_arrival_order() {
         assert_eq!(i, k, "admitted out of arrival order: {order:?}");
         assert_eq!(at, Duration::from_millis(100 * k as u64));
     }
+    // Completed reservations are kept, not given back: the next slot follows the last one.
+    assert_eq!(
+        limiter.reserve(1).unwrap().unwrap().delay(),
+        Duration::from_millis(100)
+    );
 }
 
 /// The queue holds what fits in the shaper's maximum delay; the next caller is refused at
@@ -77,6 +82,29 @@ async fn a_cancelled_reservation_is_given_back() {
     // Its slot (at 100 ms, 50 ms from now) is the next caller's, not the one after (200 ms).
     let next = limiter.reserve(1).unwrap().unwrap();
     assert_eq!(next.delay(), Duration::from_millis(50));
+}
+
+/// The same on a keyed table: a waiter dropped while it sleeps on its key's reservation gives
+/// it back to that key's bucket.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_keyed_reservation_is_given_back() {
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    let algorithm = LeakyBucket::shaper(&quota, Duration::from_secs(10)).unwrap();
+    let limiter = KeyedRateLimiter::<str, _, _>::builder(algorithm)
+        .clock(TokioClock::new())
+        .max_keys(16)
+        .build()
+        .unwrap();
+    assert!(limiter.check_key("k").is_ok());
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(50), limiter.until_key_ready("k", 1)).await;
+    assert!(cancelled.is_err());
+    let next = limiter.check_key_n("k", 1).unwrap().unwrap();
+    assert_eq!(
+        next.delay(),
+        Duration::from_millis(50),
+        "the given-back slot, at 100 ms"
+    );
 }
 
 /// A retrying waiter dropped while asleep holds nothing: the bucket is as if it never came.
@@ -138,15 +166,15 @@ async fn many_waiters_on_one_key_stay_within_the_quota() {
     assert!(*times.last().unwrap() >= 9_000 * MS);
 }
 
-/// A policy set's waits: two users under a per-user 1/s and a global 2/s; each request waits
-/// until every layer has a cell, and the global rate holds.
+/// A policy set's waits: two users under a per-user 1/s and a global 1/s; each request waits
+/// until every layer has a cell, and both rates hold.
 #[tokio::test(start_paused = true)]
 async fn policy_waits_respect_every_layer() {
     let policies = Arc::new(
         Policies::<u32, _>::builder()
             .clock(TokioClock::new())
             .policy(Policy::keyed("per-user", |u: &u32| u).quota(Quota::per_second(1).unwrap()))
-            .policy(Policy::global("global").quota(Quota::per_second(2).unwrap()))
+            .policy(Policy::global("global").quota(Quota::per_second(1).unwrap()))
             .build()
             .unwrap(),
     );
@@ -177,6 +205,14 @@ async fn policy_waits_respect_every_layer() {
             );
         }
     }
-    // The last of four requests per user: at 3 s at the earliest.
-    assert!(times.iter().map(|t| t.1).max().unwrap() >= Duration::from_secs(3));
+    // The global quota (one a second for everybody) spaces all eight: the last at 7 s.
+    let mut all: Vec<Duration> = times.iter().map(|t| t.1).collect();
+    all.sort_unstable();
+    for pair in all.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_secs(1),
+            "global: {all:?}"
+        );
+    }
+    assert_eq!(all[7], Duration::from_secs(7));
 }

@@ -119,8 +119,9 @@ pub trait Algorithm {
 
     /// The longest an admitted request may be told to wait ([`Allowed::delay`]), in ns: 0 for
     /// the algorithms that admit at once or refuse (the default), the queue bound for the
-    /// shaping ones. The blocking waits choose their discipline by it (see [`crate::wait`]): a
-    /// shaping algorithm's refusal means its queue is full, and is not retried.
+    /// shaping ones. The waits choose their discipline by it (see [`crate::wait`]): a shaping
+    /// algorithm's quota refusal means its queue is full, and is not retried. An algorithm that
+    /// wraps a shaping one should forward it.
     #[inline]
     fn max_delay_nanos(&self) -> u64 {
         0

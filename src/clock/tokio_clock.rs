@@ -7,7 +7,9 @@ use super::Clock;
 /// A clock that reads tokio's clock ([`tokio::time::Instant`]): nanoseconds since the clock was
 /// made. Inside a runtime whose time is paused (`#[tokio::test(start_paused = true)]`), it
 /// follows the paused time, so a limiter on it and the asynchronous waits that sleep through
-/// `tokio::time::sleep` agree on every reading, and tests of waits take no real time.
+/// `tokio::time::sleep` agree on every reading, and tests of asynchronous waits take no real
+/// time. (A *blocking* wait sleeps the thread, which paused time does not see: in a paused
+/// runtime it never ends. Use the asynchronous waits there.)
 ///
 /// For production use the default [`QuantaClock`](super::QuantaClock) is cheaper; the waits work
 /// with any clock.

@@ -504,14 +504,9 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.table.find(self.table.shard(tag), tag)
     }
 
-    /// `key`'s tag (for [`restore_tag`](Self::restore_tag)).
-    pub(crate) fn tag_of_key(&self, key: &K) -> Tag {
-        self.locate(key).0
-    }
-
     /// [`check_key_n_at`](Self::check_key_n_at) with `n ≥ 1`, noting in `wrote` the bucket's
     /// words before and after a write; with the key's tag, and whether its algorithm shapes
-    /// (admits with a delay), for the blocking waits.
+    /// (admits with a delay), for the waits (`crate::wait`).
     pub(crate) fn check_key_recording(
         &self,
         key: &K,
