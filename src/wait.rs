@@ -227,6 +227,22 @@ pub(crate) fn judge(
     }
 }
 
+/// The attempt of a wait for zero cells, which takes nothing and never waits: the bucket as
+/// `state` (a zero-cell check or peek) found it.
+fn as_is(
+    state: Result<Result<Allowed, Refused>, InsufficientCapacity>,
+) -> Attempt<Allowed, Refused, InsufficientCapacity> {
+    match state {
+        Ok(Ok(state)) => Attempt::Ready {
+            value: state,
+            delay: 0,
+            reserved: None,
+        },
+        Ok(Err(refused)) => Attempt::Fail(WaitError::TooLong(refused)),
+        Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
+    }
+}
+
 /// Nanoseconds of a `Duration`, saturating.
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
@@ -416,16 +432,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         left: u64,
     ) -> Attempt<Allowed, Refused, InsufficientCapacity> {
         if n == 0 {
-            // Takes nothing, never waits: the bucket as it is.
-            return match self.check_n_at(0, now) {
-                Ok(Ok(state)) => Attempt::Ready {
-                    value: state,
-                    delay: 0,
-                    reserved: None,
-                },
-                Ok(Err(refused)) => Attempt::Fail(WaitError::TooLong(refused)),
-                Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
-            };
+            return as_is(self.check_n_at(0, now));
         }
         let shaping = self.algorithm().max_delay_nanos() > 0;
         // The words are noted whatever the algorithm says of itself: any admission with a delay
@@ -507,15 +514,7 @@ impl<K: ?Sized + core::hash::Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C
         left: u64,
     ) -> Attempt<Allowed, Refused, InsufficientCapacity> {
         if n == 0 {
-            return match self.peek_key_at(key, 0, now) {
-                Ok(Ok(state)) => Attempt::Ready {
-                    value: state,
-                    delay: 0,
-                    reserved: None,
-                },
-                Ok(Err(refused)) => Attempt::Fail(WaitError::TooLong(refused)),
-                Err(capacity) => Attempt::Fail(WaitError::Capacity(capacity)),
-            };
+            return as_is(self.peek_key_at(key, 0, now));
         }
         let mut wrote = None;
         match self.check_key_recording(key, n, now, &mut wrote) {
