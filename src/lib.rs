@@ -38,6 +38,8 @@ pub mod algorithm;
 mod cell;
 pub mod clock;
 mod decision;
+#[cfg(feature = "tower")]
+pub mod http;
 pub mod keyed;
 mod limiter;
 pub mod policy;

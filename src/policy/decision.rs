@@ -166,6 +166,16 @@ impl<'p> Admitted<'p> {
         tightest
     }
 
+    /// Calls `visit` with the state of each enforcing quota the admission kept, in evaluation
+    /// order; `false` if there were more than it keeps (the first four, then only the tightest
+    /// of the rest), so that a caller listing every quota must look them up.
+    pub(crate) fn each_kept(&self, mut visit: impl FnMut(QuotaState<'p>)) -> bool {
+        for booked in self.booked.iter().flatten() {
+            visit(booked.state());
+        }
+        self.more.is_none()
+    }
+
     /// Cells left in the tightest quota (`u32::MAX` if no enforcing policy applied).
     pub fn remaining(&self) -> u32 {
         self.tightest().map_or(u32::MAX, |state| state.remaining())

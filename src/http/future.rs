@@ -1,0 +1,89 @@
+//! [`ResponseFuture`]: the service's answer — the inner service's response with the quota
+//! headers added, or a refusal, ready at once or after the configured delay.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+
+use http::Response;
+use pin_project_lite::pin_project;
+
+use super::headers::{HeaderStyle, QuotaHeaders};
+
+pin_project! {
+    /// The future of [`RateLimitService`](super::RateLimitService)'s response.
+    pub struct ResponseFuture<F, B> {
+        #[pin]
+        kind: Kind<F, B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProjection]
+    enum Kind<F, B> {
+        Admitted {
+            #[pin]
+            future: F,
+            headers: Option<(QuotaHeaders, HeaderStyle)>,
+        },
+        Refused {
+            response: Option<Response<B>>,
+            // Boxed: a timer is large, and most refusals are not delayed.
+            delay: Option<Pin<Box<tokio::time::Sleep>>>,
+        },
+    }
+}
+
+impl<F, B> ResponseFuture<F, B> {
+    pub(crate) fn admitted(future: F, headers: Option<(QuotaHeaders, HeaderStyle)>) -> Self {
+        Self {
+            kind: Kind::Admitted { future, headers },
+        }
+    }
+
+    pub(crate) fn refused(response: Response<B>, delay: Option<core::time::Duration>) -> Self {
+        Self {
+            kind: Kind::Refused {
+                response: Some(response),
+                delay: delay.map(|delay| Box::pin(tokio::time::sleep(delay))),
+            },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProjection::Admitted { future, headers } => {
+                let mut response = ready!(future.poll(cx))?;
+                if let Some((headers, style)) = headers.take() {
+                    headers.write(style, response.headers_mut());
+                }
+                Poll::Ready(Ok(response))
+            }
+            KindProjection::Refused { response, delay } => {
+                if let Some(sleep) = delay {
+                    ready!(sleep.as_mut().poll(cx));
+                    *delay = None;
+                }
+                match response.take() {
+                    Some(response) => Poll::Ready(Ok(response)),
+                    // Polled again after completion: a contract violation of the caller's; stay
+                    // pending rather than panic.
+                    None => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl<F, B> core::fmt::Debug for ResponseFuture<F, B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

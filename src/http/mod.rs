@@ -1,0 +1,378 @@
+//! HTTP middleware in tower's shape (feature `tower`): [`RateLimitLayer`] wraps any service of
+//! `http` requests (axum, hyper, tonic) and decides each request with a [`Policies`] set over
+//! [`Inbound`], the request's head.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use axum::{routing::get, Router};
+//! use flowgate::http::{Inbound, RateLimitLayer};
+//! use flowgate::policy::{Policies, Policy};
+//!
+//! let policies = Policies::<Inbound>::builder()
+//!     // The users' three layers: per client per endpoint, per endpoint, and global.
+//!     .policy(
+//!         Policy::keyed_with("per-client-per-endpoint", |r: &Inbound, key| {
+//!             key.add(&r.client_ip()).add(r.route_or_path());
+//!         })
+//!         .quota("20/min".parse()?),
+//!     )
+//!     .policy(Policy::keyed("per-endpoint", |r: &Inbound| r.route_or_path()).quota("1000/s".parse()?))
+//!     .policy(Policy::global("global").quota("5000/s".parse()?))
+//!     .build()?;
+//!
+//! let app: Router = Router::new()
+//!     .route("/search", get(|| async { "results" }))
+//!     // `route_layer` runs after routing, so `Inbound::route` sees the matched route.
+//!     .route_layer(RateLimitLayer::new(policies));
+//! // Serve it with the peer address in the request's extensions:
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+//! # let _ = app.into_make_service_with_connect_info::<SocketAddr>();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What a response carries
+//! * **Admitted**: the inner service's response, plus the IETF draft's quota headers
+//!   (draft-ietf-httpapi-ratelimit-headers-10), one item per quota of every enforcing policy
+//!   that applied, in evaluation order — `RateLimit-Policy: "per-client";q=20;w=60` (the quota:
+//!   `q` cells per `w` seconds, see below) and `RateLimit: "per-client";r=19;t=3` (`r` cells
+//!   left, `t` seconds until the bucket is full again, rounded up). A policy with several quotas
+//!   names its items `"policy.0"`, `"policy.1"`, …. [`HeaderStyle`] adds the legacy
+//!   `X-RateLimit-Limit` / `-Remaining` / `-Reset` (the tightest quota: fewest cells left, then
+//!   longest reset; `Reset` in seconds from now) or turns them off.
+//! * **Refused for now** ([`Refusal::Limited`]): `429 Too Many Requests`, `Retry-After` in whole
+//!   seconds rounded up and never 0 (RFC 9110: a client that waits that long is admitted if
+//!   nothing else is taken meanwhile; it includes the policy's jitter), the same quota headers
+//!   as they stand, and an `application/problem+json` body naming the refusing policy
+//!   ([`Refusal::problem`]; [`RateLimitLayer::refusal_body`] replaces it).
+//! * **Never admissible** ([`Refusal::Oversized`]: the request's [cost](RateLimitLayer::cost)
+//!   exceeds a quota's burst): `429` without `Retry-After`.
+//! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
+//!
+//! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
+//! is not a whole number of seconds is widened to the next one and `q` scaled down to it
+//! (`10/500ms` is `q=20;w=1`), so the advertised rate never exceeds the real one. Quotas are
+//! GCRA buckets: `q` is the rate, and the burst (`X-RateLimit-Limit`) is the quota's burst.
+//!
+//! # Client addresses
+//! [`Inbound::client_ip`] is resolved by [`ClientIp`] before the policies run:
+//! * The **peer address** comes from the request's extensions ([`peer_addr`]): axum's
+//!   `ConnectInfo<SocketAddr>` (feature `axum`), or a `SocketAddr` / `IpAddr` that a plain
+//!   hyper server inserts per connection.
+//! * `Forwarded`, `X-Forwarded-For` and `X-Real-IP` are **ignored unless** the operator trusts
+//!   proxies ([`ClientIp::trust`]): any client can write them. With trusted proxies, the chain
+//!   is read from the right, and the first address that is not a trusted proxy is the client.
+//! * IPv6 clients are keyed by their **/64** (one client owns a whole /64 and can rotate through
+//!   it; [`ClientIp::ipv6_prefix`] changes it), IPv4-mapped addresses count as IPv4.
+//! * A request whose client cannot be told follows [`Unkeyed`]: by default the address is
+//!   `None`, and such requests share one bucket of each policy keyed by it; or it is refused
+//!   before any policy runs.
+//!
+//! Other keys come from [`Inbound`]: a header (an API key), the matched route or the path, the
+//! method, the extensions, or anything a closure computes from them. An extractor that finds
+//! no key can also [`skip`](crate::policy::Key::skip) its policy.
+//!
+//! # Sharing and cost
+//! The policies live in one [`Arc`](std::sync::Arc) that every clone of the service shares
+//! (unlike per-clone limiters, tower#794), so a service cloned per connection or per request
+//! still enforces one limit. [`RateLimitLayer::policies`] gives the set back for
+//! [`stats`](Policies::stats) and [`replace_quotas`](Policies::replace_quotas). Per request the
+//! middleware moves the request's head into an [`Inbound`] and back (no copy, no allocation),
+//! makes one policy decision, and formats the quota headers (two small allocations; none with
+//! [`HeaderStyle::NONE`]). `BENCHMARKS.md` compares it with `tower_governor`.
+//!
+//! # Delaying refusals
+//! [`RateLimitLayer::delay_refusals`] holds a refusal for a while before sending it (for
+//! clients that ignore `Retry-After`), on tokio's timer, without holding a thread. It needs a
+//! tokio runtime with its time driver; outside a runtime the refusal is sent at once.
+//!
+//! [`Policies`]: crate::Policies
+
+mod client_ip;
+mod future;
+mod headers;
+mod inbound;
+mod refusal;
+
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{Request, Response};
+
+pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader, Unkeyed};
+pub use future::ResponseFuture;
+pub use headers::{
+    HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+    X_RATELIMIT_RESET,
+};
+pub use inbound::{by_client_ip, peer_addr, Inbound};
+pub use refusal::Refusal;
+
+use self::headers::QuotaHeaders;
+use crate::clock::{Clock, QuantaClock};
+use crate::policy::{Admitted, Policies, QuotaState};
+
+type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
+type Body = Arc<dyn Fn(&Refusal<'_>) -> (HeaderValue, Bytes) + Send + Sync>;
+
+/// The configuration every service of one layer shares.
+pub(crate) struct Shared<C: Clock> {
+    policies: Arc<Policies<Inbound, C>>,
+    /// Per policy, in evaluation order: whether it has more than one quota (its header items
+    /// are then numbered).
+    several: Box<[bool]>,
+    client_ip: ClientIp,
+    cost: Option<Cost>,
+    style: HeaderStyle,
+    delay: Duration,
+    body: Option<Body>,
+}
+
+impl<C: Clock> Clone for Shared<C> {
+    fn clone(&self) -> Self {
+        Self {
+            policies: Arc::clone(&self.policies),
+            several: self.several.clone(),
+            client_ip: self.client_ip.clone(),
+            cost: self.cost.clone(),
+            style: self.style,
+            delay: self.delay,
+            body: self.body.clone(),
+        }
+    }
+}
+
+impl<C: Clock> Shared<C> {
+    /// The quota headers of an admission: its own record of the quotas it took from, or (past
+    /// the first few, which it keeps) a fresh look at every quota that applies.
+    fn admitted(&self, admitted: &Admitted<'_>, inbound: &Inbound) -> QuotaHeaders {
+        let mut headers = QuotaHeaders::default();
+        let complete = admitted.each_kept(|state| self.push(&mut headers, &state));
+        if !complete {
+            headers = self.inspect(inbound);
+        }
+        headers
+    }
+
+    /// The quota headers of every enforcing quota that applies to `inbound`, as they stand.
+    fn inspect(&self, inbound: &Inbound) -> QuotaHeaders {
+        let mut headers = QuotaHeaders::default();
+        self.policies
+            .inspect(inbound, |state| self.push(&mut headers, &state));
+        headers
+    }
+
+    fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState<'_>) {
+        let several = self
+            .several
+            .get(state.policy_index())
+            .copied()
+            .unwrap_or(true);
+        headers.push(state, several);
+    }
+}
+
+/// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`] set;
+/// see the [module docs](self).
+pub struct RateLimitLayer<C: Clock = QuantaClock> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: Clock> Clone for RateLimitLayer<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C: Clock> core::fmt::Debug for RateLimitLayer<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field(
+                "policies",
+                &self.shared.policies.names().collect::<Vec<_>>(),
+            )
+            .field("client_ip", &self.shared.client_ip)
+            .field("style", &self.shared.style)
+            .field("delay", &self.shared.delay)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock> RateLimitLayer<C> {
+    /// A layer deciding every request with `policies` (owned, or an `Arc` shared with the rest
+    /// of the program), each request costing one cell, with the draft's quota headers, the
+    /// peer as the client, and the default problem body.
+    pub fn new(policies: impl Into<Arc<Policies<Inbound, C>>>) -> Self {
+        let policies = policies.into();
+        let several = policies
+            .names()
+            .map(|name| policies.quotas(name).map_or(true, |q| q.len() > 1))
+            .collect();
+        Self {
+            shared: Arc::new(Shared {
+                policies,
+                several,
+                client_ip: ClientIp::peer(),
+                cost: None,
+                style: HeaderStyle::DRAFT,
+                delay: Duration::ZERO,
+                body: None,
+            }),
+        }
+    }
+
+    /// How the client's address is told ([`ClientIp::peer`] by default).
+    pub fn client_ip(mut self, client_ip: ClientIp) -> Self {
+        self.shared_mut().client_ip = client_ip;
+        self
+    }
+
+    /// The cells a request takes (1 by default; 0 takes nothing and reports the quotas). A
+    /// cost above a quota's burst is refused as [`Refusal::Oversized`].
+    pub fn cost(mut self, cost: impl Fn(&Inbound) -> u32 + Send + Sync + 'static) -> Self {
+        self.shared_mut().cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// Which quota headers responses carry ([`HeaderStyle::DRAFT`] by default).
+    pub fn headers(mut self, style: HeaderStyle) -> Self {
+        self.shared_mut().style = style;
+        self
+    }
+
+    /// Holds every refusal for `delay` before answering (zero, the default, answers at once);
+    /// see the [module docs](self#delaying-refusals).
+    pub fn delay_refusals(mut self, delay: Duration) -> Self {
+        self.shared_mut().delay = delay;
+        self
+    }
+
+    /// Replaces the refusal body: `body` returns its content type and bytes (the status and
+    /// headers stay the middleware's). The default is [`Refusal::problem`].
+    pub fn refusal_body(
+        mut self,
+        body: impl Fn(&Refusal<'_>) -> (HeaderValue, Bytes) + Send + Sync + 'static,
+    ) -> Self {
+        self.shared_mut().body = Some(Arc::new(body));
+        self
+    }
+
+    /// The policy set, for [`stats`](Policies::stats), [`sweep`](Policies::sweep) or
+    /// [`replace_quotas`](Policies::replace_quotas).
+    pub fn policies(&self) -> &Arc<Policies<Inbound, C>> {
+        &self.shared.policies
+    }
+
+    fn shared_mut(&mut self) -> &mut Shared<C> {
+        Arc::make_mut(&mut self.shared)
+    }
+}
+
+impl<S, C: Clock> tower_layer::Layer<S> for RateLimitLayer<C> {
+    type Service = RateLimitService<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimitService {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around another: it decides each request before the
+/// inner service sees it.
+pub struct RateLimitService<S, C: Clock = QuantaClock> {
+    inner: S,
+    shared: Arc<Shared<C>>,
+}
+
+impl<S: Clone, C: Clock> Clone for RateLimitService<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: core::fmt::Debug, C: Clock> core::fmt::Debug for RateLimitService<S, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C: Clock> RateLimitService<S, C> {
+    /// The policy set.
+    pub fn policies(&self) -> &Arc<Policies<Inbound, C>> {
+        &self.shared.policies
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+/// The answer to a refused request: its response, held for the configured delay.
+fn refuse<F, B: From<Bytes>, C: Clock>(
+    shared: &Shared<C>,
+    refusal: &Refusal<'_>,
+    inbound: Option<&Inbound>,
+) -> ResponseFuture<F, B> {
+    let quotas = match inbound {
+        Some(inbound) if shared.style.any() => Some(shared.inspect(inbound)),
+        _ => None,
+    };
+    let response = refusal::respond(shared, refusal, quotas);
+    // A delay needs tokio's timer; outside a runtime the refusal goes at once.
+    let delay = (!shared.delay.is_zero() && tokio::runtime::Handle::try_current().is_ok())
+        .then_some(shared.delay);
+    ResponseFuture::refused(response, delay)
+}
+
+impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
+where
+    S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>>,
+    C: Clock,
+    ResBody: From<Bytes>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResBody>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let shared = &*self.shared;
+        let (parts, body) = request.into_parts();
+        let client = shared
+            .client_ip
+            .resolve(peer_addr(&parts.extensions), &parts.headers);
+        if let (None, Unkeyed::Refuse(status)) = (client, shared.client_ip.missing()) {
+            return refuse(shared, &Refusal::Unkeyed(status), None);
+        }
+        let inbound = Inbound::new(parts, client);
+        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&inbound));
+        match shared.policies.check_n(&inbound, cost) {
+            Ok(Ok(admitted)) => {
+                let headers = shared
+                    .style
+                    .any()
+                    .then(|| (shared.admitted(&admitted, &inbound), shared.style));
+                let request = Request::from_parts(inbound.into_parts(), body);
+                ResponseFuture::admitted(self.inner.call(request), headers)
+            }
+            Ok(Err(rejected)) => refuse(shared, &Refusal::Limited(rejected), Some(&inbound)),
+            Err(oversized) => refuse(shared, &Refusal::Oversized(oversized), Some(&inbound)),
+        }
+    }
+}

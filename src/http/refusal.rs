@@ -1,0 +1,129 @@
+//! [`Refusal`]: why the middleware answered instead of the service, and the response it builds
+//! for it (status, headers, and the default `application/problem+json` body).
+
+use core::fmt::Write as _;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Response, StatusCode};
+
+use super::headers::{json_string, retry_after_secs, write_retry_after, QuotaHeaders};
+use super::Shared;
+use crate::clock::Clock;
+use crate::policy::{Oversized, Rejected};
+
+/// Why a request was answered by the middleware, for a custom body
+/// ([`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal<'p> {
+    /// A policy refused for now: `429 Too Many Requests` with `Retry-After`.
+    Limited(Rejected<'p>),
+    /// The request costs more than a policy's burst and can never be admitted: `429` without
+    /// `Retry-After`.
+    Oversized(Oversized<'p>),
+    /// The client's address could not be told and the rule is to refuse (see
+    /// [`Unkeyed::Refuse`](super::Unkeyed::Refuse)), with its status. No policy was consulted.
+    Unkeyed(StatusCode),
+}
+
+impl Refusal<'_> {
+    /// The response status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Limited(_) | Self::Oversized(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unkeyed(status) => *status,
+        }
+    }
+
+    /// The refusing policy's name, if a policy refused.
+    pub fn policy(&self) -> Option<&str> {
+        match self {
+            Self::Limited(rejected) => Some(rejected.policy()),
+            Self::Oversized(oversized) => Some(oversized.policy()),
+            Self::Unkeyed(_) => None,
+        }
+    }
+
+    /// The `Retry-After` value in seconds (rounded up, at least 1), if the request can succeed
+    /// later.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::Limited(rejected) => Some(retry_after_secs(rejected.retry_after_nanos())),
+            Self::Oversized(_) | Self::Unkeyed(_) => None,
+        }
+    }
+
+    /// The default body: an RFC 9457 problem naming the policy, as `application/problem+json`.
+    ///
+    /// ```
+    /// # use flowgate::http::Refusal;
+    /// let (content_type, body) = Refusal::Unkeyed(http::StatusCode::BAD_REQUEST).problem();
+    /// assert_eq!(content_type, "application/problem+json");
+    /// assert_eq!(
+    ///     body,
+    ///     r#"{"type":"about:blank","title":"Bad Request","status":400,"detail":"the client's address could not be determined"}"#
+    /// );
+    /// ```
+    pub fn problem(&self) -> (HeaderValue, Bytes) {
+        let status = self.status();
+        let mut json = String::with_capacity(192);
+        json.push_str(r#"{"type":"about:blank","title":"#);
+        json_string(&mut json, status.canonical_reason().unwrap_or("Refused"));
+        let _ = write!(json, r#","status":{},"detail":"#, status.as_u16());
+        let detail = match self {
+            Self::Limited(rejected) => format!(
+                "rate limited by policy '{}' ({}): retry after {} s",
+                rejected.policy(),
+                rejected.by().quota(),
+                retry_after_secs(rejected.retry_after_nanos())
+            ),
+            Self::Oversized(oversized) => format!(
+                "the request costs {} cells, more than the burst of {} of policy '{}' ({}): it \
+                 can never be admitted",
+                oversized.capacity().requested,
+                oversized.capacity().burst,
+                oversized.policy(),
+                oversized.quota()
+            ),
+            Self::Unkeyed(_) => "the client's address could not be determined".into(),
+        };
+        json_string(&mut json, &detail);
+        if let Some(policy) = self.policy() {
+            json.push_str(r#","policy":"#);
+            json_string(&mut json, policy);
+        }
+        if let Some(secs) = self.retry_after_secs() {
+            let _ = write!(json, r#","retry_after":{secs}"#);
+        }
+        json.push('}');
+        (
+            HeaderValue::from_static("application/problem+json"),
+            Bytes::from(json),
+        )
+    }
+}
+
+/// The response for `refusal`: its status, body, `Retry-After`, and the quota headers of
+/// `quotas` (every enforcing quota that applies, as it stands).
+pub(crate) fn respond<B: From<Bytes>, C: Clock>(
+    shared: &Shared<C>,
+    refusal: &Refusal<'_>,
+    quotas: Option<QuotaHeaders>,
+) -> Response<B> {
+    let (content_type, body) = match &shared.body {
+        Some(body) => body(refusal),
+        None => refusal.problem(),
+    };
+    let mut response = Response::new(B::from(body));
+    *response.status_mut() = refusal.status();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, content_type);
+    if let Refusal::Limited(rejected) = refusal {
+        write_retry_after(rejected.retry_after(), headers);
+    }
+    if let Some(quotas) = quotas {
+        quotas.write(shared.style, headers);
+    }
+    response
+}

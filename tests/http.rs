@@ -1,0 +1,438 @@
+//! The HTTP middleware over real sockets: an axum (or plain hyper) server on 127.0.0.1:0 and a
+//! hyper client. Quotas run on a manual clock, so every header value is checked against the
+//! quota arithmetic and nothing depends on how fast the machine is. Every loop is bounded.
+#![cfg(all(feature = "tower", feature = "axum"))]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use flowgate::clock::ManualClock;
+use flowgate::http::{
+    by_client_ip, ClientIp, ForwardedHeader, HeaderStyle, Inbound, RateLimitLayer, Refusal, Unkeyed,
+};
+use flowgate::policy::{Policies, Policy};
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::net::TcpListener;
+
+type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+}
+
+/// Serves `app` with the peer address in each request (or not) on a free loopback port.
+async fn serve(app: Router, connect_info: bool) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        if connect_info {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
+            axum::serve(listener, app).await.unwrap();
+        } else {
+            axum::serve(listener, app).await.unwrap();
+        }
+    });
+    address
+}
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+async fn get_with(
+    client: &HttpClient,
+    address: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut request = Request::get(format!("http://{address}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client
+        .request(request.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
+fn app(layer: RateLimitLayer<ManualClock>) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/users/{id}", get(|| async { "user" }))
+        .route_layer(layer)
+}
+
+/// Per client 5 per 10 s (one cell every 2 s), and 100 per second for everyone.
+fn two_layers(clock: &ManualClock) -> Policies<Inbound, ManualClock> {
+    Policies::<Inbound>::builder()
+        .clock(clock.clone())
+        .policy(Policy::keyed_with("per-client", by_client_ip).quota("5/10s".parse().unwrap()))
+        .policy(Policy::global("global").quota("100/s".parse().unwrap()))
+        .build()
+        .unwrap()
+}
+
+/// The burst passes with headers that count down, the next request is a 429 whose every header
+/// follows from the quotas, and a client that waits `Retry-After` seconds is admitted.
+#[tokio::test]
+async fn the_burst_passes_then_429_with_exact_headers() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(two_layers(&clock)).headers(HeaderStyle::BOTH);
+    let address = serve(app(layer), true).await;
+    let client = client();
+
+    for taken in 1..=5u64 {
+        let reply = get_with(&client, address, "/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body, "ok");
+        assert_eq!(
+            reply.header("ratelimit-policy"),
+            Some(r#""per-client";q=5;w=10, "global";q=100;w=1"#)
+        );
+        // per-client: 2 s of debt per request; global: 10 ms per request, rounded up to 1 s.
+        let expected = format!(
+            r#""per-client";r={};t={}, "global";r={};t=1"#,
+            5 - taken,
+            2 * taken,
+            100 - taken
+        );
+        assert_eq!(reply.header("ratelimit"), Some(expected.as_str()));
+        assert_eq!(reply.header("x-ratelimit-limit"), Some("5"));
+        assert_eq!(
+            reply.header("x-ratelimit-remaining"),
+            Some((5 - taken).to_string().as_str())
+        );
+        assert_eq!(
+            reply.header("x-ratelimit-reset"),
+            Some((2 * taken).to_string().as_str())
+        );
+        assert_eq!(reply.header("retry-after"), None);
+    }
+
+    // Half a second later the bucket is still 9.5 s from full; the next cell is due at 2 s.
+    clock.advance(Duration::from_millis(500));
+    let refused = get_with(&client, address, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), Some("2")); // 1.5 s, rounded up
+    assert_eq!(
+        refused.header("ratelimit"),
+        Some(r#""per-client";r=0;t=10, "global";r=100;t=0"#)
+    );
+    assert_eq!(refused.header("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(
+        refused.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(
+        refused.body,
+        r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by policy 'per-client' (5/10s): retry after 2 s","policy":"per-client","retry_after":2}"#
+    );
+
+    // A client that honours Retry-After is admitted.
+    clock.advance(Duration::from_secs(2));
+    let again = get_with(&client, address, "/", &[]).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(
+        again.header("ratelimit"),
+        Some(r#""per-client";r=0;t=10, "global";r=99;t=1"#)
+    );
+}
+
+/// A request that costs more than a burst can never succeed: 429 without Retry-After; a cost
+/// within the burst takes that many cells.
+#[tokio::test]
+async fn an_oversized_request_gets_no_retry_after() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(two_layers(&clock)).cost(|r: &Inbound| {
+        r.header("x-cost")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1)
+    });
+    let address = serve(app(layer), true).await;
+    let client = client();
+
+    let oversized = get_with(&client, address, "/", &[("x-cost", "6")]).await;
+    assert_eq!(oversized.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(oversized.header("retry-after"), None);
+    assert!(
+        oversized.body.contains("can never be admitted"),
+        "{}",
+        oversized.body
+    );
+    // Nothing was taken by it.
+    assert_eq!(
+        oversized.header("ratelimit"),
+        Some(r#""per-client";r=5;t=0, "global";r=100;t=0"#)
+    );
+
+    let heavy = get_with(&client, address, "/", &[("x-cost", "4")]).await;
+    assert_eq!(heavy.status, StatusCode::OK);
+    assert_eq!(
+        heavy.header("ratelimit"),
+        Some(r#""per-client";r=1;t=8, "global";r=96;t=1"#)
+    );
+    let refused = get_with(&client, address, "/", &[("x-cost", "2")]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), Some("2"));
+}
+
+/// One cell per minute per client, the client told by `client_ip`.
+fn per_client_minute(clock: &ManualClock, client_ip: ClientIp) -> RateLimitLayer<ManualClock> {
+    let policies = Policies::<Inbound>::builder()
+        .clock(clock.clone())
+        .policy(Policy::keyed_with("per-client", by_client_ip).quota("1/min".parse().unwrap()))
+        .build()
+        .unwrap();
+    RateLimitLayer::new(policies).client_ip(client_ip)
+}
+
+/// Without trusted proxies a forged X-Forwarded-For changes nothing; with the loopback
+/// trusted, it names the client.
+#[tokio::test]
+async fn forwarded_for_is_ignored_unless_the_proxy_is_trusted() {
+    let clock = ManualClock::new();
+    let client = client();
+
+    let untrusting = serve(app(per_client_minute(&clock, ClientIp::peer())), true).await;
+    let first = get_with(&client, untrusting, "/", &[("x-forwarded-for", "1.1.1.1")]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let forged = get_with(&client, untrusting, "/", &[("x-forwarded-for", "2.2.2.2")]).await;
+    assert_eq!(forged.status, StatusCode::TOO_MANY_REQUESTS);
+
+    let trust = ClientIp::peer()
+        .trust(["127.0.0.0/8".parse().unwrap()])
+        .header(ForwardedHeader::XForwardedFor);
+    let trusting = serve(app(per_client_minute(&clock, trust)), true).await;
+    for client_address in ["1.1.1.1", "2.2.2.2", "2001:db8::1"] {
+        let reply = get_with(
+            &client,
+            trusting,
+            "/",
+            &[("x-forwarded-for", client_address)],
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::OK, "{client_address}");
+    }
+    // The same client again, and the same /64.
+    let again = get_with(&client, trusting, "/", &[("x-forwarded-for", "1.1.1.1")]).await;
+    assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS);
+    let same_64 = get_with(
+        &client,
+        trusting,
+        "/",
+        &[("x-forwarded-for", "2001:db8::ffff:1")],
+    )
+    .await;
+    assert_eq!(same_64.status, StatusCode::TOO_MANY_REQUESTS);
+    // A client that prepends a forged entry is still keyed by what the proxy appended.
+    let prepended = get_with(
+        &client,
+        trusting,
+        "/",
+        &[("x-forwarded-for", "9.9.9.9, 2.2.2.2")],
+    )
+    .await;
+    assert_eq!(prepended.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// Many clients at once never get more than the quota in total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_never_exceed_the_quota() {
+    let clock = ManualClock::new();
+    let policies = Policies::<Inbound>::builder()
+        .clock(clock.clone())
+        .policy(Policy::global("global").quota("50/min".parse().unwrap()))
+        .build()
+        .unwrap();
+    let address = serve(app(RateLimitLayer::new(policies)), true).await;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move {
+                let client = client();
+                let mut admitted = 0;
+                for _ in 0..20 {
+                    let reply = get_with(&client, address, "/", &[]).await;
+                    match reply.status {
+                        StatusCode::OK => admitted += 1,
+                        StatusCode::TOO_MANY_REQUESTS => {}
+                        other => panic!("unexpected {other}"),
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    // The clock stands still: exactly the burst, no more, no less.
+    assert_eq!(admitted, 50);
+}
+
+/// With no peer address the rule decides: share one bucket, or refuse before any policy.
+#[tokio::test]
+async fn requests_without_a_client_address_follow_the_rule() {
+    let clock = ManualClock::new();
+    let client = client();
+
+    let shared = serve(app(per_client_minute(&clock, ClientIp::peer())), false).await;
+    assert_eq!(
+        get_with(&client, shared, "/", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_with(&client, shared, "/", &[]).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    let refusing = per_client_minute(
+        &clock,
+        ClientIp::peer().when_missing(Unkeyed::Refuse(StatusCode::FORBIDDEN)),
+    );
+    let policies = Arc::clone(refusing.policies());
+    let refused = serve(app(refusing), false).await;
+    let reply = get_with(&client, refused, "/", &[]).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(reply.header("retry-after"), None);
+    assert!(reply.body.contains("could not be determined"));
+    // No policy was consulted: the table holds no key.
+    assert_eq!(policies.stats()[0].keys, 0);
+}
+
+/// Keys from the matched route: `/users/1` and `/users/2` share the `/users/{id}` bucket, and
+/// a custom body replaces the problem document.
+#[tokio::test]
+async fn routes_key_their_bucket_and_the_body_is_configurable() {
+    let clock = ManualClock::new();
+    let policies = Policies::<Inbound>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed("per-route", |r: &Inbound| r.route_or_path())
+                .quota("2/min".parse().unwrap()),
+        )
+        .build()
+        .unwrap();
+    let layer = RateLimitLayer::new(policies).refusal_body(|refusal: &Refusal<'_>| {
+        let text = format!("slow down ({})", refusal.policy().unwrap_or("-"));
+        (http::HeaderValue::from_static("text/plain"), text.into())
+    });
+    let address = serve(app(layer), true).await;
+    let client = client();
+    for path in ["/users/1", "/users/2"] {
+        assert_eq!(
+            get_with(&client, address, path, &[]).await.status,
+            StatusCode::OK
+        );
+    }
+    let refused = get_with(&client, address, "/users/3", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.body, "slow down (per-route)");
+    assert_eq!(refused.header("content-type"), Some("text/plain"));
+    assert_eq!(refused.header("retry-after"), Some("30"));
+    // Another route has its own bucket.
+    assert_eq!(
+        get_with(&client, address, "/", &[]).await.status,
+        StatusCode::OK
+    );
+}
+
+/// Plain hyper, no axum: the connection's service inserts the peer address, the layer is
+/// applied with tower, and the responses use `Full<Bytes>` bodies.
+#[tokio::test]
+async fn plain_hyper_with_the_peer_address_in_the_extensions() {
+    use hyper::server::conn::http1;
+    use hyper_util::rt::TokioIo;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceBuilder;
+
+    let clock = ManualClock::new();
+    let layer = per_client_minute(&clock, ClientIp::peer());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else {
+                return;
+            };
+            let service = ServiceBuilder::new()
+                .map_request(move |mut request: Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(peer);
+                    request
+                })
+                .layer(layer.clone())
+                .service_fn(|_request: Request<hyper::body::Incoming>| async {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                        Bytes::from_static(b"hello"),
+                    )))
+                });
+            tokio::spawn(async move {
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+                    .await;
+            });
+        }
+    });
+    let client = client();
+    let first = get_with(&client, address, "/", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.body, "hello");
+    assert_eq!(first.header("ratelimit"), Some(r#""per-client";r=0;t=60"#));
+    let second = get_with(&client, address, "/", &[]).await;
+    assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(second.header("retry-after"), Some("60"));
+}
+
+/// A delayed refusal is held on tokio's timer (paused here) and then sent; admissions are not
+/// delayed.
+#[tokio::test(start_paused = true)]
+async fn refusals_can_be_delayed_without_holding_a_thread() {
+    use tower::{Layer, ServiceExt};
+
+    let clock = ManualClock::new();
+    let layer = per_client_minute(&clock, ClientIp::peer()).delay_refusals(Duration::from_secs(3));
+    let service = layer.layer(tower::service_fn(|_request: Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(Full::<Bytes>::default()))
+    }));
+    let request = || {
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert("192.0.2.1:1234".parse::<SocketAddr>().unwrap());
+        request
+    };
+    let start = tokio::time::Instant::now();
+    let admitted = service.clone().oneshot(request()).await.unwrap();
+    assert_eq!(admitted.status(), StatusCode::OK);
+    assert_eq!(start.elapsed(), Duration::ZERO);
+
+    let refused = tokio::spawn(service.oneshot(request()));
+    tokio::time::sleep(Duration::from_millis(2_999)).await;
+    assert!(!refused.is_finished());
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let refused = refused.await.unwrap().unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(start.elapsed(), Duration::from_millis(3_001));
+}
