@@ -258,9 +258,7 @@ impl ClientIp {
                 None => Some(peer),
                 Some(value) => value.to_str().ok().and_then(parse_node).map(normalize),
             },
-            ForwardedHeader::XForwardedFor => {
-                self.walk(peer, headers, X_FORWARDED_FOR, |e| parse_node(e))
-            }
+            ForwardedHeader::XForwardedFor => self.walk(peer, headers, X_FORWARDED_FOR, parse_node),
             ForwardedHeader::Forwarded => self.walk(peer, headers, FORWARDED, forwarded_for),
         };
         client.map(|client| self.cut(client))
