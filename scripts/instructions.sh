@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per decision, counted by callgrind inside `hot_loop` of benches/instructions.rs
 # (direct limiters, every algorithm), benches/keyed_instructions.rs (keyed limiters, policies)
-# and benches/wait_instructions.rs (asynchronous waits).
+# benches/wait_instructions.rs (asynchronous waits) and benches/http_instructions.rs (the HTTP
+# middleware).
 # Usage: scripts/instructions.sh [N] [CASE...]   (default N = 1000000, all cases; algorithm cases
 # are algorithm_NAME_allowed and algorithm_NAME_refused)
 # Deterministic for a given binary: the figures in BENCHMARKS.md come from this script.
@@ -19,9 +20,11 @@ for l in sys.stdin:
 bin=$(binary instructions)
 keyed_bin=$(binary keyed_instructions)
 wait_bin=$(binary wait_instructions)
+http_bin=$(binary http_instructions)
 list() { grep -oE '^    "[a-z0-9_]+",' "$1" | tr -d '", '; }
 mapfile -t keyed_cases < <(list benches/keyed_instructions.rs)
 mapfile -t wait_cases < <(grep -oE '"[a-z_]+_until_ready"' benches/wait_instructions.rs | tr -d '"' | sort -u)
+mapfile -t http_cases < <(list benches/http_instructions.rs)
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
   mapfile -t cases < <(list benches/instructions.rs)
@@ -29,7 +32,7 @@ if [ ${#cases[@]} -eq 0 ]; then
   for a in $(sed -n '/^pub const ALGORITHMS/,/^];/p' benches/common/mod.rs | grep -oE '"[a-z_]+"' | tr -d '"'); do
     cases+=("algorithm_${a}_allowed" "algorithm_${a}_refused")
   done
-  cases+=("${keyed_cases[@]}" "${wait_cases[@]}")
+  cases+=("${keyed_cases[@]}" "${wait_cases[@]}" "${http_cases[@]}")
 fi
 out=$(mktemp -d)
 printf '%-24s %14s\n' case instructions/iter
@@ -37,6 +40,7 @@ for c in "${cases[@]}"; do
   run=$bin
   for k in "${keyed_cases[@]}"; do [ "$c" = "$k" ] && run=$keyed_bin; done
   for k in "${wait_cases[@]}"; do [ "$c" = "$k" ] && run=$wait_bin; done
+  for k in "${http_cases[@]}"; do [ "$c" = "$k" ] && run=$http_bin; done
   valgrind --tool=callgrind --callgrind-out-file="$out/$c.out" --toggle-collect='*hot_loop*' \
     "$run" "$c" "$n" >/dev/null 2>&1
   total=$(grep -E '^(summary|totals):' "$out/$c.out" | head -1 | awk '{print $2}')

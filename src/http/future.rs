@@ -8,7 +8,7 @@ use core::task::{ready, Context, Poll};
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::headers::{HeaderStyle, QuotaHeaders};
+use super::headers::Ready;
 
 pin_project! {
     /// The future of [`RateLimitService`](super::RateLimitService)'s response.
@@ -24,7 +24,7 @@ pin_project! {
         Admitted {
             #[pin]
             future: F,
-            headers: Option<(QuotaHeaders, HeaderStyle)>,
+            headers: Option<Ready>,
         },
         Refused {
             response: Option<Response<B>>,
@@ -35,7 +35,7 @@ pin_project! {
 }
 
 impl<F, B> ResponseFuture<F, B> {
-    pub(crate) fn admitted(future: F, headers: Option<(QuotaHeaders, HeaderStyle)>) -> Self {
+    pub(crate) fn admitted(future: F, headers: Option<Ready>) -> Self {
         Self {
             kind: Kind::Admitted { future, headers },
         }
@@ -61,8 +61,8 @@ where
         match self.project().kind.project() {
             KindProjection::Admitted { future, headers } => {
                 let mut response = ready!(future.poll(cx))?;
-                if let Some((headers, style)) = headers.take() {
-                    headers.write(style, response.headers_mut());
+                if let Some(headers) = headers.take() {
+                    headers.write(response.headers_mut());
                 }
                 Poll::Ready(Ok(response))
             }

@@ -5,7 +5,7 @@
 use core::fmt::Write as _;
 use core::time::Duration;
 
-use bytes::Bytes;
+use arrayvec::ArrayVec;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use crate::policy::QuotaState;
@@ -87,27 +87,210 @@ pub(crate) fn quota_and_window(quota: Quota) -> (u64, u64) {
     (u64::try_from(scaled).unwrap_or(u64::MAX), window)
 }
 
-/// Builds the quota headers of one response, item by item.
+/// Text of one header value, formatted on the stack (spilling to the heap only for very long
+/// lists), so that a response's header costs one allocation: its `HeaderValue`.
 #[derive(Default)]
-pub(crate) struct QuotaHeaders {
-    policy: String,
-    state: String,
+struct Text {
+    stack: ArrayVec<u8, 256>,
+    spill: Vec<u8>,
+}
+
+impl Text {
+    fn push(&mut self, bytes: &[u8]) {
+        if self.spill.is_empty() && self.stack.try_extend_from_slice(bytes).is_ok() {
+            return;
+        }
+        if self.spill.is_empty() {
+            self.spill.extend_from_slice(&self.stack);
+        }
+        self.spill.extend_from_slice(bytes);
+    }
+
+    fn push_number(&mut self, n: u64) {
+        let mut digits = [0u8; 20];
+        self.push(decimal(n, &mut digits));
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        if self.spill.is_empty() {
+            &self.stack
+        } else {
+            &self.spill
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_bytes().is_empty()
+    }
+
+    fn value(&self) -> HeaderValue {
+        bytes_value(self.as_bytes())
+    }
+}
+
+/// `n` in decimal, in the tail of `digits` (two digits per division).
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let mut at = digits.len();
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + n as u8;
+    }
+    &digits[at..]
+}
+
+/// A header value of `n` in decimal.
+fn number(n: u64) -> HeaderValue {
+    let mut digits = [0u8; 20];
+    bytes_value(decimal(n, &mut digits))
+}
+
+fn bytes_value(bytes: &[u8]) -> HeaderValue {
+    // Built from sf-strings (printable ASCII only, see `push_name`), digits and separators:
+    // always valid; an empty value is the unreachable fallback.
+    HeaderValue::from_bytes(bytes).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// One item of `RateLimit-Policy`: a quota of a policy, and how its name is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Item {
+    pub(crate) policy_index: usize,
+    pub(crate) quota_index: usize,
+    pub(crate) quota: Quota,
+    pub(crate) name: Box<str>,
+    pub(crate) several: bool,
+}
+
+impl Item {
+    fn is(&self, state: &QuotaState<'_>) -> bool {
+        self.policy_index == state.policy_index()
+            && self.quota_index == state.quota_index()
+            && self.quota == state.quota()
+    }
+
+    fn write(&self, out: &mut Text) {
+        push_name(out, &self.name, self.quota_index, self.several);
+        let (q, w) = quota_and_window(self.quota);
+        out.push(b";q=");
+        out.push_number(q);
+        out.push(b";w=");
+        out.push_number(w);
+    }
+}
+
+/// `RateLimit-Policy` made once for the usual response: every enforcing quota applies, as the
+/// layer was built with. A response that differs (a policy skipped, a quota replaced since)
+/// has its own formatted.
+#[derive(Debug, Clone)]
+pub(crate) struct PolicyCache {
+    items: Box<[Item]>,
+    value: HeaderValue,
+}
+
+impl PolicyCache {
+    pub(crate) fn new(items: Vec<Item>) -> Self {
+        let mut text = Text::default();
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                text.push(b", ");
+            }
+            item.write(&mut text);
+        }
+        Self {
+            items: items.into_boxed_slice(),
+            value: text.value(),
+        }
+    }
+}
+
+/// Formats the quota headers of one response, item by item.
+pub(crate) struct QuotaHeaders<'s> {
+    style: HeaderStyle,
+    cache: &'s PolicyCache,
+    /// While the items so far are the cache's first `matched`: `Some(matched)`, and `policy`
+    /// is still empty.
+    matched: Option<usize>,
+    policy: Text,
+    state: Text,
     tightest: Option<(u32, u32, u64)>,
 }
 
-impl QuotaHeaders {
+/// The quota headers of a response, ready to be added to it.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    draft: Option<(HeaderValue, HeaderValue)>,
+    legacy: Option<(u32, u32, u64)>,
+}
+
+impl<'s> QuotaHeaders<'s> {
+    pub(crate) fn new(style: HeaderStyle, cache: &'s PolicyCache) -> Self {
+        Self {
+            style,
+            cache,
+            matched: Some(0),
+            policy: Text::default(),
+            state: Text::default(),
+            tightest: None,
+        }
+    }
+
     /// Adds one quota's state. `several` says whether its policy has more than one quota (the
     /// item is then named `policy.index`).
     pub(crate) fn push(&mut self, state: &QuotaState<'_>, several: bool) {
-        let separator = if self.policy.is_empty() { "" } else { ", " };
-        let (q, w) = quota_and_window(state.quota());
-        self.policy.push_str(separator);
-        write_name(&mut self.policy, state, several);
-        let _ = write!(self.policy, ";q={q};w={w}");
-        self.state.push_str(separator);
-        write_name(&mut self.state, state, several);
         let reset = ceil_secs(state.reset_after_nanos());
-        let _ = write!(self.state, ";r={};t={reset}", state.remaining());
+        if self.style.draft {
+            let first = self.state.is_empty();
+            if !first {
+                self.state.push(b", ");
+            }
+            push_name(
+                &mut self.state,
+                state.policy(),
+                state.quota_index(),
+                several,
+            );
+            self.state.push(b";r=");
+            self.state.push_number(u64::from(state.remaining()));
+            self.state.push(b";t=");
+            self.state.push_number(reset);
+
+            match self.matched {
+                Some(k) if self.cache.items.get(k).is_some_and(|item| item.is(state)) => {
+                    self.matched = Some(k + 1);
+                }
+                _ => {
+                    self.spill_matched();
+                    if !first {
+                        self.policy.push(b", ");
+                    }
+                    push_name(
+                        &mut self.policy,
+                        state.policy(),
+                        state.quota_index(),
+                        several,
+                    );
+                    let (q, w) = quota_and_window(state.quota());
+                    self.policy.push(b";q=");
+                    self.policy.push_number(q);
+                    self.policy.push(b";w=");
+                    self.policy.push_number(w);
+                }
+            }
+        }
         let candidate = (state.remaining(), state.limit(), reset);
         let tighter = self.tightest.map_or(true, |(remaining, _, t)| {
             (candidate.0, core::cmp::Reverse(candidate.2)) < (remaining, core::cmp::Reverse(t))
@@ -117,16 +300,47 @@ impl QuotaHeaders {
         }
     }
 
-    /// The headers in `style`, into `map`.
-    pub(crate) fn write(self, style: HeaderStyle, map: &mut HeaderMap) {
-        if style.draft && !self.policy.is_empty() {
-            map.insert(RATELIMIT_POLICY, value(self.policy));
-            map.insert(RATELIMIT, value(self.state));
+    /// Writes out the cached items matched so far, when the list turns out to differ.
+    fn spill_matched(&mut self) {
+        if let Some(k) = self.matched.take() {
+            for (i, item) in self.cache.items[..k].iter().enumerate() {
+                if i > 0 {
+                    self.policy.push(b", ");
+                }
+                item.write(&mut self.policy);
+            }
         }
-        if let (true, Some((remaining, limit, reset))) = (style.legacy, self.tightest) {
-            map.insert(X_RATELIMIT_LIMIT, HeaderValue::from(limit));
-            map.insert(X_RATELIMIT_REMAINING, HeaderValue::from(remaining));
-            map.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+    }
+
+    /// The header values.
+    pub(crate) fn finish(mut self) -> Ready {
+        let draft = (self.style.draft && !self.state.is_empty()).then(|| {
+            let policy = if self.matched == Some(self.cache.items.len()) {
+                self.cache.value.clone()
+            } else {
+                self.spill_matched();
+                self.policy.value()
+            };
+            (policy, self.state.value())
+        });
+        Ready {
+            draft,
+            legacy: self.tightest.filter(|_| self.style.legacy),
+        }
+    }
+}
+
+impl Ready {
+    /// Adds the headers to `map`.
+    pub(crate) fn write(self, map: &mut HeaderMap) {
+        if let Some((policy, state)) = self.draft {
+            map.insert(RATELIMIT_POLICY, policy);
+            map.insert(RATELIMIT, state);
+        }
+        if let Some((remaining, limit, reset)) = self.legacy {
+            map.insert(X_RATELIMIT_LIMIT, number(u64::from(limit)));
+            map.insert(X_RATELIMIT_REMAINING, number(u64::from(remaining)));
+            map.insert(X_RATELIMIT_RESET, number(reset));
         }
     }
 }
@@ -134,33 +348,32 @@ impl QuotaHeaders {
 /// `Retry-After` into `map`.
 pub(crate) fn write_retry_after(wait: Duration, map: &mut HeaderMap) {
     let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-    map.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(nanos)));
+    map.insert(RETRY_AFTER, number(retry_after_secs(nanos)));
 }
 
-fn value(text: String) -> HeaderValue {
-    // Built from sf-strings (printable ASCII only, see `write_name`) and integers.
-    HeaderValue::from_maybe_shared(Bytes::from(text))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-/// The item's name as a structured-field string: printable ASCII, `"` and `\` escaped, any
-/// other byte written as `?`.
-fn write_name(out: &mut String, state: &QuotaState<'_>, several: bool) {
-    out.push('"');
-    for c in state.policy().chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
+/// The item's name as a structured-field string: printable ASCII, `"` and `\\` escaped, any
+/// other character written as `?`; `.index` after it when its policy has several quotas.
+fn push_name(out: &mut Text, name: &str, quota_index: usize, several: bool) {
+    out.push(b"\"");
+    if name
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push(name.as_bytes());
+    } else {
+        for c in name.chars() {
+            match c {
+                '"' | '\\' => out.push(&[b'\\', c as u8]),
+                ' '..='~' => out.push(&[c as u8]),
+                _ => out.push(b"?"),
             }
-            ' '..='~' => out.push(c),
-            _ => out.push('?'),
         }
     }
     if several {
-        let _ = write!(out, ".{}", state.quota_index());
+        out.push(b".");
+        out.push_number(quota_index as u64);
     }
-    out.push('"');
+    out.push(b"\"");
 }
 
 /// A JSON string literal of `text`.
@@ -201,6 +414,14 @@ mod tests {
         assert_eq!(q("10/500ms"), (20, 1));
         assert_eq!(q("3/1500ms"), (4, 2));
         assert_eq!(q("1/day"), (1, 86_400));
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 99, 100, 101, 1_000_000_007, u64::MAX] {
+            let mut digits = [0u8; 20];
+            assert_eq!(decimal(n, &mut digits), n.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub use headers::{
 pub use inbound::{by_client_ip, peer_addr, Inbound};
 pub use refusal::Refusal;
 
-use self::headers::QuotaHeaders;
+use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
 use crate::clock::{Clock, QuantaClock};
 use crate::policy::{Admitted, Policies, QuotaState};
 
@@ -123,6 +123,8 @@ pub(crate) struct Shared<C: Clock> {
     /// Per policy, in evaluation order: whether it has more than one quota (its header items
     /// are then numbered).
     several: Box<[bool]>,
+    /// `RateLimit-Policy` when every enforcing quota applies, as built.
+    cache: PolicyCache,
     client_ip: ClientIp,
     cost: Option<Cost>,
     style: HeaderStyle,
@@ -135,6 +137,7 @@ impl<C: Clock> Clone for Shared<C> {
         Self {
             policies: Arc::clone(&self.policies),
             several: self.several.clone(),
+            cache: self.cache.clone(),
             client_ip: self.client_ip.clone(),
             cost: self.cost.clone(),
             style: self.style,
@@ -147,21 +150,22 @@ impl<C: Clock> Clone for Shared<C> {
 impl<C: Clock> Shared<C> {
     /// The quota headers of an admission: its own record of the quotas it took from, or (past
     /// the first few, which it keeps) a fresh look at every quota that applies.
-    fn admitted(&self, admitted: &Admitted<'_>, inbound: &Inbound) -> QuotaHeaders {
-        let mut headers = QuotaHeaders::default();
+    fn admitted(&self, admitted: &Admitted<'_>, inbound: &Inbound) -> Ready {
+        let mut headers = QuotaHeaders::new(self.style, &self.cache);
         let complete = admitted.each_kept(|state| self.push(&mut headers, &state));
-        if !complete {
-            headers = self.inspect(inbound);
+        if complete {
+            headers.finish()
+        } else {
+            self.inspect(inbound)
         }
-        headers
     }
 
     /// The quota headers of every enforcing quota that applies to `inbound`, as they stand.
-    fn inspect(&self, inbound: &Inbound) -> QuotaHeaders {
-        let mut headers = QuotaHeaders::default();
+    fn inspect(&self, inbound: &Inbound) -> Ready {
+        let mut headers = QuotaHeaders::new(self.style, &self.cache);
         self.policies
             .inspect(inbound, |state| self.push(&mut headers, &state));
-        headers
+        headers.finish()
     }
 
     fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState<'_>) {
@@ -208,14 +212,29 @@ impl<C: Clock> RateLimitLayer<C> {
     /// peer as the client, and the default problem body.
     pub fn new(policies: impl Into<Arc<Policies<Inbound, C>>>) -> Self {
         let policies = policies.into();
-        let several = policies
-            .names()
-            .map(|name| policies.quotas(name).map_or(true, |q| q.len() > 1))
-            .collect();
+        let mut several = Vec::new();
+        let mut items = Vec::new();
+        for (policy_index, stats) in policies.stats().into_iter().enumerate() {
+            let quotas = policies.quotas(&stats.name).unwrap_or_default();
+            several.push(quotas.len() > 1);
+            if stats.dry_run {
+                continue;
+            }
+            for (quota_index, quota) in quotas.into_iter().enumerate() {
+                items.push(Item {
+                    policy_index,
+                    quota_index,
+                    quota,
+                    name: stats.name.as_str().into(),
+                    several: several[policy_index],
+                });
+            }
+        }
         Self {
             shared: Arc::new(Shared {
                 policies,
-                several,
+                several: several.into_boxed_slice(),
+                cache: PolicyCache::new(items),
                 client_ip: ClientIp::peer(),
                 cost: None,
                 style: HeaderStyle::DRAFT,
@@ -367,7 +386,7 @@ where
                 let headers = shared
                     .style
                     .any()
-                    .then(|| (shared.admitted(&admitted, &inbound), shared.style));
+                    .then(|| shared.admitted(&admitted, &inbound));
                 let request = Request::from_parts(inbound.into_parts(), body);
                 ResponseFuture::admitted(self.inner.call(request), headers)
             }

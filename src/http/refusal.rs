@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
 
-use super::headers::{json_string, retry_after_secs, write_retry_after, QuotaHeaders};
+use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::Shared;
 use crate::clock::Clock;
 use crate::policy::{Oversized, Rejected};
@@ -109,7 +109,7 @@ impl Refusal<'_> {
 pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     shared: &Shared<C>,
     refusal: &Refusal<'_>,
-    quotas: Option<QuotaHeaders>,
+    quotas: Option<Ready>,
 ) -> Response<B> {
     let (content_type, body) = match &shared.body {
         Some(body) => body(refusal),
@@ -123,7 +123,7 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
         write_retry_after(rejected.retry_after(), headers);
     }
     if let Some(quotas) = quotas {
-        quotas.write(shared.style, headers);
+        quotas.write(headers);
     }
     response
 }
