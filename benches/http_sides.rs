@@ -1,7 +1,10 @@
 #![allow(dead_code)] // each bench binary that includes this file uses part of it
 //! The HTTP middleware benches' services, built the same way for flowgate and tower_governor:
 //! one limit per client address (1024 clients, taken from axum's `ConnectInfo`), a quota no
-//! request in a benchmark exhausts, and an inner service that answers at once. Every side gets
+//! request in a benchmark exhausts (1 per second with a burst of 10⁹: every key stays booked,
+//! so none is ever idle and evicted; a quota of 10⁹ per second would leave every key idle
+//! between its requests and measure flowgate's table making room), and an inner service that
+//! answers at once. Every side gets
 //! the same request, built the same way, so the difference to `bare` is the middleware.
 
 use std::convert::Infallible;
@@ -22,6 +25,7 @@ use tower_governor::key_extractor::PeerIpKeyExtractor;
 use tower_governor::GovernorLayer;
 
 pub const CLIENTS: usize = 1024;
+const BURST: u32 = 1_000_000_000;
 
 pub type Inner =
     tower::util::ServiceFn<fn(Request<()>) -> Ready<Result<Response<Body>, Infallible>>>;
@@ -49,7 +53,7 @@ pub fn flowgate(style: HeaderStyle) -> RateLimitService<Inner> {
     let policies = Policies::<Inbound>::builder()
         .policy(
             Policy::keyed_with("per-client", by_client_ip)
-                .quota(Quota::per_second(1_000_000_000).unwrap()),
+                .quota(Quota::per_second(1).unwrap().with_burst(BURST).unwrap()),
         )
         .build()
         .unwrap();
@@ -62,8 +66,8 @@ pub type TowerGovernorHeaders =
 
 pub fn tower_governor() -> TowerGovernor {
     let config = GovernorConfigBuilder::default()
-        .per_nanosecond(1)
-        .burst_size(1_000_000_000)
+        .per_second(1)
+        .burst_size(BURST)
         .finish()
         .unwrap();
     GovernorLayer::new(config).layer(inner())
@@ -72,8 +76,8 @@ pub fn tower_governor() -> TowerGovernor {
 /// With `use_headers`: `x-ratelimit-limit` and `-remaining` on admitted responses.
 pub fn tower_governor_headers() -> TowerGovernorHeaders {
     let config = GovernorConfigBuilder::default()
-        .per_nanosecond(1)
-        .burst_size(1_000_000_000)
+        .per_second(1)
+        .burst_size(BURST)
         .use_headers()
         .finish()
         .unwrap();

@@ -2,10 +2,10 @@
 //! headers, extensions) and the client address the middleware resolved — and where the peer
 //! address is looked for.
 
+use core::ptr::NonNull;
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{AsHeaderName, HeaderMap, HeaderValue};
-use http::request::Parts;
 use http::{Extensions, Method, Uri};
 
 use crate::policy::Key;
@@ -13,7 +13,7 @@ use crate::policy::Key;
 /// A request's head, as the key extractors of a [`Policies<Inbound>`](crate::Policies) set see
 /// it, with the client address the middleware resolved (see [`ClientIp`](super::ClientIp)).
 ///
-/// The middleware moves the request's head in and out (no copy of headers, no allocation).
+/// It borrows the request (no copy, no allocation), for the length of [`scope`](Self::scope).
 ///
 /// ```
 /// use flowgate::http::Inbound;
@@ -27,26 +27,62 @@ use crate::policy::Key;
 ///         Policy::keyed_with("per-key-per-route", |r: &Inbound, key| {
 ///             key.add(&r.header("x-api-key")).add(r.route_or_path());
 ///         })
-///         .quota("100/min".parse()?),
+///         .quota("1/min".parse()?),
 ///     )
 ///     .build()?;
 ///
-/// let (parts, ()) = http::Request::get("/search").header("x-api-key", "k1").body(())?.into_parts();
-/// let inbound = Inbound::new(parts, None);
-/// assert!(policies.check(&inbound).is_ok());
+/// let request = http::Request::get("/search").header("x-api-key", "k1").body(())?;
+/// assert!(Inbound::scope(&request, None, |inbound| policies.check(inbound).is_ok()));
+/// assert!(Inbound::scope(&request, None, |inbound| policies.check(inbound).is_err()));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
 pub struct Inbound {
-    parts: Parts,
+    // Pointers into the request's head, which outlives every `&Inbound` handed out: an
+    // `Inbound` only exists inside `scope`, borrowing a request that cannot move or change
+    // until `scope` returns (see its SAFETY comment). A lifetime parameter would say this
+    // without `unsafe`, but a policy set's request type is one type for all requests; the
+    // head is not moved into an owned `Inbound` because that copy cost the middleware more
+    // than tower_governor's whole overhead (BENCHMARKS.md, "HTTP middleware").
+    method: NonNull<Method>,
+    uri: NonNull<Uri>,
+    headers: NonNull<HeaderMap>,
+    extensions: NonNull<Extensions>,
     client: Option<IpAddr>,
 }
 
+impl core::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Inbound")
+            .field("method", self.method())
+            .field("uri", self.uri())
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Inbound {
-    /// A request's head and its client's address (as [`ClientIp::resolve`](super::ClientIp::resolve)
-    /// gives it).
-    pub fn new(parts: Parts, client: Option<IpAddr>) -> Self {
-        Self { parts, client }
+    /// Calls `f` with `request`'s head as an `Inbound`, with `client` as its client's address
+    /// (as [`ClientIp::resolve`](super::ClientIp::resolve) gives it): what the middleware does
+    /// for every request, for checking a [`Policies<Inbound>`](crate::Policies) set elsewhere.
+    #[inline]
+    pub fn scope<B, T>(
+        request: &http::Request<B>,
+        client: Option<IpAddr>,
+        f: impl FnOnce(&Inbound) -> T,
+    ) -> T {
+        let inbound = Inbound {
+            method: NonNull::from(request.method()),
+            uri: NonNull::from(request.uri()),
+            headers: NonNull::from(request.headers()),
+            extensions: NonNull::from(request.extensions()),
+            client,
+        };
+        // SAFETY (of every later dereference): `request` is borrowed shared for this whole call,
+        // so its head neither moves nor changes while `inbound` lives; `inbound` is a local
+        // that `f` can only borrow (`Inbound` is neither `Clone` nor constructible outside this
+        // function), and every accessor ties what it returns to that borrow, so no reference
+        // into the head outlives this call.
+        f(&inbound)
     }
 
     /// The client's address, cut to its prefix; `None` when it cannot be told (see
@@ -59,20 +95,22 @@ impl Inbound {
     /// The request method.
     #[inline]
     pub fn method(&self) -> &Method {
-        &self.parts.method
+        // SAFETY: see `scope`: the head outlives `self`.
+        unsafe { self.method.as_ref() }
     }
 
     /// The request URI.
     #[inline]
     pub fn uri(&self) -> &Uri {
-        &self.parts.uri
+        // SAFETY: see `scope`: the head outlives `self`.
+        unsafe { self.uri.as_ref() }
     }
 
     /// The URI's path. Keying by the raw path lets clients invent keys; prefer
     /// [`route`](Self::route) where the router provides it (the tables are bounded either way).
     #[inline]
     pub fn path(&self) -> &str {
-        self.parts.uri.path()
+        self.uri().path()
     }
 
     /// The route pattern the request matched (`/users/{id}`), from axum's `MatchedPath` (with
@@ -80,7 +118,7 @@ impl Inbound {
     /// runs after routing); `None` otherwise.
     #[inline]
     pub fn route(&self) -> Option<&str> {
-        route(&self.parts.extensions)
+        route(self.extensions())
     }
 
     /// [`route`](Self::route), or the [`path`](Self::path) when there is none.
@@ -92,35 +130,27 @@ impl Inbound {
     /// The request headers.
     #[inline]
     pub fn headers(&self) -> &HeaderMap {
-        &self.parts.headers
+        // SAFETY: see `scope`: the head outlives `self`.
+        unsafe { self.headers.as_ref() }
     }
 
     /// The first value of the header `name`, if any.
     #[inline]
     pub fn header<K: AsHeaderName>(&self, name: K) -> Option<&HeaderValue> {
-        self.parts.headers.get(name)
+        self.headers().get(name)
     }
 
     /// The request extensions (an authenticated user a previous layer inserted, for example).
     #[inline]
     pub fn extensions(&self) -> &Extensions {
-        &self.parts.extensions
+        // SAFETY: see `scope`: the head outlives `self`.
+        unsafe { self.extensions.as_ref() }
     }
 
     /// The peer's address, as [`peer_addr`] finds it.
     #[inline]
     pub fn peer(&self) -> Option<IpAddr> {
-        peer_addr(&self.parts.extensions)
-    }
-
-    /// The whole head.
-    pub fn parts(&self) -> &Parts {
-        &self.parts
-    }
-
-    /// The head back.
-    pub fn into_parts(self) -> Parts {
-        self.parts
+        peer_addr(self.extensions())
     }
 }
 
@@ -168,4 +198,46 @@ fn route(extensions: &Extensions) -> Option<&str> {
 #[inline]
 fn route(_: &Extensions) -> Option<&str> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every accessor reads the borrowed head (run under Miri too: `cargo +nightly miri test
+    /// --features axum --lib http::inbound`).
+    #[test]
+    fn a_scoped_inbound_reads_the_request_it_borrows() {
+        let mut request = http::Request::post("/users/7?x=1")
+            .header("x-api-key", "k1")
+            .body(vec![1u8, 2, 3])
+            .unwrap();
+        let peer: SocketAddr = "192.0.2.1:4000".parse().unwrap();
+        request.extensions_mut().insert(peer);
+        let client = Some(IpAddr::from([192, 0, 2, 1]));
+        let seen = Inbound::scope(&request, client, |inbound| {
+            (
+                inbound.method().clone(),
+                inbound.path().to_owned(),
+                inbound.uri().query().map(str::to_owned),
+                inbound.header("x-api-key").cloned(),
+                inbound.headers().len(),
+                inbound.peer(),
+                inbound.client_ip(),
+                inbound.route_or_path().to_owned(),
+                format!("{inbound:?}").contains("192.0.2.1"),
+            )
+        });
+        assert_eq!(seen.0, Method::POST);
+        assert_eq!(seen.1, "/users/7");
+        assert_eq!(seen.2.as_deref(), Some("x=1"));
+        assert_eq!(seen.3, Some(HeaderValue::from_static("k1")));
+        assert_eq!(seen.4, 1);
+        assert_eq!(seen.5, Some(peer.ip()));
+        assert_eq!(seen.6, client);
+        assert_eq!(seen.7, "/users/7");
+        assert!(seen.8);
+        // The request is whole afterwards.
+        assert_eq!(request.into_body(), vec![1, 2, 3]);
+    }
 }

@@ -372,26 +372,32 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let shared = &*self.shared;
-        let (parts, body) = request.into_parts();
         let client = shared
             .client_ip
-            .resolve(peer_addr(&parts.extensions), &parts.headers);
+            .resolve(peer_addr(request.extensions()), request.headers());
         if let (None, Unkeyed::Refuse(status)) = (client, shared.client_ip.missing()) {
             return refuse(shared, &Refusal::Unkeyed(status), None);
         }
-        let inbound = Inbound::new(parts, client);
-        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&inbound));
-        match shared.policies.check_n(&inbound, cost) {
-            Ok(Ok(admitted)) => {
-                let headers = shared
+        let decided = Inbound::scope(&request, client, |inbound| {
+            let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
+            match shared.policies.check_n(inbound, cost) {
+                Ok(Ok(admitted)) => Ok(shared
                     .style
                     .any()
-                    .then(|| shared.admitted(&admitted, &inbound));
-                let request = Request::from_parts(inbound.into_parts(), body);
-                ResponseFuture::admitted(self.inner.call(request), headers)
+                    .then(|| shared.admitted(&admitted, inbound))),
+                Ok(Err(rejected)) => {
+                    Err(refuse(shared, &Refusal::Limited(rejected), Some(inbound)))
+                }
+                Err(oversized) => Err(refuse(
+                    shared,
+                    &Refusal::Oversized(oversized),
+                    Some(inbound),
+                )),
             }
-            Ok(Err(rejected)) => refuse(shared, &Refusal::Limited(rejected), Some(&inbound)),
-            Err(oversized) => refuse(shared, &Refusal::Oversized(oversized), Some(&inbound)),
+        });
+        match decided {
+            Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
+            Err(refused) => refused,
         }
     }
 }
