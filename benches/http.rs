@@ -7,7 +7,7 @@
 //! `cargo bench --bench http` (see BENCHMARKS.md for the figures and how they were taken).
 
 mod common;
-#[path = "http_sides.rs"]
+#[path = "common/http_sides.rs"]
 mod sides;
 
 use std::hint::black_box;

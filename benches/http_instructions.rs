@@ -1,12 +1,12 @@
 #![allow(missing_docs)]
 //! Instruction counts of one request through the HTTP middleware, for `valgrind
 //! --tool=callgrind` (`scripts/instructions.sh`): flowgate's `RateLimitLayer` and
-//! `tower_governor`'s `GovernorLayer` (benches/http_sides.rs), and the bare inner service whose
+//! `tower_governor`'s `GovernorLayer` (benches/common/http_sides.rs), and the bare inner service whose
 //! count is every side's baseline. A binary of its own, so that the HTTP stack does not change
 //! how the other instruction binaries are compiled.
 
 mod common;
-#[path = "http_sides.rs"]
+#[path = "common/http_sides.rs"]
 mod sides;
 
 use std::hint::black_box;

@@ -436,3 +436,38 @@ async fn refusals_can_be_delayed_without_holding_a_thread() {
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(start.elapsed(), Duration::from_millis(3_001));
 }
+
+/// A keyed policy whose table is full refuses a new client with a 429 that says so, without
+/// quota headers (the tables do not hold the client, so they would describe a fresh bucket).
+#[tokio::test]
+async fn a_full_table_refuses_new_clients_without_quota_headers() {
+    let clock = ManualClock::new();
+    let policies = Policies::<Inbound>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed_with("per-key", |r: &Inbound, key| {
+                key.add(&r.header("x-api-key"));
+            })
+            .quota("1/min".parse().unwrap())
+            .max_keys(1),
+        )
+        .build()
+        .unwrap();
+    let address = serve(app(RateLimitLayer::new(policies)), true).await;
+    let client = client();
+    let first = get_with(&client, address, "/", &[("x-api-key", "a")]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let mut refused = None;
+    for n in 0..64 {
+        let key = format!("k{n}");
+        let reply = get_with(&client, address, "/", &[("x-api-key", key.as_str())]).await;
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some(reply);
+            break;
+        }
+    }
+    let refused = refused.expect("a table of one key refuses some new key");
+    assert_eq!(refused.header("ratelimit"), None);
+    assert_eq!(refused.header("ratelimit-policy"), None);
+    assert!(refused.body.contains("no room"), "{}", refused.body);
+}

@@ -265,9 +265,11 @@ impl ClientIp {
     }
 
     /// The rightmost untrusted address of the chain in the `name` headers, or the leftmost if
-    /// all are trusted, or `peer` if there is no chain. One pass from the left (the answer is
-    /// the last entry that is untrusted or malformed), so quoted commas are handled and nothing
-    /// is allocated.
+    /// all are trusted, or `peer` if there is no chain; `None` if an entry on the way is
+    /// malformed. Read from the right and stopped at the first untrusted entry, so that text
+    /// the client wrote (everything left of it) is never parsed: an unbalanced quote or a
+    /// stray byte there cannot change what a trusted proxy wrote. Entries are split at every
+    /// comma (proxies write addresses, which have none) and decoded one by one.
     fn walk(
         &self,
         peer: IpAddr,
@@ -275,23 +277,21 @@ impl ClientIp {
         name: HeaderName,
         parse: impl Fn(&str) -> Option<IpAddr>,
     ) -> Option<IpAddr> {
-        let mut leftmost: Option<Option<IpAddr>> = None;
-        let mut answer: Option<Option<IpAddr>> = None;
-        for value in headers.get_all(name) {
-            let Ok(value) = value.to_str() else {
-                answer = Some(None);
-                continue;
-            };
-            for entry in split_list(value) {
-                let address = parse(entry).map(normalize);
-                leftmost.get_or_insert(address);
-                match address {
-                    Some(address) if self.trusts(address) => {}
-                    untrusted_or_malformed => answer = Some(untrusted_or_malformed),
+        let mut nearest = peer;
+        for value in headers.get_all(name).iter().rev() {
+            for entry in value.as_bytes().rsplit(|&byte| byte == b',') {
+                let entry = core::str::from_utf8(entry).ok()?.trim();
+                if entry.is_empty() {
+                    continue;
                 }
+                let address = normalize(parse(entry)?);
+                if !self.trusts(address) {
+                    return Some(address);
+                }
+                nearest = address;
             }
         }
-        answer.or(leftmost).unwrap_or(Some(peer))
+        Some(nearest)
     }
 
     fn trusts(&self, address: IpAddr) -> bool {
@@ -340,31 +340,6 @@ fn mask(address: IpAddr, prefix: u8) -> IpAddr {
     }
 }
 
-/// The entries of a comma-separated header list, left to right, trimmed; commas inside quoted
-/// strings do not split.
-fn split_list(value: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(value);
-    core::iter::from_fn(move || {
-        let s = rest?;
-        let (mut quoted, mut escaped) = (false, false);
-        for (at, byte) in s.bytes().enumerate() {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' if quoted => escaped = true,
-                b'"' => quoted = !quoted,
-                b',' if !quoted => {
-                    rest = Some(&s[at + 1..]);
-                    return Some(s[..at].trim());
-                }
-                _ => {}
-            }
-        }
-        rest = None;
-        Some(s.trim())
-    })
-    .filter(|entry| !entry.is_empty())
-}
-
 /// An address as a forwarding header writes it: `192.0.2.1`, `192.0.2.1:8080`, `2001:db8::1`,
 /// `[2001:db8::1]` or `[2001:db8::1]:8080`.
 fn parse_node(node: &str) -> Option<IpAddr> {
@@ -389,20 +364,24 @@ fn is_port(port: &str) -> bool {
 }
 
 /// The `for` node of one RFC 7239 element (`for=192.0.2.60;proto=http;by=…`), unquoted; `None`
-/// if the element has none or it is not an address (`unknown`, an obfuscated `_name`).
+/// if the element has no `for`, more than one, or one that is not an address (`unknown`, an
+/// obfuscated `_name`).
 fn forwarded_for(element: &str) -> Option<IpAddr> {
-    element.split(';').find_map(|pair| {
+    let mut nodes = element.split(';').filter_map(|pair| {
         let (name, value) = pair.split_once('=')?;
-        if !name.trim().eq_ignore_ascii_case("for") {
-            return None;
-        }
-        let value = value.trim();
-        let value = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .unwrap_or(value);
-        parse_node(value)
-    })
+        name.trim()
+            .eq_ignore_ascii_case("for")
+            .then_some(value.trim())
+    });
+    let node = nodes.next()?;
+    if nodes.next().is_some() {
+        return None;
+    }
+    let node = node
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(node);
+    parse_node(node)
 }
 
 #[cfg(test)]
@@ -495,10 +474,19 @@ mod tests {
         assert_eq!(config.resolve(peer, &left), Some(ip("203.0.113.5")));
         let right = headers("x-forwarded-for", &["203.0.113.5, garbage, 10.0.0.9"]);
         assert_eq!(config.resolve(peer, &right), None);
+        // What the client wrote cannot spoil what the proxy appended on the same line: an
+        // unbalanced quote, a byte that is not ASCII.
+        let quote = headers("x-forwarded-for", &["\"1.2.3.4, 203.0.113.5"]);
+        assert_eq!(config.resolve(peer, &quote), Some(ip("203.0.113.5")));
         let mut binary = HeaderMap::new();
         binary.insert(
             "x-forwarded-for",
-            http::HeaderValue::from_bytes(b"\xff").unwrap(),
+            http::HeaderValue::from_bytes(b"\xff, 203.0.113.5").unwrap(),
+        );
+        assert_eq!(config.resolve(peer, &binary), Some(ip("203.0.113.5")));
+        binary.insert(
+            "x-forwarded-for",
+            http::HeaderValue::from_bytes(b"203.0.113.5, \xff").unwrap(),
         );
         assert_eq!(config.resolve(peer, &binary), None);
     }
@@ -509,7 +497,7 @@ mod tests {
         let peer = Some(ip("10.0.0.1"));
         let chain = headers(
             "forwarded",
-            &[r#"for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https, For=10.0.0.5;by="a,b""#],
+            &[r#"for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https, For=10.0.0.5;by=x"#],
         );
         assert_eq!(
             config.resolve(peer, &chain),

@@ -31,6 +31,8 @@ pin_project! {
             // Boxed: a timer is large, and most refusals are not delayed.
             delay: Option<Pin<Box<tokio::time::Sleep>>>,
         },
+        // Answered: polled again, it stays pending instead of polling a finished future.
+        Done,
     }
 }
 
@@ -58,10 +60,14 @@ where
     type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
+        let mut kind = self.project().kind;
+        match kind.as_mut().project() {
             KindProjection::Admitted { future, headers } => {
-                let mut response = ready!(future.poll(cx))?;
-                if let Some(headers) = headers.take() {
+                let answer = ready!(future.poll(cx));
+                let headers = headers.take();
+                kind.set(Kind::Done);
+                let mut response = answer?;
+                if let Some(headers) = headers {
                     headers.write(response.headers_mut());
                 }
                 Poll::Ready(Ok(response))
@@ -73,11 +79,10 @@ where
                 }
                 match response.take() {
                     Some(response) => Poll::Ready(Ok(response)),
-                    // Polled again after completion: a contract violation of the caller's; stay
-                    // pending rather than panic.
                     None => Poll::Pending,
                 }
             }
+            KindProjection::Done => Poll::Pending,
         }
     }
 }

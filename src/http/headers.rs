@@ -334,8 +334,9 @@ impl Ready {
     /// Adds the headers to `map`.
     pub(crate) fn write(self, map: &mut HeaderMap) {
         if let Some((policy, state)) = self.draft {
-            map.insert(RATELIMIT_POLICY, policy);
-            map.insert(RATELIMIT, state);
+            // Appended: the lists of nested layers (or of the service itself) add up.
+            map.append(RATELIMIT_POLICY, policy);
+            map.append(RATELIMIT, state);
         }
         if let Some((remaining, limit, reset)) = self.legacy {
             map.insert(X_RATELIMIT_LIMIT, number(u64::from(limit)));
@@ -422,6 +423,18 @@ mod tests {
             let mut digits = [0u8; 20];
             assert_eq!(decimal(n, &mut digits), n.to_string().as_bytes());
         }
+    }
+
+    #[test]
+    fn item_names_are_structured_field_strings() {
+        let mut text = Text::default();
+        push_name(&mut text, r#"a"b\c é"#, 2, true);
+        assert_eq!(text.as_bytes(), br#""a\"b\\c ?.2""#);
+        let mut long = Text::default();
+        for _ in 0..100 {
+            push_name(&mut long, "per-client", 0, false);
+        }
+        assert_eq!(long.as_bytes().len(), 1200); // spilled past the stack buffer, whole
     }
 
     #[test]

@@ -114,8 +114,7 @@ impl Inbound {
     }
 
     /// The route pattern the request matched (`/users/{id}`), from axum's `MatchedPath` (with
-    /// the `axum` feature, when the layer is added with `route_layer` or on a route, so that it
-    /// runs after routing); `None` otherwise.
+    /// the `axum` feature; none for the 404 fallback); `None` otherwise.
     #[inline]
     pub fn route(&self) -> Option<&str> {
         route(self.extensions())

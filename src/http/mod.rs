@@ -1,6 +1,7 @@
 //! HTTP middleware in tower's shape (feature `tower`): [`RateLimitLayer`] wraps any service of
-//! `http` requests (axum, hyper, tonic) and decides each request with a [`Policies`] set over
-//! [`Inbound`], the request's head.
+//! `http` requests whose response body can be made from [`Bytes`] (axum's `Body`,
+//! `http_body_util::Full`), as axum and plain hyper serve them, and decides each request with a
+//! [`Policies`] set over [`Inbound`], the request's head.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -22,7 +23,8 @@
 //!
 //! let app: Router = Router::new()
 //!     .route("/search", get(|| async { "results" }))
-//!     // `route_layer` runs after routing, so `Inbound::route` sees the matched route.
+//!     // After routing, `Inbound::route` sees the matched route (`/users/{id}`). With
+//!     // `Router::layer` it does too, and the 404 fallback is limited by its raw path.
 //!     .route_layer(RateLimitLayer::new(policies));
 //! // Serve it with the peer address in the request's extensions:
 //! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -36,7 +38,9 @@
 //!   that applied, in evaluation order — `RateLimit-Policy: "per-client";q=20;w=60` (the quota:
 //!   `q` cells per `w` seconds, see below) and `RateLimit: "per-client";r=19;t=3` (`r` cells
 //!   left, `t` seconds until the bucket is full again, rounded up). A policy with several quotas
-//!   names its items `"policy.0"`, `"policy.1"`, …. [`HeaderStyle`] adds the legacy
+//!   names its items `"policy.0"`, `"policy.1"`, … (names are written as structured-field
+//!   strings: characters outside printable ASCII become `?`, so give policies distinct ASCII
+//!   names). Nested layers append their items. [`HeaderStyle`] adds the legacy
 //!   `X-RateLimit-Limit` / `-Remaining` / `-Reset` (the tightest quota: fewest cells left, then
 //!   longest reset; `Reset` in seconds from now) or turns them off.
 //! * **Refused for now** ([`Refusal::Limited`]): `429 Too Many Requests`, `Retry-After` in whole
@@ -45,13 +49,19 @@
 //!   as they stand, and an `application/problem+json` body naming the refusing policy
 //!   ([`Refusal::problem`]; [`RateLimitLayer::refusal_body`] replaces it).
 //! * **Never admissible** ([`Refusal::Oversized`]: the request's [cost](RateLimitLayer::cost)
-//!   exceeds a quota's burst): `429` without `Retry-After`.
+//!   exceeds a quota's burst; or a wait beyond the clock's horizon): `429` without
+//!   `Retry-After`.
+//! * **A full table** (a keyed policy with no room for a new client, [`Cause::TableFull`]):
+//!   `429` with `Retry-After` as a hint only (room appears when another client goes idle) and
+//!   no quota headers. Size [`Policy::max_keys`](crate::Policy::max_keys) for the clients you
+//!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
 //!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it
 //! (`10/500ms` is `q=20;w=1`), so the advertised rate never exceeds the real one. Quotas are
-//! GCRA buckets: `q` is the rate, and the burst (`X-RateLimit-Limit`) is the quota's burst.
+//! GCRA buckets: `q` is the rate, and `r` and `X-RateLimit-Limit` count the quota's burst, which
+//! exceeds `q` for a quota built `with_burst` above its count.
 //!
 //! # Client addresses
 //! [`Inbound::client_ip`] is resolved by [`ClientIp`] before the policies run:
@@ -60,7 +70,9 @@
 //!   hyper server inserts per connection.
 //! * `Forwarded`, `X-Forwarded-For` and `X-Real-IP` are **ignored unless** the operator trusts
 //!   proxies ([`ClientIp::trust`]): any client can write them. With trusted proxies, the chain
-//!   is read from the right, and the first address that is not a trusted proxy is the client.
+//!   is read from the right, and the first address that is not a trusted proxy is the client;
+//!   what lies left of it (the client's own text) is never parsed. Trust only the proxies'
+//!   addresses: a client inside a trusted network can name any address of it.
 //! * IPv6 clients are keyed by their **/64** (one client owns a whole /64 and can rotate through
 //!   it; [`ClientIp::ipv6_prefix`] changes it), IPv4-mapped addresses count as IPv4.
 //! * A request whose client cannot be told follows [`Unkeyed`]: by default the address is
@@ -72,18 +84,24 @@
 //! no key can also [`skip`](crate::policy::Key::skip) its policy.
 //!
 //! # Sharing and cost
-//! The policies live in one [`Arc`](std::sync::Arc) that every clone of the service shares
+//! The policies live in one [`Arc`] that every clone of the service shares
 //! (unlike per-clone limiters, tower#794), so a service cloned per connection or per request
 //! still enforces one limit. [`RateLimitLayer::policies`] gives the set back for
 //! [`stats`](Policies::stats) and [`replace_quotas`](Policies::replace_quotas). Per request the
-//! middleware moves the request's head into an [`Inbound`] and back (no copy, no allocation),
-//! makes one policy decision, and formats the quota headers (two small allocations; none with
-//! [`HeaderStyle::NONE`]). `BENCHMARKS.md` compares it with `tower_governor`.
+//! middleware lends the request's head to the policies as an [`Inbound`] (no copy, no
+//! allocation), makes one policy decision, and formats the quota headers on the stack (one
+//! allocation per header value; `RateLimit-Policy` is made once per layer for the usual
+//! response; nothing with [`HeaderStyle::NONE`]). `BENCHMARKS.md` compares it with
+//! `tower_governor`.
 //!
 //! # Delaying refusals
 //! [`RateLimitLayer::delay_refusals`] holds a refusal for a while before sending it (for
-//! clients that ignore `Retry-After`), on tokio's timer, without holding a thread. It needs a
-//! tokio runtime with its time driver; outside a runtime the refusal is sent at once.
+//! clients that ignore `Retry-After`), on tokio's timer, without holding a thread. Outside a
+//! tokio runtime the refusal is sent at once; inside one, the runtime must have its time driver
+//! (`#[tokio::main]` and `Builder::enable_all` do), or tokio panics as `tokio::time::sleep`
+//! does. A held refusal costs its future's memory until it is sent.
+//!
+//! [`Cause::TableFull`]: crate::Cause::TableFull
 //!
 //! [`Policies`]: crate::Policies
 
@@ -112,6 +130,7 @@ pub use refusal::Refusal;
 
 use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
 use crate::clock::{Clock, QuantaClock};
+use crate::decision::Cause;
 use crate::policy::{Admitted, Policies, QuotaState};
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
@@ -344,8 +363,11 @@ fn refuse<F, B: From<Bytes>, C: Clock>(
     refusal: &Refusal<'_>,
     inbound: Option<&Inbound>,
 ) -> ResponseFuture<F, B> {
+    // A table-full refusal gets no quota headers: the tables do not hold the client, so they
+    // would describe a fresh bucket next to a 429.
+    let table_full = matches!(refusal, Refusal::Limited(r) if r.cause() == Cause::TableFull);
     let quotas = match inbound {
-        Some(inbound) if shared.style.any() => Some(shared.inspect(inbound)),
+        Some(inbound) if shared.style.any() && !table_full => Some(shared.inspect(inbound)),
         _ => None,
     };
     let response = refusal::respond(shared, refusal, quotas);

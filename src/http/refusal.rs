@@ -10,6 +10,7 @@ use http::{Response, StatusCode};
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::Shared;
 use crate::clock::Clock;
+use crate::decision::Cause;
 use crate::policy::{Oversized, Rejected};
 
 /// Why a request was answered by the middleware, for a custom body
@@ -46,9 +47,14 @@ impl Refusal<'_> {
     }
 
     /// The `Retry-After` value in seconds (rounded up, at least 1), if the request can succeed
-    /// later.
+    /// later (not when it never conforms before the clock's horizon).
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
+            Self::Limited(rejected)
+                if rejected.conforms_after().as_nanos() >= u128::from(u64::MAX) =>
+            {
+                None
+            }
             Self::Limited(rejected) => Some(retry_after_secs(rejected.retry_after_nanos())),
             Self::Oversized(_) | Self::Unkeyed(_) => None,
         }
@@ -72,12 +78,22 @@ impl Refusal<'_> {
         json_string(&mut json, status.canonical_reason().unwrap_or("Refused"));
         let _ = write!(json, r#","status":{},"detail":"#, status.as_u16());
         let detail = match self {
-            Self::Limited(rejected) => format!(
-                "rate limited by policy '{}' ({}): retry after {} s",
-                rejected.policy(),
-                rejected.by().quota(),
-                retry_after_secs(rejected.retry_after_nanos())
+            Self::Limited(rejected) if rejected.cause() == Cause::TableFull => format!(
+                "policy '{}' has no room for another client now",
+                rejected.policy()
             ),
+            Self::Limited(rejected) => match self.retry_after_secs() {
+                Some(secs) => format!(
+                    "rate limited by policy '{}' ({}): retry after {secs} s",
+                    rejected.policy(),
+                    rejected.by().quota(),
+                ),
+                None => format!(
+                    "rate limited by policy '{}' ({})",
+                    rejected.policy(),
+                    rejected.by().quota(),
+                ),
+            },
             Self::Oversized(oversized) => format!(
                 "the request costs {} cells, more than the burst of {} of policy '{}' ({}): it \
                  can never be admitted",
@@ -119,7 +135,7 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     *response.status_mut() = refusal.status();
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, content_type);
-    if let Refusal::Limited(rejected) = refusal {
+    if let (Refusal::Limited(rejected), Some(_)) = (refusal, refusal.retry_after_secs()) {
         write_retry_after(rejected.retry_after(), headers);
     }
     if let Some(quotas) = quotas {
