@@ -169,6 +169,7 @@ impl<'p> Admitted<'p> {
     /// Calls `visit` with the state of each enforcing quota the admission kept, in evaluation
     /// order; `false` if there were more than it keeps (the first four, then only the tightest
     /// of the rest), so that a caller listing every quota must look them up.
+    #[cfg(feature = "tower")]
     pub(crate) fn each_kept(&self, mut visit: impl FnMut(QuotaState<'p>)) -> bool {
         for booked in self.booked.iter().flatten() {
             visit(booked.state());
