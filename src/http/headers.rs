@@ -8,7 +8,7 @@ use core::time::Duration;
 use arrayvec::ArrayVec;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::policy::QuotaState;
+use crate::policy::{is_tighter, QuotaState};
 use crate::quota::Quota;
 
 /// Which quota headers responses carry (admitted and refused alike).
@@ -291,12 +291,12 @@ impl<'s> QuotaHeaders<'s> {
                 }
             }
         }
-        let candidate = (state.remaining(), state.limit(), reset);
-        let tighter = self.tightest.map_or(true, |(remaining, _, t)| {
-            (candidate.0, core::cmp::Reverse(candidate.2)) < (remaining, core::cmp::Reverse(t))
+        let candidate = (state.remaining(), state.reset_after_nanos());
+        let tighter = self.tightest.map_or(true, |(remaining, _, nanos)| {
+            is_tighter(candidate, (remaining, nanos))
         });
         if tighter {
-            self.tightest = Some(candidate);
+            self.tightest = Some((state.remaining(), state.limit(), state.reset_after_nanos()));
         }
     }
 
@@ -341,7 +341,7 @@ impl Ready {
         if let Some((remaining, limit, reset)) = self.legacy {
             map.insert(X_RATELIMIT_LIMIT, number(u64::from(limit)));
             map.insert(X_RATELIMIT_REMAINING, number(u64::from(remaining)));
-            map.insert(X_RATELIMIT_RESET, number(reset));
+            map.insert(X_RATELIMIT_RESET, number(ceil_secs(reset)));
         }
     }
 }

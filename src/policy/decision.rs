@@ -128,6 +128,12 @@ impl PartialEq for Booked<'_> {
 
 impl Eq for Booked<'_> {}
 
+/// Whether a quota with `(remaining, reset_after_nanos)` is tighter than `than`: fewer cells
+/// left, then the longer reset. What `tightest` and the legacy rate-limit headers report.
+pub(crate) fn is_tighter(quota: (u32, u64), than: (u32, u64)) -> bool {
+    (quota.0, core::cmp::Reverse(quota.1)) < (than.0, core::cmp::Reverse(than.1))
+}
+
 /// An admitted request: every enforcing policy that applies took its cells from every quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted<'p> {
@@ -154,10 +160,10 @@ impl<'p> Admitted<'p> {
         for booked in self.booked.iter().chain([&self.more]).flatten() {
             let state = booked.state();
             let tighter = tightest.map_or(true, |t| {
-                (
-                    state.remaining(),
-                    core::cmp::Reverse(state.reset_after_nanos()),
-                ) < (t.remaining(), core::cmp::Reverse(t.reset_after_nanos()))
+                is_tighter(
+                    (state.remaining(), state.reset_after_nanos()),
+                    (t.remaining(), t.reset_after_nanos()),
+                )
             });
             if tighter {
                 tightest = Some(state);

@@ -132,6 +132,8 @@ use core::fmt;
 pub use builder::{PoliciesBuilder, Policy, PolicyError};
 #[cfg(feature = "serde")]
 pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
+#[cfg(feature = "tower")]
+pub(crate) use decision::is_tighter;
 pub use decision::{Admitted, DryRun, Oversized, QuotaState, Rejected};
 
 pub use jitter::seed_jitter;
