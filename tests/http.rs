@@ -84,6 +84,68 @@ fn app(layer: RateLimitLayer<ManualClock>) -> Router {
         .route_layer(layer)
 }
 
+/// Without quota headers (`HeaderStyle::NONE`, decided on the yes-or-no path): the same
+/// admissions and refusals, a `Retry-After` on the 429 but no quota header anywhere, a free
+/// request (cost 0) admitted even when the bucket is empty, and an oversized one refused
+/// without `Retry-After` and without taking anything.
+#[tokio::test]
+async fn without_headers_the_decisions_are_the_same() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(two_layers(&clock))
+        .headers(HeaderStyle::NONE)
+        .cost(|r: &Inbound| {
+            r.header("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        });
+    let address = serve(app(layer.clone()), true).await;
+    let client = client();
+    let quota_headers = |reply: &Reply| {
+        [
+            "ratelimit",
+            "ratelimit-policy",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+        ]
+        .iter()
+        .any(|name| reply.headers.contains_key(*name))
+    };
+
+    let oversized = get_with(&client, address, "/", &[("x-cost", "6")]).await;
+    assert_eq!(oversized.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(oversized.header("retry-after"), None);
+    assert!(!quota_headers(&oversized));
+    for i in 0..5 {
+        let reply = get_with(&client, address, "/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK, "request {i}");
+        assert!(!quota_headers(&reply), "request {i}");
+    }
+    let refused = get_with(&client, address, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    // One cell every 2 s, none left: the next conforms in 2 s.
+    assert_eq!(refused.header("retry-after"), Some("2"));
+    assert!(!quota_headers(&refused));
+    let free = get_with(&client, address, "/", &[("x-cost", "0")]).await;
+    assert_eq!(free.status, StatusCode::OK);
+
+    // One refusal counted, against the per-client policy.
+    let refused: Vec<_> = layer
+        .policies()
+        .stats()
+        .into_iter()
+        .map(|stats| (stats.name, stats.refused))
+        .collect();
+    assert_eq!(
+        refused,
+        [("per-client".to_string(), 1), ("global".to_string(), 0)]
+    );
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        get_with(&client, address, "/", &[]).await.status,
+        StatusCode::OK
+    );
+}
+
 /// Per client 5 per 10 s (one cell every 2 s), and 100 per second for everyone.
 fn two_layers(clock: &ManualClock) -> Policies<Inbound, ManualClock> {
     Policies::<Inbound>::builder()

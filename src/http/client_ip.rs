@@ -248,11 +248,18 @@ impl ClientIp {
     /// down to the first address we do not trust, which is the client (entries further left
     /// were written by the client and are not believed). If every address is trusted, the
     /// leftmost is the client; if the header is absent, the trusted peer itself is.
+    #[inline]
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         let peer = normalize(peer?);
         if !self.trusts(peer) {
             return Some(self.cut(peer));
         }
+        self.forwarded(peer, headers)
+    }
+
+    /// [`resolve`](Self::resolve) for a trusted peer: the client its headers name.
+    #[inline(never)]
+    fn forwarded(&self, peer: IpAddr, headers: &HeaderMap) -> Option<IpAddr> {
         let client = match self.header {
             ForwardedHeader::XRealIp => match headers.get_all(X_REAL_IP).iter().next_back() {
                 None => Some(peer),

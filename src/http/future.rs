@@ -24,10 +24,13 @@ pin_project! {
         Admitted {
             #[pin]
             future: F,
-            headers: Option<Ready>,
+            // Boxed: prepared headers are about 100 bytes, and a future that carried them inline
+            // was moved at a cost above tower_governor's whole overhead (BENCHMARKS.md).
+            headers: Option<Box<Ready>>,
         },
         Refused {
-            response: Option<Response<B>>,
+            // Boxed: refusals are the rare answer; the future stays the inner one's size.
+            response: Option<Box<Response<B>>>,
             // Boxed: a timer is large, and most refusals are not delayed.
             delay: Option<Pin<Box<tokio::time::Sleep>>>,
         },
@@ -37,7 +40,7 @@ pin_project! {
 }
 
 impl<F, B> ResponseFuture<F, B> {
-    pub(crate) fn admitted(future: F, headers: Option<Ready>) -> Self {
+    pub(crate) fn admitted(future: F, headers: Option<Box<Ready>>) -> Self {
         Self {
             kind: Kind::Admitted { future, headers },
         }
@@ -46,7 +49,7 @@ impl<F, B> ResponseFuture<F, B> {
     pub(crate) fn refused(response: Response<B>, delay: Option<core::time::Duration>) -> Self {
         Self {
             kind: Kind::Refused {
-                response: Some(response),
+                response: Some(Box::new(response)),
                 delay: delay.map(|delay| Box::pin(tokio::time::sleep(delay))),
             },
         }
@@ -78,7 +81,7 @@ where
                     *delay = None;
                 }
                 match response.take() {
-                    Some(response) => Poll::Ready(Ok(response)),
+                    Some(response) => Poll::Ready(Ok(*response)),
                     None => Poll::Pending,
                 }
             }

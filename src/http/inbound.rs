@@ -47,7 +47,45 @@ pub struct Inbound {
     uri: NonNull<Uri>,
     headers: NonNull<HeaderMap>,
     extensions: NonNull<Extensions>,
-    client: Option<IpAddr>,
+    client: Client,
+}
+
+/// The client's address as an `Inbound` holds it: its 128 bits (an IPv4 address in the low 32)
+/// and its family. Aligned words, not an `Option<IpAddr>` (17 bytes, byte-aligned): copying
+/// those just after they were written stalled the processor's store forwarding, a few
+/// nanoseconds per request in the middleware benchmark.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Client {
+    bits: u128,
+    /// 0: none; 4 or 6: the family.
+    family: u8,
+}
+
+impl Client {
+    #[inline(always)]
+    fn pack(address: Option<IpAddr>) -> Self {
+        match address {
+            None => Self { bits: 0, family: 0 },
+            Some(IpAddr::V4(v4)) => Self {
+                bits: u128::from(u32::from(v4)),
+                family: 4,
+            },
+            Some(IpAddr::V6(v6)) => Self {
+                bits: u128::from(v6),
+                family: 6,
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn unpack(self) -> Option<IpAddr> {
+        match self.family {
+            // Truncation: an IPv4 address was packed into the low 32 bits.
+            4 => Some(IpAddr::from((self.bits as u32).to_be_bytes())),
+            6 => Some(IpAddr::from(self.bits.to_be_bytes())),
+            _ => None,
+        }
+    }
 }
 
 impl core::fmt::Debug for Inbound {
@@ -55,7 +93,7 @@ impl core::fmt::Debug for Inbound {
         f.debug_struct("Inbound")
             .field("method", self.method())
             .field("uri", self.uri())
-            .field("client", &self.client)
+            .field("client", &self.client_ip())
             .finish_non_exhaustive()
     }
 }
@@ -75,7 +113,7 @@ impl Inbound {
             uri: NonNull::from(request.uri()),
             headers: NonNull::from(request.headers()),
             extensions: NonNull::from(request.extensions()),
-            client,
+            client: Client::pack(client),
         };
         // SAFETY (of every later dereference): `request` is borrowed shared for this whole call,
         // so its head neither moves nor changes while `inbound` lives; `inbound` is a local
@@ -89,7 +127,7 @@ impl Inbound {
     /// [`Unkeyed`](super::Unkeyed)).
     #[inline]
     pub fn client_ip(&self) -> Option<IpAddr> {
-        self.client
+        self.client.unpack()
     }
 
     /// The request method.

@@ -131,7 +131,7 @@ pub use refusal::Refusal;
 use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::Cause;
-use crate::policy::{Admitted, Policies, QuotaState};
+use crate::policy::{Admitted, Oversized, Policies, QuotaState, Rejected};
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
 type Body = Arc<dyn Fn(&Refusal<'_>) -> (HeaderValue, Bytes) + Send + Sync>;
@@ -377,6 +377,25 @@ fn refuse<F, B: From<Bytes>, C: Clock>(
     ResponseFuture::refused(response, delay)
 }
 
+/// The admission's headers (from `admitted`), or the refusal's answer.
+#[inline(always)]
+fn settle<'p, A, F, B: From<Bytes>, C: Clock>(
+    shared: &Shared<C>,
+    inbound: &Inbound,
+    answer: Result<Result<A, Rejected<'p>>, Oversized<'p>>,
+    admitted: impl FnOnce(A) -> Option<Box<Ready>>,
+) -> Result<Option<Box<Ready>>, ResponseFuture<F, B>> {
+    match answer {
+        Ok(Ok(admission)) => Ok(admitted(admission)),
+        Ok(Err(rejected)) => Err(refuse(shared, &Refusal::Limited(rejected), Some(inbound))),
+        Err(oversized) => Err(refuse(
+            shared,
+            &Refusal::Oversized(oversized),
+            Some(inbound),
+        )),
+    }
+}
+
 impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
 where
     S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -402,19 +421,15 @@ where
         }
         let decided = Inbound::scope(&request, client, |inbound| {
             let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
-            match shared.policies.check_n(inbound, cost) {
-                Ok(Ok(admitted)) => Ok(shared
-                    .style
-                    .any()
-                    .then(|| shared.admitted(&admitted, inbound))),
-                Ok(Err(rejected)) => {
-                    Err(refuse(shared, &Refusal::Limited(rejected), Some(inbound)))
-                }
-                Err(oversized) => Err(refuse(
-                    shared,
-                    &Refusal::Oversized(oversized),
-                    Some(inbound),
-                )),
+            if shared.style.any() {
+                let answer = shared.policies.check_n(inbound, cost);
+                settle(shared, inbound, answer, |admitted| {
+                    Some(Box::new(shared.admitted(&admitted, inbound)))
+                })
+            } else {
+                // Nothing to report: a yes or no, with no admission put together.
+                let answer = shared.policies.admits(inbound, cost);
+                settle(shared, inbound, answer, |()| None)
             }
         });
         match decided {

@@ -24,8 +24,8 @@ use crate::decision::{Cause, Gauge, InsufficientCapacity, Refused};
 use crate::primitive::Ordering;
 use crate::quota::Quota;
 
-/// A decision's answer: `Oversized` (never), or admitted or refused (now).
-pub(super) type Answer<'p> = Result<Result<Admitted<'p>, Rejected<'p>>, Oversized<'p>>;
+/// A decision's answer: `Oversized` (never), or admitted (reported as `A`) or refused (now).
+pub(super) type Answer<'p, A = Admitted<'p>> = Result<Result<A, Rejected<'p>>, Oversized<'p>>;
 
 /// One write to undo if a later quota refuses.
 #[derive(Clone, Copy)]
@@ -55,6 +55,30 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// looked up): commits quota by quota, undoing on a refusal.
     #[inline]
     pub(super) fn decide(&self, request: &R, n: u32, now: impl FnOnce() -> u64) -> Answer<'_> {
+        self.decide_with(request, n, now, |decision| decision.admitted())
+    }
+
+    /// [`decide`](Self::decide) for a caller that wants only a yes or no: an admission reports
+    /// nothing, so none is put together (the HTTP middleware without quota headers).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn admits(&self, request: &R, n: u32) -> Answer<'_, ()> {
+        if n == 0 {
+            // Takes nothing, as `check_n(request, 0)`: admitted.
+            return Ok(Ok(()));
+        }
+        self.decide_with(request, n, || self.clock.now(), |_| ())
+    }
+
+    /// [`decide`](Self::decide), with `admitted` reporting an admission.
+    #[inline(always)]
+    fn decide_with<'p, A, F: FnOnce() -> u64>(
+        &'p self,
+        request: &R,
+        n: u32,
+        now: F,
+        admitted: impl FnOnce(&Decision<'p, '_, R, C, F>) -> A,
+    ) -> Answer<'p, A> {
         let mut decision = Decision {
             set: self,
             request,
@@ -83,7 +107,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 return answer;
             }
         }
-        Ok(Ok(decision.admitted()))
+        Ok(Ok(admitted(&decision)))
     }
 
     /// What [`Layer::take`] left to the full algorithm: a bucket a keyed table lacks (created
@@ -155,13 +179,13 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// last, then adds that policy's jitter and counts the refusal against it.
     #[cold]
     #[inline(never)]
-    fn reject<'p>(
+    fn reject<'p, A>(
         &'p self,
         request: &R,
         (n, now): (u32, u64),
         first: Rejected<'p>,
         first_tag: u64,
-    ) -> Result<Result<Admitted<'p>, Rejected<'p>>, Oversized<'p>> {
+    ) -> Answer<'p, A> {
         let mut worst = first;
         for (index, layer) in self.layers.iter().enumerate().skip(first.by.index) {
             if layer.dry_run {
@@ -209,13 +233,13 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
     /// looks a quota's bucket up). `Some` ends the decision: a refusal (with everything undone)
     /// or `Oversized`.
     #[inline(always)]
-    fn policy(
+    fn policy<A>(
         &mut self,
         index: usize,
         layer: &'p Layer<R, C>,
         tag: u64,
         find: impl Fn(usize) -> Bucket<'p>,
-    ) -> Option<Answer<'p>> {
+    ) -> Option<Answer<'p, A>> {
         let mark = self.undo.len();
         for (q, live) in layer.quotas.iter().enumerate() {
             let bucket = find(q);
@@ -292,14 +316,14 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
     /// one's ends the decision with everything given back.
     #[cold]
     #[inline(never)]
-    fn refused(
+    fn refused<A>(
         &mut self,
         index: usize,
         q: usize,
         tag: u64,
         mark: usize,
         outcome: Outcome,
-    ) -> Option<Answer<'p>> {
+    ) -> Option<Answer<'p, A>> {
         let set = self.set;
         let layer = &set.layers[index];
         let (state, wait, cause) = match outcome {
