@@ -90,9 +90,10 @@
 //! [`stats`](Policies::stats) and [`replace_quotas`](Policies::replace_quotas). Per request the
 //! middleware lends the request's head to the policies as an [`Inbound`] (no copy, no
 //! allocation), makes one policy decision, and formats the quota headers on the stack (one
-//! allocation per header value; `RateLimit-Policy` is made once per layer for the usual
-//! response; nothing with [`HeaderStyle::NONE`]). `BENCHMARKS.md` compares it with
-//! `tower_governor`.
+//! allocation per header value and one for the set the response future carries;
+//! `RateLimit-Policy` is made once per layer for the usual response). With
+//! [`HeaderStyle::NONE`] the decision is a plain yes or no and nothing is allocated for an
+//! admission. `BENCHMARKS.md` compares it with `tower_governor`.
 //!
 //! # Delaying refusals
 //! [`RateLimitLayer::delay_refusals`] holds a refusal for a while before sending it (for
