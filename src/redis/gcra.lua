@@ -1,0 +1,107 @@
+-- flowgate: GCRA over one or more buckets, decided all or nothing, in one call.
+--
+-- The arithmetic is flowgate's in-process schedule (src/algorithm/schedule.rs) in integer
+-- microseconds. Lua's numbers are doubles: every value here stays below 2^53 (the client checks
+-- each quota's window against that, and requests past the horizon are refused), so every
+-- operation is exact.
+--
+-- KEYS[i]  bucket i: its theoretical arrival time (TAT), in microseconds, as a decimal string;
+--          absent means full. All keys of one call share one hash tag.
+-- ARGV[1]  the reading to decide at, in microseconds, or '' for the server's TIME (tests only)
+-- ARGV[2]  n, the cells to take (1 <= n <= every bucket's burst: checked by the client)
+-- ARGV[2i+1], ARGV[2i+2]  bucket i's emission interval T and its window tau = burst * T
+--
+-- Returns {1, now, repaired, debt_1, ..., debt_m} when every bucket admitted (debt_i: how far
+-- bucket i's new TAT lies ahead of now), or {0, now, repaired, i, debt, wait} when bucket i
+-- refused with the longest wait (the first on a tie; wait -1: never, past the horizon); debt is
+-- its TAT (clamped) less now. repaired counts buckets whose value was not a TAT (overwritten by
+-- something else): each is taken as fully booked and rewritten.
+local HORIZON = 9007199254740991 -- 2^53 - 1
+
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+local n = tonumber(ARGV[2])
+local m = #KEYS
+
+local tats, news, writes = {}, {}, {}
+local repaired = 0
+local refused, worst, wait_of = 0, -1, 0
+
+for i = 1, m do
+  local interval = tonumber(ARGV[2 * i + 1])
+  local window = tonumber(ARGV[2 * i + 2])
+  local latest = now + window
+  local raw = redis.pcall('GET', KEYS[i])
+  local tat = 0
+  if type(raw) == 'string' then
+    if #raw <= 16 and string.match(raw, '^%d+$') then
+      tat = tonumber(raw)
+    else
+      tat = nil
+    end
+  elseif raw ~= false then
+    -- An error reply (a key of another type) or anything else that is not a string.
+    tat = nil
+  end
+  if tat == nil then
+    repaired = repaired + 1
+    tat = latest
+    writes[i] = true
+  elseif tat > latest then
+    -- Booked further ahead than any reading explains: the clock stepped back. Fully booked as
+    -- of now, as in-process (the script's reading is never stale: it runs atomically).
+    tat = latest
+    writes[i] = true
+  end
+  tats[i] = tat
+
+  local base = tat
+  if now > base then base = now end
+  local new_tat = base + n * interval
+  local debt = new_tat - now
+  local wait
+  if new_tat > HORIZON then
+    wait = math.huge
+  elseif debt > window then
+    wait = debt - window
+    if wait < 1 then wait = 1 end
+  end
+  if wait then
+    if wait > worst then
+      refused, worst, wait_of = i, wait, tat - now
+      if wait_of < 0 then wait_of = 0 end
+    end
+  else
+    news[i] = new_tat
+  end
+end
+
+local function store(i, tat)
+  local ms = math.ceil((tat - now) / 1000)
+  if ms < 1 then ms = 1 end
+  redis.call('SET', KEYS[i], string.format('%.0f', tat), 'PX', ms)
+end
+
+if refused > 0 then
+  -- Nothing is taken; clamped or repaired buckets are written back as they now stand.
+  for i = 1, m do
+    if writes[i] then
+      store(i, tats[i])
+    end
+  end
+  local wait = worst
+  if wait == math.huge then wait = -1 end
+  return {0, now, repaired, refused, wait_of, wait}
+end
+
+local answer = {1, now, repaired}
+for i = 1, m do
+  store(i, news[i])
+  answer[3 + i] = news[i] - now
+end
+return answer
