@@ -12,6 +12,7 @@ mod common;
 #[path = "common/http_sides.rs"]
 mod sides;
 
+use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -19,15 +20,19 @@ use common::paired::{median, mode, BATCH};
 use sides::{serve, Sides, CLIENTS};
 use tower::Service;
 
-/// Times one batch of requests through `service`, ns per request.
-fn batch<S>(service: &mut S, at: &mut usize) -> f64
-where
-    S: Service<
-        http::Request<()>,
-        Response = http::Response<axum::body::Body>,
-        Error = std::convert::Infallible,
-    >,
+/// A service every side is: the request and response types of `sides::serve`.
+trait Side:
+    Service<http::Request<()>, Response = http::Response<axum::body::Body>, Error = Infallible>
 {
+}
+
+impl<S> Side for S where
+    S: Service<http::Request<()>, Response = http::Response<axum::body::Body>, Error = Infallible>
+{
+}
+
+/// Times one batch of requests through `service`, ns per request.
+fn batch(service: &mut impl Side, at: &mut usize) -> f64 {
     let start = Instant::now();
     for _ in 0..BATCH {
         *at = (*at + 1) % CLIENTS;
@@ -37,19 +42,12 @@ where
 }
 
 /// Medians of the three sides' times and of the per-round overhead ratio.
-fn overhead<A, B>(rounds: usize, bare: &mut sides::Inner, ours: &mut A, theirs: &mut B) -> [f64; 4]
-where
-    A: Service<
-        http::Request<()>,
-        Response = http::Response<axum::body::Body>,
-        Error = std::convert::Infallible,
-    >,
-    B: Service<
-        http::Request<()>,
-        Response = http::Response<axum::body::Body>,
-        Error = std::convert::Infallible,
-    >,
-{
+fn overhead(
+    rounds: usize,
+    bare: &mut sides::Inner,
+    ours: &mut impl Side,
+    theirs: &mut impl Side,
+) -> [f64; 4] {
     let (mut t0, mut t1, mut t2, mut ratio) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut at = [0; 3];
     for round in 0..rounds {
