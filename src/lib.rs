@@ -31,6 +31,8 @@
 //! * [`keyed`]: [`KeyedRateLimiter`], one bucket per key in a bounded, sharded table that
 //!   forgets idle keys (the module docs give the memory model, eviction, and a full table).
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
+//! * `redis` (feature `redis`): the same GCRA in Redis, shared by many processes, with a
+//!   failure policy and local leases.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
@@ -45,6 +47,8 @@ mod limiter;
 pub mod policy;
 mod primitive;
 pub mod quota;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod sliding_log;
 pub mod wait;
 

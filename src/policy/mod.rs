@@ -121,7 +121,7 @@ mod builder;
 #[cfg(feature = "serde")]
 mod config;
 mod decide;
-mod decision;
+pub(crate) mod decision;
 pub(crate) mod jitter;
 mod key;
 mod layer;

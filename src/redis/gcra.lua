@@ -8,11 +8,14 @@
 -- KEYS[i]  bucket i: its theoretical arrival time (TAT), in microseconds, as a decimal string;
 --          absent means full. All keys of one call share one hash tag.
 -- ARGV[1]  the reading to decide at, in microseconds, or '' for the server's TIME (tests only)
--- ARGV[2]  n, the cells to take (1 <= n <= every bucket's burst: checked by the client)
--- ARGV[2i+1], ARGV[2i+2]  bucket i's emission interval T and its window tau = burst * T
+-- ARGV[2]  n, the cells to take (0 <= n <= every bucket's burst: checked by the client)
+-- ARGV[3]  want >= n: take up to `want` cells if every bucket has them, at least n (a lease)
+-- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
+-- ARGV[2i+3], ARGV[2i+4]  bucket i's emission interval T and its window tau = burst * T
 --
--- Returns {1, now, repaired, debt_1, ..., debt_m} when every bucket admitted (debt_i: how far
--- bucket i's new TAT lies ahead of now), or {0, now, repaired, i, debt, wait} when bucket i
+-- Returns {1, now, repaired, granted, debt_1, ..., debt_m} when every bucket admitted n cells
+-- (granted: the cells taken, n <= granted <= want; debt_i: how far bucket i's new TAT lies
+-- ahead of now), or {0, now, repaired, i, debt, wait} when bucket i
 -- refused with the longest wait (the first on a tie; wait -1: never, past the horizon); debt is
 -- its TAT (clamped) less now. repaired counts buckets whose value was not a TAT (overwritten by
 -- something else): each is taken as fully booked and rewritten.
@@ -26,15 +29,17 @@ else
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 local n = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local give = tonumber(ARGV[4])
 local m = #KEYS
 
-local tats, news, writes = {}, {}, {}
+local tats, news, writes, intervals, latests = {}, {}, {}, {}, {}
 local repaired = 0
 local refused, worst, wait_of = 0, -1, 0
 
 for i = 1, m do
-  local interval = tonumber(ARGV[2 * i + 1])
-  local window = tonumber(ARGV[2 * i + 2])
+  local interval = tonumber(ARGV[2 * i + 3])
+  local window = tonumber(ARGV[2 * i + 4])
   local latest = now + window
   local raw = redis.pcall('GET', KEYS[i])
   local tat = 0
@@ -58,7 +63,15 @@ for i = 1, m do
     tat = latest
     writes[i] = true
   end
+  if give > 0 and tat > now then
+    -- An expired lease's unused cells: the TAT moves back by at most give * T and never below
+    -- now, so no more is freed than was given (as a refund in-process).
+    tat = tat - give * interval
+    if tat < now then tat = now end
+    writes[i] = true
+  end
   tats[i] = tat
+  intervals[i], latests[i] = interval, latest
 
   local base = tat
   if now > base then base = now end
@@ -77,13 +90,17 @@ for i = 1, m do
       if wait_of < 0 then wait_of = 0 end
     end
   else
-    news[i] = new_tat
+    news[i] = base
   end
 end
 
+-- A bucket full at now is deleted; any other is kept until it would be full again.
 local function store(i, tat)
+  if tat <= now then
+    redis.call('DEL', KEYS[i])
+    return
+  end
   local ms = math.ceil((tat - now) / 1000)
-  if ms < 1 then ms = 1 end
   redis.call('SET', KEYS[i], string.format('%.0f', tat), 'PX', ms)
 end
 
@@ -99,9 +116,19 @@ if refused > 0 then
   return {0, now, repaired, refused, wait_of, wait}
 end
 
-local answer = {1, now, repaired}
+-- Every bucket admits n: take up to `want`, as many as every bucket holds (at least n, since
+-- n * T fits between each base and latest).
+local granted = want
 for i = 1, m do
-  store(i, news[i])
-  answer[3 + i] = news[i] - now
+  local room = math.floor((latests[i] - news[i]) / intervals[i])
+  -- The quotient of two integers below 2^53 is rounded once: step back if it rounded up.
+  if news[i] + room * intervals[i] > latests[i] then room = room - 1 end
+  if room < granted then granted = room end
+end
+local answer = {1, now, repaired, granted}
+for i = 1, m do
+  local tat = news[i] + granted * intervals[i]
+  store(i, tat)
+  answer[4 + i] = tat - now
 end
 return answer

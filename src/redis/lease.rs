@@ -1,0 +1,264 @@
+//! Leases: cells taken from Redis in one call and spent locally, one atomic word per lease.
+//!
+//! # The word
+//! `deadline << 24 | cells`: the cells left (low 24 bits) and the lease's deadline in
+//! milliseconds of the limiter's clock (high 40 bits, about 34 years). `0` is an empty lease.
+//! A cell is spent by a compare-and-swap that needs `cells ≥ n` and `now < deadline`; the rest
+//! is taken back by one `swap(0)`. So each leased cell is either spent once or given back once,
+//! never both, whatever the interleaving.
+//!
+//! # The bound
+//! Redis grants a lease's cells under the same GCRA as any request, so every cell admitted
+//! here was admitted there. What leasing changes is *when* a cell is spent: up to one lease
+//! lifetime after Redis booked it. In any window, the cells admitted across all processes are
+//! at most what Redis alone would admit in that window plus the cells outstanding in leases
+//! when it began: at most one lease per process and decision key set.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_utils::CachePadded;
+
+/// The most cells one lease holds.
+pub const MAX_LEASE_CELLS: u32 = (1 << CELL_BITS) - 1;
+const CELL_BITS: u32 = 24;
+const CELL_MASK: u64 = (1 << CELL_BITS) - 1;
+/// The latest deadline the word holds, in ms.
+const MAX_DEADLINE: u64 = (1 << (64 - CELL_BITS)) - 1;
+
+/// One lease: its word, the buckets it was taken from, and a lock that lets one task at a time
+/// ask Redis for the next one.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    word: AtomicU64,
+    /// The tightest quota as the grant left it: `debt_µs << 16 | bucket index`.
+    gauge: AtomicU64,
+    pub(crate) renewing: tokio::sync::Mutex<()>,
+}
+
+impl Lease {
+    fn new() -> Self {
+        Self {
+            word: AtomicU64::new(0),
+            gauge: AtomicU64::new(0),
+            renewing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Takes `n` cells if the lease holds them and has not expired at `now_ms`; returns the
+    /// gauge recorded with the grant.
+    pub(crate) fn spend(&self, n: u32, now_ms: u64) -> Option<(u64, usize)> {
+        // Acquire: pairs with the Release in `fill`, so the gauge read below is the grant's.
+        let mut word = self.word.load(Ordering::Acquire);
+        loop {
+            let cells = (word & CELL_MASK) as u32;
+            let deadline = word >> CELL_BITS;
+            if cells < n || now_ms >= deadline {
+                return None;
+            }
+            let next = word - u64::from(n);
+            // Acquire either way: the word it returns may be a new grant's, read as above.
+            match self
+                .word
+                .compare_exchange_weak(word, next, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => word = actual,
+            }
+        }
+        // Relaxed: ordered after the grant's Release store by the Acquire above.
+        let gauge = self.gauge.load(Ordering::Relaxed);
+        Some((gauge >> 16, (gauge & 0xffff) as usize))
+    }
+
+    /// Takes every cell left, expired or not, leaving the lease empty.
+    pub(crate) fn take_rest(&self) -> u32 {
+        // Relaxed: a single-word state machine; the cells taken are counted, nothing else is
+        // read through this word.
+        (self.word.swap(0, Ordering::Relaxed) & CELL_MASK) as u32
+    }
+
+    /// Fills the lease with `cells` until `deadline_ms`, recording the grant's gauge.
+    pub(crate) fn fill(&self, cells: u32, deadline_ms: u64, debt_micros: u64, bucket: usize) {
+        let gauge = debt_micros.min(u64::MAX >> 16) << 16 | (bucket as u64 & 0xffff);
+        // Relaxed: published by the Release store of the word below.
+        self.gauge.store(gauge, Ordering::Relaxed);
+        let word =
+            deadline_ms.min(MAX_DEADLINE) << CELL_BITS | u64::from(cells.min(MAX_LEASE_CELLS));
+        // Release: a spender that sees these cells also sees the gauge stored above.
+        self.word.store(word, Ordering::Release);
+    }
+
+    /// Whether the lease has nothing left to spend at `now_ms`.
+    fn is_spent(&self, now_ms: u64) -> bool {
+        // Relaxed: a hint for eviction; `take_rest` decides what is really left.
+        let word = self.word.load(Ordering::Relaxed);
+        word & CELL_MASK == 0 || now_ms >= word >> CELL_BITS
+    }
+}
+
+/// One entry: the buckets' keys and quotas (to give cells back) and the lease.
+pub(crate) struct Entry {
+    pub(crate) keys: Vec<String>,
+    pub(crate) quotas: Vec<(u64, u64)>,
+    pub(crate) lease: Lease,
+}
+
+type Shard = Mutex<HashMap<Vec<String>, Arc<Entry>, ahash::RandomState>>;
+
+/// The leases of a limiter, by the keys of the buckets they were taken from, in a bounded,
+/// sharded map (the lock is held only to find or insert an entry, never across a call).
+pub(crate) struct Leases {
+    shards: Box<[CachePadded<Shard>]>,
+    hasher: ahash::RandomState,
+    per_shard: usize,
+}
+
+const SHARDS: usize = 16;
+
+impl Leases {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::default()))
+                .collect(),
+            hasher: ahash::RandomState::new(),
+            per_shard: max.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    fn shard(&self, keys: &[String]) -> &Shard {
+        let hash = self.hasher.hash_one(keys);
+        &self.shards[(hash >> 60) as usize % SHARDS]
+    }
+
+    /// The entry for `keys`, created if there is room. A full shard first drops the entries
+    /// spent at `now_ms`, adding the cells they still held to `dropped`; if none is, `None`:
+    /// the decision goes to Redis without a lease.
+    pub(crate) fn entry(
+        &self,
+        keys: &[String],
+        quotas: &[(u64, u64)],
+        now_ms: u64,
+        dropped: &AtomicU64,
+    ) -> Option<Arc<Entry>> {
+        // A poisoned shard only means a panic elsewhere while it was held; the map itself is
+        // always consistent (each operation is one call), so it is used as it is.
+        let mut map = self.shard(keys).lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = map.get(keys) {
+            return Some(Arc::clone(entry));
+        }
+        if map.len() >= self.per_shard {
+            map.retain(|_, entry| {
+                if Arc::strong_count(entry) > 1 || !entry.lease.is_spent(now_ms) {
+                    return true;
+                }
+                super::stats::add(dropped, u64::from(entry.lease.take_rest()));
+                false
+            });
+            if map.len() >= self.per_shard {
+                return None;
+            }
+        }
+        let entry = Arc::new(Entry {
+            keys: keys.to_vec(),
+            quotas: quotas.to_vec(),
+            lease: Lease::new(),
+        });
+        map.insert(keys.to_vec(), Arc::clone(&entry));
+        Some(entry)
+    }
+
+    /// Removes the entries `pick` chooses and returns them.
+    pub(crate) fn drain(&self, mut pick: impl FnMut(&Entry) -> bool) -> Vec<Arc<Entry>> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let mut map = shard.lock().unwrap_or_else(|e| e.into_inner());
+            map.retain(|_, entry| {
+                if pick(entry) {
+                    out.push(Arc::clone(entry));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        out
+    }
+
+    /// Whether the lease of `entry` is spent at `now_ms` (for [`drain`](Self::drain)).
+    pub(crate) fn expired(entry: &Entry, now_ms: u64) -> bool {
+        entry.lease.is_spent(now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spends_until_empty_or_expired_and_gives_the_rest_back_once() {
+        let lease = Lease::new();
+        assert_eq!(lease.spend(1, 0), None, "an empty lease");
+        lease.fill(5, 100, 42, 3);
+        assert_eq!(lease.spend(2, 10), Some((42, 3)));
+        assert_eq!(lease.spend(4, 10), None, "3 left");
+        assert_eq!(lease.spend(3, 100), None, "expired at its deadline");
+        assert_eq!(lease.spend(3, 99), Some((42, 3)));
+        assert_eq!(lease.take_rest(), 0);
+        lease.fill(5, 100, 0, 0);
+        assert_eq!(lease.spend(1, 10), Some((0, 0)));
+        assert_eq!(lease.take_rest(), 4);
+        assert_eq!(lease.take_rest(), 0, "given back once");
+        assert_eq!(lease.spend(1, 10), None);
+    }
+
+    #[test]
+    fn concurrent_spenders_and_a_taker_account_for_every_cell() {
+        let lease = Arc::new(Lease::new());
+        lease.fill(10_000, u64::MAX, 0, 0);
+        let spenders: Vec<_> = (0..3)
+            .map(|_| {
+                let lease = Arc::clone(&lease);
+                std::thread::spawn(move || {
+                    let mut spent = 0u32;
+                    while lease.spend(1, 0).is_some() {
+                        spent += 1;
+                    }
+                    spent
+                })
+            })
+            .collect();
+        let rest = lease.take_rest();
+        let spent: u32 = spenders.into_iter().map(|s| s.join().unwrap()).sum();
+        assert_eq!(spent + rest, 10_000);
+    }
+
+    #[test]
+    fn a_full_map_drops_spent_leases_only() {
+        let leases = Leases::new(SHARDS); // one entry per shard
+        let dropped = AtomicU64::new(0);
+        let keys = |i: usize| vec![format!("k{i}")];
+        // Fill shards until one refuses a second, live entry.
+        let mut live = Vec::new();
+        let mut refused = None;
+        for i in 0..1_000 {
+            match leases.entry(&keys(i), &[], 0, &dropped) {
+                Some(entry) => {
+                    entry.lease.fill(7, 50, 0, 0);
+                    live.push(entry);
+                }
+                None => {
+                    refused = Some(i);
+                    break;
+                }
+            }
+        }
+        let refused = refused.expect("a shard fills up");
+        drop(live);
+        // At 50 ms every lease has expired: the entry is made by dropping one, cells counted.
+        assert!(leases.entry(&keys(refused), &[], 50, &dropped).is_some());
+        assert_eq!(dropped.load(Ordering::Relaxed), 7);
+    }
+}
