@@ -44,16 +44,17 @@ impl Script {
         counters: &Counters,
     ) -> Result<Reply, Failure> {
         add(&counters.round_trips, 1);
-        let value = match connection
-            .send_packed_command(&call.command("EVALSHA", &self.sha))
-            .await
-        {
+        // A server's error reply arrives as a value: `extract_error` makes it an error.
+        let evalsha = call.command("EVALSHA", &self.sha);
+        let sent = connection.send_packed_command(&evalsha).await;
+        let value = match sent.and_then(Value::extract_error) {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 add(&counters.reloads, 1);
                 add(&counters.round_trips, 1);
                 connection
                     .send_packed_command(&call.command("EVAL", SOURCE))
                     .await
+                    .and_then(Value::extract_error)
             }
             other => other,
         };

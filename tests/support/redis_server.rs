@@ -1,0 +1,158 @@
+//! A real `redis-server` for tests, benches and the example: started on a free loopback port
+//! with no persistence, killed and restarted on demand, and stopped when dropped.
+//!
+//! `redis-server` comes from Debian's package, which `scripts/install-redis` installs (and
+//! `scripts/test` runs that first). Without it, [`RedisServer::start`] fails loudly: a Redis
+//! test that quietly passes without a server would prove nothing.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child process on 127.0.0.1.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers `PING`.
+    ///
+    /// # Panics
+    /// If `redis-server` is missing or does not come up within five seconds.
+    pub fn start() -> Self {
+        let mut last = String::new();
+        // The free port is found by binding port 0 and releasing it: another process may take
+        // it in between, so a few attempts.
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("flowgate-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a scratch directory for redis-server");
+            let mut server = Self {
+                child: None,
+                port,
+                dir,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(error) => last = error,
+            }
+        }
+        panic!("redis-server did not start: {last}");
+    }
+
+    /// `redis://127.0.0.1:port/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A client for this server.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("a valid URL")
+    }
+
+    /// Runs one command on a fresh blocking connection.
+    pub fn command<T: redis::FromRedisValue>(&self, command: &mut redis::Cmd) -> T {
+        let mut connection = self
+            .client()
+            .get_connection()
+            .expect("connect to the test server");
+        command
+            .query(&mut connection)
+            .expect("a command the test server accepts")
+    }
+
+    /// Kills the server at once (`SIGKILL`: no shutdown, no goodbye to clients).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (empty: nothing is persisted).
+    ///
+    /// # Panics
+    /// If it does not come up within five seconds.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // The port may linger for a moment after the kill.
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(error) if Instant::now() > deadline => {
+                    panic!("redis-server did not restart: {error}")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--enable-debug-command", "local", "--loglevel", "warning"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| {
+                format!(
+                    "cannot run redis-server ({error}): run scripts/install-redis, or scripts/test"
+                )
+            })?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.pings() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(format!(
+                        "redis-server exited with {status} (port {})",
+                        self.port
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        Err(format!(
+            "redis-server did not answer PING on port {}",
+            self.port
+        ))
+    }
+
+    fn pings(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut reply).is_ok()
+            && &reply == b"+PONG\r\n"
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("a free loopback port");
+    listener.local_addr().expect("a bound address").port()
+}
