@@ -33,7 +33,10 @@ local want = tonumber(ARGV[3])
 local give = tonumber(ARGV[4])
 local m = #KEYS
 
-local tats, news, writes, intervals, latests = {}, {}, {}, {}, {}
+-- Per call, one table of TATs (as they stand after repair, clamp and give-back) and, only when
+-- a bucket needs writing on a refusal, one of flags: every table is garbage the server collects.
+local tats = {}
+local writes
 local repaired = 0
 local refused, worst, wait_of = 0, -1, 0
 
@@ -43,6 +46,7 @@ for i = 1, m do
   local latest = now + window
   local raw = redis.pcall('GET', KEYS[i])
   local tat = 0
+  local write = false
   if type(raw) == 'string' then
     if #raw <= 16 and string.match(raw, '^%d+$') then
       tat = tonumber(raw)
@@ -56,22 +60,25 @@ for i = 1, m do
   if tat == nil then
     repaired = repaired + 1
     tat = latest
-    writes[i] = true
+    write = true
   elseif tat > latest then
     -- Booked further ahead than any reading explains: the clock stepped back. Fully booked as
     -- of now, as in-process (the script's reading is never stale: it runs atomically).
     tat = latest
-    writes[i] = true
+    write = true
   end
   if give > 0 and tat > now then
     -- An expired lease's unused cells: the TAT moves back by at most give * T and never below
     -- now, so no more is freed than was given (as a refund in-process).
     tat = tat - give * interval
     if tat < now then tat = now end
+    write = true
+  end
+  if write then
+    writes = writes or {}
     writes[i] = true
   end
   tats[i] = tat
-  intervals[i], latests[i] = interval, latest
 
   local base = tat
   if now > base then base = now end
@@ -84,13 +91,9 @@ for i = 1, m do
     wait = debt - window
     if wait < 1 then wait = 1 end
   end
-  if wait then
-    if wait > worst then
-      refused, worst, wait_of = i, wait, tat - now
-      if wait_of < 0 then wait_of = 0 end
-    end
-  else
-    news[i] = base
+  if wait and wait > worst then
+    refused, worst, wait_of = i, wait, tat - now
+    if wait_of < 0 then wait_of = 0 end
   end
 end
 
@@ -100,15 +103,16 @@ local function store(i, tat)
     redis.call('DEL', KEYS[i])
     return
   end
-  local ms = math.ceil((tat - now) / 1000)
-  redis.call('SET', KEYS[i], string.format('%.0f', tat), 'PX', ms)
+  redis.call('SET', KEYS[i], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
 end
 
 if refused > 0 then
-  -- Nothing is taken; clamped or repaired buckets are written back as they now stand.
-  for i = 1, m do
-    if writes[i] then
-      store(i, tats[i])
+  -- Nothing is taken; clamped, repaired or given-back buckets are written as they now stand.
+  if writes then
+    for i = 1, m do
+      if writes[i] then
+        store(i, tats[i])
+      end
     end
   end
   local wait = worst
@@ -118,16 +122,25 @@ end
 
 -- Every bucket admits n: take up to `want`, as many as every bucket holds (at least n, since
 -- n * T fits between each base and latest).
-local granted = want
-for i = 1, m do
-  local room = math.floor((latests[i] - news[i]) / intervals[i])
-  -- The quotient of two integers below 2^53 is rounded once: step back if it rounded up.
-  if news[i] + room * intervals[i] > latests[i] then room = room - 1 end
-  if room < granted then granted = room end
+local granted = n
+if want > n then
+  granted = want
+  for i = 1, m do
+    local interval = tonumber(ARGV[2 * i + 3])
+    local latest = now + tonumber(ARGV[2 * i + 4])
+    local base = tats[i]
+    if now > base then base = now end
+    local room = math.floor((latest - base) / interval)
+    -- The quotient of two integers below 2^53 is rounded once: step back if it rounded up.
+    if base + room * interval > latest then room = room - 1 end
+    if room < granted then granted = room end
+  end
 end
 local answer = {1, now, repaired, granted}
 for i = 1, m do
-  local tat = news[i] + granted * intervals[i]
+  local base = tats[i]
+  if now > base then base = now end
+  local tat = base + granted * tonumber(ARGV[2 * i + 3])
   store(i, tat)
   answer[4 + i] = tat - now
 end
