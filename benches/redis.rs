@@ -24,25 +24,7 @@ use flowgate::Quota;
 use redis::aio::ConnectionManager;
 
 /// The article's script, as published (its "Lua实现v4").
-const ARTICLE: &str = r"
-local token = KEYS[1]
-local now = tonumber(ARGV[1])
-
-local rate = tonumber(ARGV[2])
-local capacity = tonumber(ARGV[3])
-
-local lastTime = tonumber(redis.call('HGET', token, 'last_time') or 0)
-local tokensLeft = tonumber(redis.call('HGET', token, 'tokens_left') or 0)
-
-tokensLeft = math.min(capacity, tokensLeft + (now - lastTime) * rate)
-redis.call('HSET', token, 'last_time', now)
-if tokensLeft >= 1 then
-redis.call('HSET', token, 'tokens_left', tokensLeft - 1)
-return true
-end
-
-return false
-";
+const ARTICLE: &str = include_str!("article.lua");
 
 const TASKS: usize = 32;
 
