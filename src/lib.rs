@@ -43,6 +43,8 @@ mod decision;
 #[cfg(feature = "tower")]
 pub mod http;
 pub mod keyed;
+#[cfg(any(feature = "redis", flowgate_loom))]
+mod lease_word;
 mod limiter;
 pub mod policy;
 mod primitive;
@@ -70,5 +72,6 @@ pub struct ReadmeDoctests;
 #[cfg(flowgate_loom)]
 #[doc(hidden)]
 pub mod loom {
+    pub use crate::lease_word::LeaseWord;
     pub use crate::primitive::fail_next_cas;
 }

@@ -1,11 +1,5 @@
-//! Leases: cells taken from Redis in one call and spent locally, one atomic word per lease.
-//!
-//! # The word
-//! `deadline << 24 | cells`: the cells left (low 24 bits) and the lease's deadline in
-//! milliseconds of the limiter's clock (high 40 bits, about 34 years). `0` is an empty lease.
-//! A cell is spent by a compare-and-swap that needs `cells ≥ n` and `now < deadline`; the rest
-//! is taken back by one `swap(0)`. So each leased cell is either spent once or given back once,
-//! never both, whatever the interleaving.
+//! Leases: cells taken from Redis in one call and spent locally from a [`LeaseWord`], in a
+//! bounded, sharded map keyed by the buckets they came from.
 //!
 //! # The bound
 //! Redis grants a lease's cells under the same GCRA as any request, so every cell admitted
@@ -14,88 +8,20 @@
 //! at most what Redis alone would admit in that window plus the cells outstanding in leases
 //! when it began: at most one lease per process and decision key set.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::AtomicU64;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
 
-/// The most cells one lease holds.
-pub const MAX_LEASE_CELLS: u32 = (1 << CELL_BITS) - 1;
-const CELL_BITS: u32 = 24;
-const CELL_MASK: u64 = (1 << CELL_BITS) - 1;
-/// The latest deadline the word holds, in ms.
-const MAX_DEADLINE: u64 = (1 << (64 - CELL_BITS)) - 1;
+use crate::lease_word::LeaseWord;
+pub use crate::lease_word::MAX_LEASE_CELLS;
 
-/// One lease: its word, the buckets it was taken from, and a lock that lets one task at a time
-/// ask Redis for the next one.
-#[derive(Debug)]
+/// One lease: its word, and a lock that lets one task at a time ask Redis for the next one.
+#[derive(Debug, Default)]
 pub(crate) struct Lease {
-    word: AtomicU64,
-    /// The tightest quota as the grant left it: `debt_µs << 16 | bucket index`.
-    gauge: AtomicU64,
+    pub(crate) word: LeaseWord,
     pub(crate) renewing: tokio::sync::Mutex<()>,
-}
-
-impl Lease {
-    fn new() -> Self {
-        Self {
-            word: AtomicU64::new(0),
-            gauge: AtomicU64::new(0),
-            renewing: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    /// Takes `n` cells if the lease holds them and has not expired at `now_ms`; returns the
-    /// gauge recorded with the grant.
-    pub(crate) fn spend(&self, n: u32, now_ms: u64) -> Option<(u64, usize)> {
-        // Acquire: pairs with the Release in `fill`, so the gauge read below is the grant's.
-        let mut word = self.word.load(Ordering::Acquire);
-        loop {
-            let cells = (word & CELL_MASK) as u32;
-            let deadline = word >> CELL_BITS;
-            if cells < n || now_ms >= deadline {
-                return None;
-            }
-            let next = word - u64::from(n);
-            // Acquire either way: the word it returns may be a new grant's, read as above.
-            match self
-                .word
-                .compare_exchange_weak(word, next, Ordering::Acquire, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(actual) => word = actual,
-            }
-        }
-        // Relaxed: ordered after the grant's Release store by the Acquire above.
-        let gauge = self.gauge.load(Ordering::Relaxed);
-        Some((gauge >> 16, (gauge & 0xffff) as usize))
-    }
-
-    /// Takes every cell left, expired or not, leaving the lease empty.
-    pub(crate) fn take_rest(&self) -> u32 {
-        // Relaxed: a single-word state machine; the cells taken are counted, nothing else is
-        // read through this word.
-        (self.word.swap(0, Ordering::Relaxed) & CELL_MASK) as u32
-    }
-
-    /// Fills the lease with `cells` until `deadline_ms`, recording the grant's gauge.
-    pub(crate) fn fill(&self, cells: u32, deadline_ms: u64, debt_micros: u64, bucket: usize) {
-        let gauge = debt_micros.min(u64::MAX >> 16) << 16 | (bucket as u64 & 0xffff);
-        // Relaxed: published by the Release store of the word below.
-        self.gauge.store(gauge, Ordering::Relaxed);
-        let word =
-            deadline_ms.min(MAX_DEADLINE) << CELL_BITS | u64::from(cells.min(MAX_LEASE_CELLS));
-        // Release: a spender that sees these cells also sees the gauge stored above.
-        self.word.store(word, Ordering::Release);
-    }
-
-    /// Whether the lease has nothing left to spend at `now_ms`.
-    fn is_spent(&self, now_ms: u64) -> bool {
-        // Relaxed: a hint for eviction; `take_rest` decides what is really left.
-        let word = self.word.load(Ordering::Relaxed);
-        word & CELL_MASK == 0 || now_ms >= word >> CELL_BITS
-    }
 }
 
 /// One entry: the buckets' keys and quotas (to give cells back) and the lease.
@@ -151,10 +77,10 @@ impl Leases {
         }
         if map.len() >= self.per_shard {
             map.retain(|_, entry| {
-                if Arc::strong_count(entry) > 1 || !entry.lease.is_spent(now_ms) {
+                if Arc::strong_count(entry) > 1 || !entry.lease.word.is_spent(now_ms) {
                     return true;
                 }
-                super::stats::add(dropped, u64::from(entry.lease.take_rest()));
+                super::stats::add(dropped, u64::from(entry.lease.word.take_rest()));
                 false
             });
             if map.len() >= self.per_shard {
@@ -164,7 +90,7 @@ impl Leases {
         let entry = Arc::new(Entry {
             keys: keys.to_vec(),
             quotas: quotas.to_vec(),
-            lease: Lease::new(),
+            lease: Lease::default(),
         });
         map.insert(keys.to_vec(), Arc::clone(&entry));
         Some(entry)
@@ -189,26 +115,27 @@ impl Leases {
 
     /// Whether the lease of `entry` is spent at `now_ms` (for [`drain`](Self::drain)).
     pub(crate) fn expired(entry: &Entry, now_ms: u64) -> bool {
-        entry.lease.is_spent(now_ms)
+        entry.lease.word.is_spent(now_ms)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::sync::atomic::Ordering;
 
     #[test]
     fn spends_until_empty_or_expired_and_gives_the_rest_back_once() {
-        let lease = Lease::new();
+        let lease = LeaseWord::new();
         assert_eq!(lease.spend(1, 0), None, "an empty lease");
         lease.fill(5, 100, 42, 3);
-        assert_eq!(lease.spend(2, 10), Some((42, 3)));
+        assert_eq!(lease.spend(2, 10), Some((42, 3, 3)));
         assert_eq!(lease.spend(4, 10), None, "3 left");
         assert_eq!(lease.spend(3, 100), None, "expired at its deadline");
-        assert_eq!(lease.spend(3, 99), Some((42, 3)));
+        assert_eq!(lease.spend(3, 99), Some((42, 3, 0)));
         assert_eq!(lease.take_rest(), 0);
         lease.fill(5, 100, 0, 0);
-        assert_eq!(lease.spend(1, 10), Some((0, 0)));
+        assert_eq!(lease.spend(1, 10), Some((0, 0, 4)));
         assert_eq!(lease.take_rest(), 4);
         assert_eq!(lease.take_rest(), 0, "given back once");
         assert_eq!(lease.spend(1, 10), None);
@@ -216,7 +143,7 @@ mod tests {
 
     #[test]
     fn concurrent_spenders_and_a_taker_account_for_every_cell() {
-        let lease = Arc::new(Lease::new());
+        let lease = Arc::new(LeaseWord::new());
         lease.fill(10_000, u64::MAX, 0, 0);
         let spenders: Vec<_> = (0..3)
             .map(|_| {
@@ -246,7 +173,7 @@ mod tests {
         for i in 0..1_000 {
             match leases.entry(&keys(i), &[], 0, &dropped) {
                 Some(entry) => {
-                    entry.lease.fill(7, 50, 0, 0);
+                    entry.lease.word.fill(7, 50, 0, 0);
                     live.push(entry);
                 }
                 None => {
