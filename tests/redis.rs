@@ -192,12 +192,12 @@ async fn a_refused_request_takes_nothing_and_keys_expire_when_full_again() {
         "{wait:?}"
     );
     // Keys carry an expiry no later than the moment their bucket is full again.
-    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:carol}:1"));
+    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:carol}:user:1"));
     assert!(
-        ttl > 0 && ttl <= 40_000,
+        ttl > 35_000 && ttl <= 40_000,
         "the 3/min bucket holds 2 cells: full in 40 s, not {ttl} ms"
     );
-    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:carol}:0"));
+    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:carol}:user:0"));
     assert!(ttl > 0 && ttl <= 1_000, "{ttl}");
     // Oversized requests are refused before any round trip.
     let trips = limiter.stats().round_trips;
@@ -252,16 +252,20 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
         .client_time(true)
         .build()
         .unwrap();
-    let _: () = server.command(redis::cmd("SET").arg("{flowgate:text}:0").arg("not a time"));
     let _: () = server.command(
         redis::cmd("SET")
-            .arg("{flowgate:huge}:0")
+            .arg("{flowgate:text}:k:0")
+            .arg("not a time"),
+    );
+    let _: () = server.command(
+        redis::cmd("SET")
+            .arg("{flowgate:huge}:k:0")
             .arg("123456789012345678901234"),
     );
-    let _: () = server.command(redis::cmd("SET").arg("{flowgate:signed}:0").arg("-5"));
+    let _: () = server.command(redis::cmd("SET").arg("{flowgate:signed}:k:0").arg("-5"));
     let _: i64 = server.command(
         redis::cmd("HSET")
-            .arg("{flowgate:hash}:0")
+            .arg("{flowgate:hash}:k:0")
             .arg("f")
             .arg("v"),
     );
@@ -273,7 +277,8 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
             Duration::from_millis(100),
             "{key}"
         );
-        let value: String = server.command(redis::cmd("GET").arg(format!("{{flowgate:{key}}}:0")));
+        let value: String =
+            server.command(redis::cmd("GET").arg(format!("{{flowgate:{key}}}:k:0")));
         assert_eq!(value, "1001000000", "{key}: now + τ in µs");
     }
     assert_eq!(limiter.stats().repaired, 4);
@@ -328,7 +333,11 @@ async fn a_slow_server_times_out_and_the_call_is_not_replayed() {
         })
     };
     // Wait until the server is asleep: a PING on another connection goes unanswered.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.pings() {
+        assert!(Instant::now() < deadline, "DEBUG SLEEP never took hold");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let started = Instant::now();
     let verdict = limiter.check("slow").await.unwrap();
     assert!(
@@ -691,4 +700,24 @@ fn verdicts_and_limiters_can_cross_threads() {
     send_sync::<RedisLimiter<Request, ManualClock>>();
     send_sync::<Verdict>();
     let _ = Arc::new(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limiters_with_different_level_names_never_share_buckets() {
+    let server = RedisServer::start();
+    // Same default prefix, same key: a tight login limit and a loose API limit.
+    let logins = RedisLimiter::<str>::builder(server.client())
+        .level(Level::per_key("login").quota(Quota::per_hour(3).unwrap()))
+        .build()
+        .unwrap();
+    let api = RedisLimiter::<str>::builder(server.client())
+        .level(Level::per_key("api").quota(Quota::per_second(1_000).unwrap()))
+        .build()
+        .unwrap();
+    let mut admitted = Vec::new();
+    for _ in 0..5 {
+        admitted.push(logins.check("mallory").await.unwrap().is_allowed());
+        assert!(api.check("mallory").await.unwrap().is_allowed());
+    }
+    assert_eq!(admitted, [true, true, true, false, false]);
 }

@@ -96,13 +96,15 @@ impl Leases {
         Some(entry)
     }
 
-    /// Removes the entries `pick` chooses and returns them.
+    /// Removes the entries `pick` chooses that no decision holds, and returns them.
     pub(crate) fn drain(&self, mut pick: impl FnMut(&Entry) -> bool) -> Vec<Arc<Entry>> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let mut map = shard.lock().unwrap_or_else(|e| e.into_inner());
             map.retain(|_, entry| {
-                if pick(entry) {
+                // An entry a decision holds (it may be renewing it) stays: its cells would be
+                // filled into a lease nobody can find.
+                if Arc::strong_count(entry) == 1 && pick(entry) {
                     out.push(Arc::clone(entry));
                     false
                 } else {

@@ -170,10 +170,12 @@ pub(crate) enum Tag {
 
 /// Appends the Redis key of quota `quota` of level `level` for `key` (`None`: global) to `out`.
 ///
-/// `{prefix:key}:quota` when tagged by key; `{prefix}:level:quota:key` (or
+/// `{prefix:key}:level:quota` when tagged by key; `{prefix}:level:quota:key` (or
 /// `{prefix}:level:quota` for a global level) when tagged by prefix. Prefix and level names
 /// hold no `:`, `{` or `}`, and the quota index is digits, so distinct buckets never share a
-/// key whatever the user's keys contain.
+/// key whatever the user's keys contain. Limiters that share a prefix and a level name share
+/// buckets: give each limit its own level name (or prefix), since a bucket written under one
+/// quota and read under another is taken as clamped or full by the other.
 pub(crate) fn bucket_key(
     out: &mut String,
     tag: Tag,
@@ -185,7 +187,7 @@ pub(crate) fn bucket_key(
     out.clear();
     // Writing to a String cannot fail.
     let _ = match (tag, key) {
-        (Tag::ByKey, Some(key)) => write!(out, "{{{prefix}:{key}}}:{quota}"),
+        (Tag::ByKey, Some(key)) => write!(out, "{{{prefix}:{key}}}:{level}:{quota}"),
         (_, Some(key)) => write!(out, "{{{prefix}}}:{level}:{quota}:{key}"),
         (_, None) => write!(out, "{{{prefix}}}:{level}:{quota}"),
     };
@@ -231,9 +233,9 @@ mod tests {
     fn keys_of_distinct_buckets_differ() {
         let mut a = String::new();
         let mut b = String::new();
-        bucket_key(&mut a, Tag::ByKey, "p", "l", 0, Some("x}:1"));
+        bucket_key(&mut a, Tag::ByKey, "p", "l", 0, Some("x}:l:1"));
         bucket_key(&mut b, Tag::ByKey, "p", "l", 1, Some("x"));
-        assert_eq!(a, "{p:x}:1}:0");
+        assert_eq!(a, "{p:x}:l:1}:l:0");
         assert_ne!(a, b);
         bucket_key(&mut a, Tag::ByPrefix, "p", "user", 0, Some("0:x"));
         bucket_key(&mut b, Tag::ByPrefix, "p", "user", 0, None);

@@ -42,12 +42,14 @@
 //! [`Gcra`](crate::Gcra) for the rounded quota, exactly: `tests/redis.rs` runs one sequence
 //! of requests through both and requires the same decisions.
 //!
-//! # Redis Cluster
-//! The keys of one decision share a hash tag, so the call is valid on a cluster. A limiter with
-//! a single keyed level tags each key on its own (`{prefix:key}`), spreading keys over the
-//! cluster; a limiter with a global level or several levels must put every bucket of a
-//! decision in one slot, so it tags by prefix (`{prefix}`) and lives on one node. Give
-//! unrelated limiters different prefixes.
+//! # Keys and hash tags (Redis Cluster: not supported yet)
+//! The keys of one decision share a hash tag, as a cluster would need. A limiter with a single
+//! keyed level tags each key on its own (`{prefix:key}:level:quota`); a limiter with a global
+//! level or several levels puts every bucket in one slot (`{prefix}:level:quota:key`). But the
+//! limiter talks to **one node** through `redis`'s connection manager, which does not follow
+//! a cluster's `MOVED` redirects: against a cluster, calls for keys on other nodes fail (and
+//! follow the failure policy). Use a single primary (with replicas or Sentinel for failover).
+//! Limiters that share a prefix and a level name share buckets: give each limit its own.
 //!
 //! # When Redis does not answer
 //! Every call has a timeout ([`RedisBuilder::timeout`], 50 ms unless set). A call that timed
@@ -497,7 +499,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return verdict;
         }
         // One task at a time asks Redis for this lease; the others wait, then spend from it.
-        let _renewing = entry.lease.renewing.lock().await;
+        // The wait for the lock counts against the timeout too: when Redis is slow, waiters
+        // fail by the policy after one timeout, not one timeout per task ahead of them.
+        let Ok(_renewing) = tokio::time::timeout(shared.timeout, entry.lease.renewing.lock()).await
+        else {
+            add(&counters.timeouts, 1);
+            return self.fail(request, n, Failure::Timeout);
+        };
         let now = self.now_millis();
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
             return verdict;

@@ -59,7 +59,14 @@ impl Script {
             other => other,
         };
         let value = value.map_err(|error| Failure::from_error(&error))?;
-        Reply::parse(&value, call.keys.len()).ok_or(Failure::Reply)
+        match Reply::parse(&value, call.keys.len()) {
+            // The script grants n ≤ granted ≤ want: anything else is not its reply.
+            Some(Reply::Admitted { granted, .. }) if granted < call.n || granted > call.want => {
+                Err(Failure::Reply)
+            }
+            Some(reply) => Ok(reply),
+            None => Err(Failure::Reply),
+        }
     }
 }
 

@@ -112,9 +112,8 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if self.pings() {
-                return Ok(());
-            }
+            // Exited first: a server that could not bind must not be mistaken for another
+            // process's server answering on the same port.
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
@@ -123,6 +122,9 @@ impl RedisServer {
                         self.port
                     ));
                 }
+            }
+            if self.pings() {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -133,7 +135,8 @@ impl RedisServer {
         ))
     }
 
-    fn pings(&self) -> bool {
+    /// Whether the server answers `PING` within 200 ms (a server in `DEBUG SLEEP` does not).
+    pub fn pings(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
