@@ -442,6 +442,29 @@ async fn no_server_at_all_fails_as_configured() {
     assert_eq!(stats.connection_failures + stats.timeouts, 3);
 }
 
+/// `tasks` tasks per limiter, each sending `requests` checks of the key "shared" one after
+/// another; the requests admitted in all.
+async fn clients(limiters: &[RedisLimiter<str>], tasks: usize, requests: usize) -> u32 {
+    let mut handles = Vec::new();
+    for limiter in limiters {
+        for _ in 0..tasks {
+            let limiter = limiter.clone();
+            handles.push(tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..requests {
+                    admitted += u32::from(limiter.check("shared").await.unwrap().is_allowed());
+                }
+                admitted
+            }));
+        }
+    }
+    let mut admitted = 0;
+    for handle in handles {
+        admitted += handle.await.unwrap();
+    }
+    admitted
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_on_one_key_never_exceed_the_quota() {
     let server = RedisServer::start();
@@ -456,23 +479,7 @@ async fn many_clients_on_one_key_never_exceed_the_quota() {
                 .unwrap()
         })
         .collect();
-    let mut tasks = Vec::new();
-    for limiter in &limiters {
-        for _ in 0..8 {
-            let limiter = limiter.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut admitted = 0;
-                for _ in 0..20 {
-                    admitted += u32::from(limiter.check("shared").await.unwrap().is_allowed());
-                }
-                admitted
-            }));
-        }
-    }
-    let mut admitted = 0;
-    for task in tasks {
-        admitted += task.await.unwrap();
-    }
+    let admitted = clients(&limiters, 8, 20).await;
     assert_eq!(admitted, 100, "640 requests against a burst of 100");
     let failures: u64 = limiters.iter().map(|l| l.stats().failed_open).sum();
     assert_eq!(failures, 0);
@@ -491,23 +498,7 @@ async fn leased_clients_never_exceed_the_quota_and_unused_cells_go_back() {
                 .unwrap()
         })
         .collect();
-    let mut tasks = Vec::new();
-    for limiter in &limiters {
-        for _ in 0..4 {
-            let limiter = limiter.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut admitted = 0;
-                for _ in 0..10 {
-                    admitted += u32::from(limiter.check("shared").await.unwrap().is_allowed());
-                }
-                admitted
-            }));
-        }
-    }
-    let mut admitted = 0;
-    for task in tasks {
-        admitted += task.await.unwrap();
-    }
+    let admitted = clients(&limiters, 4, 10).await;
     // 120 requests; leases hold back at most 3 × 16 cells, never more than the burst in total.
     assert!((100 - 48..=100).contains(&admitted), "{admitted}");
     let returned: u64 = {
