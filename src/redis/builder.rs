@@ -34,7 +34,7 @@ pub enum RedisConfigError {
         /// The name.
         name: String,
     },
-    /// A quota's window exceeds [`MAX_WINDOW_MICROS`](level::MAX_WINDOW_MICROS).
+    /// A quota's window exceeds [`MAX_WINDOW_MICROS`](super::level::MAX_WINDOW_MICROS).
     WindowTooLong {
         /// The level.
         level: String,
