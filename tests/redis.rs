@@ -712,3 +712,44 @@ async fn limiters_with_different_level_names_never_share_buckets() {
     }
     assert_eq!(admitted, [true, true, true, false, false]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    // 10/s, burst 10 (T = 100 ms, τ = 1 s); leases of 5 cells for 300 ms.
+    let limiter = RedisLimiter::<str>::builder(server.client())
+        .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
+        .lease(5, Duration::from_millis(300))
+        .clock(clock.clone())
+        .client_time(true)
+        .build()
+        .unwrap();
+    let first = limiter.check("leased").await.unwrap();
+    assert_eq!(first.source(), Source::Redis);
+    assert_eq!(allowed(&first).remaining(), 5, "the lease booked 5 of 10");
+    for _ in 0..4 {
+        assert_eq!(
+            limiter.check("leased").await.unwrap().source(),
+            Source::Lease
+        );
+    }
+    // Empty: the next lease takes the 5 cells left in the bucket.
+    let second = limiter.check("leased").await.unwrap();
+    assert_eq!(second.source(), Source::Redis);
+    assert_eq!(allowed(&second).remaining(), 0);
+    assert_eq!(limiter.stats().lease_admitted, 4);
+    // Past the lease's lifetime its 4 unused cells are not spent here: they go back with the
+    // next call (TAT 1 s − 4 × 100 ms = 600 ms ahead of the start, 250 ms ahead of now), which
+    // takes a new lease of 5 from the 7 cells then free: 2 remain.
+    clock.advance(Duration::from_millis(350));
+    let third = limiter.check("leased").await.unwrap();
+    assert_eq!(third.source(), Source::Redis);
+    assert_eq!(allowed(&third).remaining(), 2);
+    let stats = limiter.stats();
+    assert_eq!(
+        (stats.returned_cells, stats.lease_admitted, stats.leases),
+        (4, 4, 3)
+    );
+    assert_eq!(limiter.return_leases().await, 4);
+}
