@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{Failure, Level, OnFailure, RedisConfigError, RedisLimiter, Source, Verdict};
+use flowgate::redis::{
+    Failure, Level, OnFailure, RedisBuilder, RedisConfigError, RedisLimiter, Source, Verdict,
+};
 use flowgate::{Allowed, Quota, Refused};
 use redis_server::RedisServer;
 
@@ -35,6 +37,17 @@ fn allowed(verdict: &Verdict) -> Allowed {
 
 fn refused(verdict: &Verdict) -> Refused {
     verdict.outcome().expect_err("refused")
+}
+
+/// Builds a limiter that decides at `clock`'s readings instead of the server's `TIME`.
+trait OnClock<R: ?Sized> {
+    fn on(self, clock: &ManualClock) -> RedisLimiter<R, ManualClock>;
+}
+
+impl<R: ?Sized + 'static> OnClock<R> for RedisBuilder<R> {
+    fn on(self, clock: &ManualClock) -> RedisLimiter<R, ManualClock> {
+        self.clock(clock.clone()).client_time(true).build().unwrap()
+    }
 }
 
 /// A deterministic generator for request sequences.
@@ -73,10 +86,7 @@ async fn decides_exactly_like_the_in_process_limiter() {
             })
             .quotas(user),
         )
-        .clock(clock.clone())
-        .client_time(true)
-        .build()
-        .unwrap();
+        .on(&clock);
     // The in-process twin runs the quotas exactly as Redis enforces them (µs intervals).
     let twin = Policies::<Request>::builder()
         .clock(clock.clone())
@@ -248,10 +258,7 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let limiter = RedisLimiter::<str>::builder(server.client())
         .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
-        .clock(clock.clone())
-        .client_time(true)
-        .build()
-        .unwrap();
+        .on(&clock);
     let _: () = server.command(
         redis::cmd("SET")
             .arg("{flowgate:text}:k:0")
@@ -293,10 +300,7 @@ async fn a_clock_that_stepped_back_locks_out_for_one_window_at_most() {
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let limiter = RedisLimiter::<str>::builder(server.client())
         .level(Level::per_key("k").quota(Quota::per_second(2).unwrap()))
-        .clock(clock.clone())
-        .client_time(true)
-        .build()
-        .unwrap();
+        .on(&clock);
     assert!(limiter.check("k").await.unwrap().is_allowed());
     clock.rewind(Duration::from_secs(3_600));
     // Booked an hour ahead of the new reading: clamped to one window (1 s), never an hour.
@@ -539,10 +543,7 @@ async fn leases_save_round_trips_and_stay_within_their_bound() {
                         .quota(Quota::per_second(100).unwrap().with_burst(50).unwrap()),
                 )
                 .lease(lease as u32, Duration::from_millis(200))
-                .clock(clock.clone())
-                .client_time(true)
-                .build()
-                .unwrap()
+                .on(&clock)
         })
         .collect();
     let mut random = Lcg(11);
@@ -627,7 +628,7 @@ async fn leases_cut_round_trips_tenfold_when_the_quota_has_room() {
 async fn bad_configurations_are_errors() {
     let client = || redis::Client::open("redis://127.0.0.1:1/").unwrap();
     let per_key = || Level::per_key("k").quota(Quota::per_second(1).unwrap());
-    let err = |b: flowgate::redis::RedisBuilder<str>| b.build().unwrap_err();
+    let err = |b: RedisBuilder<str>| b.build().unwrap_err();
     assert!(matches!(
         err(RedisLimiter::builder(client())),
         RedisConfigError::Empty { .. }
@@ -721,10 +722,7 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     let limiter = RedisLimiter::<str>::builder(server.client())
         .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
         .lease(5, Duration::from_millis(300))
-        .clock(clock.clone())
-        .client_time(true)
-        .build()
-        .unwrap();
+        .on(&clock);
     let first = limiter.check("leased").await.unwrap();
     assert_eq!(first.source(), Source::Redis);
     assert_eq!(allowed(&first).remaining(), 5, "the lease booked 5 of 10");

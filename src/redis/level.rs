@@ -5,6 +5,7 @@ use core::fmt::Write as _;
 use core::time::Duration;
 use std::sync::Arc;
 
+use crate::decision::Gauge;
 use crate::quota::Quota;
 
 use super::RedisConfigError;
@@ -115,6 +116,13 @@ pub(crate) struct Micros {
 }
 
 impl Micros {
+    /// The gauge of a bucket of this quota whose TAT lies `debt` µs ahead of now, in the
+    /// in-process unit (ns; `debt` ≤ 2^53 µs, so × 1000 fits).
+    pub(crate) fn gauge(&self, debt: u64) -> Gauge {
+        let debt = debt.saturating_mul(1_000);
+        Gauge::new(debt, self.interval * 1_000, self.burst, debt)
+    }
+
     /// `quota` in µs, or why the script cannot run it.
     pub(crate) fn new(quota: &Quota, level: &str, index: usize) -> Result<Self, RedisConfigError> {
         let at = || (level.to_owned(), index);

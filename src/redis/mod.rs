@@ -183,6 +183,9 @@ impl Verdict {
     }
 }
 
+/// The gauge of an admission no quota describes (no level applied, or Redis did not decide).
+const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
+
 /// The buckets of one decision.
 struct Plan {
     keys: Vec<String>,
@@ -217,7 +220,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         add(&shared.counters.decisions, 1);
         let verdict = if plan.keys.is_empty() {
             Verdict {
-                outcome: Ok(Allowed::new(Gauge::new(0, 1, u32::MAX, 0))),
+                outcome: Ok(Allowed::new(UNLIMITED)),
                 quota: None,
                 source: Source::Redis,
             }
@@ -365,10 +368,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     fn verdict(&self, plan: &Plan, reply: &Reply) -> Verdict {
         let gauge = |bucket: usize, debt: u64| {
             let (l, q) = plan.refs[bucket];
-            let micros = &self.shared.levels[l].quotas[q];
-            // debt ≤ 2^53 µs: × 1000 fits in u64.
-            let debt = debt.saturating_mul(1_000);
-            Gauge::new(debt, micros.interval * 1_000, micros.burst, debt)
+            self.shared.levels[l].quotas[q].gauge(debt)
         };
         match reply {
             Reply::Admitted { debts, .. } => {
@@ -387,7 +387,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     }
                 }
                 // The plan is not empty, and the reply has one debt per bucket.
-                let (bucket, g) = best.unwrap_or((0, Gauge::new(0, 1, u32::MAX, 0)));
+                let (bucket, g) = best.unwrap_or((0, UNLIMITED));
                 Verdict {
                     outcome: Ok(Allowed::new(g)),
                     quota: plan.refs.get(bucket).copied(),
@@ -416,9 +416,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 add(&counters.local, 1);
                 let outcome = match local.check_n(request, n) {
                     Ok(Ok(admitted)) => {
-                        let gauge = admitted
-                            .tightest()
-                            .map_or(Gauge::new(0, 1, u32::MAX, 0), |s| s.gauge());
+                        let gauge = admitted.tightest().map_or(UNLIMITED, |s| s.gauge());
                         Ok(Allowed::new(gauge))
                     }
                     Ok(Err(rejected)) => Err(Refused::new(
@@ -456,7 +454,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             _ => {
                 add(&counters.failed_open, 1);
                 Verdict {
-                    outcome: Ok(Allowed::new(Gauge::new(0, 1, u32::MAX, 0))),
+                    outcome: Ok(Allowed::new(UNLIMITED)),
                     quota: None,
                     source: Source::FailedOpen(failure),
                 }
@@ -552,16 +550,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     fn spend(&self, plan: &Plan, lease: &lease::Lease, n: u32, now_ms: u64) -> Option<Verdict> {
         let (debt, bucket, _) = lease.word.spend(n, now_ms)?;
         add(&self.shared.counters.lease_admitted, 1);
-        let (l, q) = *plan.refs.get(bucket)?;
-        let micros = &self.shared.levels[l].quotas[q];
-        let debt = debt.saturating_mul(1_000);
+        // The bucket index was recorded from this plan's buckets (`leased`), which are the
+        // same for every decision on this lease; the first one stands in if it ever were not,
+        // so that cells once spent are always reported as admitted.
+        let (l, q) = plan.refs.get(bucket).or(plan.refs.first()).copied()?;
         Some(Verdict {
-            outcome: Ok(Allowed::new(Gauge::new(
-                debt,
-                micros.interval * 1_000,
-                micros.burst,
-                debt,
-            ))),
+            outcome: Ok(Allowed::new(self.shared.levels[l].quotas[q].gauge(debt))),
             quota: Some((l, q)),
             source: Source::Lease,
         })
