@@ -114,17 +114,70 @@ async fn decides_exactly_like_the_in_process_limiter() {
 
     let users = ["alice", "bob", "anonymous"];
     let endpoints = ["/search", "/upload"];
-    let mut random = Lcg(7);
-    let (mut admitted, mut refusals) = (0, 0);
-    for step in 0..600 {
-        clock.advance(Duration::from_micros(random.below(1_500_000)));
+    conform(&limiter, &twin, &clock, 1_500_000, |random| {
         let r = request(
             users[random.below(3) as usize],
             endpoints[random.below(2) as usize],
         );
-        let n = random.below(5) as u32; // 0 (a look) to 4 (above the 4-cell burst: never)
-        let remote = limiter.check_n(&r, n).await;
-        let local = twin.check_n(&r, n);
+        // 0 (a look) to 4 (above the 4-cell burst: never)
+        (r, random.below(5) as u32)
+    })
+    .await;
+}
+
+/// The one-bucket call, which the script answers with one integer, conforms as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decides_exactly_like_the_in_process_limiter_on_one_bucket() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    // 333 333.3 µs, rounded up to 333 334 µs; a burst of 5.
+    let quota = Quota::per_second(3).unwrap().with_burst(5).unwrap();
+    let limiter = RedisLimiter::<str>::builder(server.client())
+        .prefix("conformance")
+        .level(Level::per_key("solo").quota(quota))
+        .on(&clock);
+    let twin = Policies::<str>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed_with("solo", |r: &str, key| {
+                key.add(r);
+            })
+            .quotas(limiter.quotas(0).unwrap()),
+        )
+        .build()
+        .unwrap();
+    let users = ["alice", "bob"];
+    conform(&limiter, &twin, &clock, 400_000, |random| {
+        // 0 (a look) to 6 (above the burst: never)
+        (
+            users[random.below(2) as usize].to_owned(),
+            random.below(7) as u32,
+        )
+    })
+    .await;
+}
+
+/// Runs 600 random steps, 0 to `gap` µs apart, through `limiter` and its in-process `twin`,
+/// requiring the same verdicts: admission or refusal, the tightest or refusing quota, its
+/// gauge and the wait; then one round trip per decision and no failures.
+async fn conform<R, Q>(
+    limiter: &RedisLimiter<R, ManualClock>,
+    twin: &Policies<R, ManualClock>,
+    clock: &ManualClock,
+    gap: u64,
+    mut next: impl FnMut(&mut Lcg) -> (Q, u32),
+) where
+    R: ?Sized + std::fmt::Debug,
+    Q: std::borrow::Borrow<R>,
+{
+    let mut random = Lcg(7);
+    let (mut admitted, mut refusals) = (0, 0);
+    for step in 0..600 {
+        clock.advance(Duration::from_micros(random.below(gap)));
+        let (r, n) = next(&mut random);
+        let r = r.borrow();
+        let remote = limiter.check_n(r, n).await;
+        let local = twin.check_n(r, n);
         let context = format!("step {step}: {r:?} n={n}");
         match (remote, local) {
             (Err(never), Err(oversized)) => assert_eq!(never, oversized.capacity(), "{context}"),
@@ -184,6 +237,7 @@ async fn decides_exactly_like_the_in_process_limiter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_request_takes_nothing_and_keys_expire_when_full_again() {
     let server = RedisServer::start();
+    let start = Instant::now();
     let limiter = RedisLimiter::<str>::builder(server.client())
         .level(
             Level::per_key("user")
@@ -201,19 +255,86 @@ async fn a_refused_request_takes_nothing_and_keys_expire_when_full_again() {
         wait > Duration::ZERO && wait <= Duration::from_millis(500),
         "{wait:?}"
     );
-    // Keys carry an expiry no later than the moment their bucket is full again.
-    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:carol}:user:1"));
-    assert!(
-        ttl > 35_000 && ttl <= 40_000,
-        "the 3/min bucket holds 2 cells: full in 40 s, not {ttl} ms"
-    );
-    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:carol}:user:0"));
-    assert!(ttl > 0 && ttl <= 1_000, "{ttl}");
+    // Keys expire once their bucket is full again, and at most two 10 ms grid cells (and the
+    // rounding to whole ms) later. Seen from here: the TTL plus the time since before the first
+    // call covers the schedule, and the TTL exceeds it by 21 ms at most.
+    for (bucket, full) in [(1, 40_000), (0, 1_000)] {
+        let ttl: i64 =
+            server.command(redis::cmd("PTTL").arg(format!("{{flowgate:carol}}:user:{bucket}")));
+        let elapsed = start.elapsed().as_millis() as i64 + 1;
+        assert!(
+            ttl + elapsed >= full && ttl <= full + 21,
+            "bucket {bucket} holds 2 cells, full in {full} ms: not a TTL of {ttl} ms"
+        );
+    }
     // Oversized requests are refused before any round trip.
     let trips = limiter.stats().round_trips;
     let never = limiter.check_n("carol", 3).await.unwrap_err();
     assert_eq!((never.requested, never.burst), (3, 2));
     assert_eq!(limiter.stats().round_trips, trips);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_keeps_its_ttl_within_a_grid_cell_and_gets_a_new_one_past_it() {
+    let server = RedisServer::start();
+    // 10^9 µs is on the 10 ms grid.
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let (slow, fast) = (
+        Quota::per_second(10).unwrap(),
+        Quota::per_second(1_000_000).unwrap(),
+    );
+    let limiter = |level: Level<str>| {
+        RedisLimiter::<str>::builder(server.client())
+            .level(level)
+            .on(&clock)
+    };
+    // Both quotas on one key (the script's general path), and each alone (its one-bucket path).
+    let both = [limiter(Level::per_key("k").quotas([slow, fast]))];
+    let alone = [
+        limiter(Level::per_key("s").quota(slow)),
+        limiter(Level::per_key("f").quota(fast)),
+    ];
+    for (limiters, keys) in [(&both[..], ["k:0", "k:1"]), (&alone[..], ["s:0", "f:0"])] {
+        let ttl = |bucket: usize| -> i64 {
+            server.command(redis::cmd("PTTL").arg(format!("{{flowgate:a}}:{}", keys[bucket])))
+        };
+        let admit = || async {
+            for limiter in limiters {
+                assert!(limiter.check("a").await.unwrap().is_allowed());
+            }
+        };
+        // Time stands still on the manual clock, so each TTL below is exact up to the real
+        // time the test takes, which only lowers it: T = 100 ms puts the TAT 100 ms ahead,
+        // expiring on the grid two cells later (120 ms); the 1 µs bucket expires 20 ms ahead.
+        admit().await;
+        let (slow, fast) = (ttl(0), ttl(1));
+        assert!((100..=120).contains(&slow), "{keys:?}: {slow}");
+        assert!((1..=20).contains(&fast), "{keys:?}: {fast}");
+        // Mark both TTLs: a write that stays within its cell keeps the mark, one that enters a
+        // new cell replaces it.
+        for key in keys {
+            let _: i64 = server.command(
+                redis::cmd("PEXPIRE")
+                    .arg(format!("{{flowgate:a}}:{key}"))
+                    .arg(1_000_000),
+            );
+        }
+        admit().await;
+        let (slow, fast) = (ttl(0), ttl(1));
+        assert!(
+            (200..=220).contains(&slow),
+            "{keys:?}: the TAT moved 100 ms: {slow}"
+        );
+        assert!(
+            fast > 900_000,
+            "{keys:?}: the TAT moved 1 µs within its cell: {fast}"
+        );
+        // 10 ms later the fast bucket's schedule starts in the next cell.
+        clock.advance(Duration::from_millis(10));
+        admit().await;
+        let fast = ttl(1);
+        assert!((1..=20).contains(&fast), "{keys:?}: {fast}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,13 +391,15 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
             .arg("123456789012345678901234"),
     );
     let _: () = server.command(redis::cmd("SET").arg("{flowgate:signed}:k:0").arg("-5"));
+    // Digits, but not as Redis writes an integer: INCRBY would fail on it.
+    let _: () = server.command(redis::cmd("SET").arg("{flowgate:padded}:k:0").arg("0999"));
     let _: i64 = server.command(
         redis::cmd("HSET")
             .arg("{flowgate:hash}:k:0")
             .arg("f")
             .arg("v"),
     );
-    for key in ["text", "huge", "signed", "hash"] {
+    for key in ["text", "huge", "signed", "padded", "hash"] {
         // Taken as fully booked: refused, counted, and rewritten as a schedule.
         let verdict = limiter.check(key).await.unwrap();
         assert_eq!(
@@ -288,7 +411,7 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
             server.command(redis::cmd("GET").arg(format!("{{flowgate:{key}}}:k:0")));
         assert_eq!(value, "1001000000", "{key}: now + τ in µs");
     }
-    assert_eq!(limiter.stats().repaired, 4);
+    assert_eq!(limiter.stats().repaired, 5);
     assert_eq!(limiter.stats().reply_failures, 0);
     clock.advance(Duration::from_millis(100));
     assert!(limiter.check("hash").await.unwrap().is_allowed());

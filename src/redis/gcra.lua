@@ -3,39 +3,87 @@
 -- The arithmetic is flowgate's in-process schedule (src/algorithm/schedule.rs) in integer
 -- microseconds. Lua's numbers are doubles: every value here stays below 2^53 (the client checks
 -- each quota's window against that, and requests past the horizon are refused), so every
--- operation is exact.
+-- operation is exact. A number handed to redis.call is written by Redis with "%.17g": exact
+-- decimal digits below 2^53.
 --
--- KEYS[i]  bucket i: its theoretical arrival time (TAT), in microseconds, as a decimal string;
---          absent means full. All keys of one call share one hash tag.
+-- KEYS[i]  bucket i: its theoretical arrival time (TAT), in microseconds, as a decimal string
+--          without leading zeros (as Redis writes integers, so that INCRBY reads it); absent
+--          means full. All keys of one call share one hash tag.
 -- ARGV[1]  the reading to decide at, in microseconds, or '' for the server's TIME (tests only)
 -- ARGV[2]  n, the cells to take (0 <= n <= every bucket's burst: checked by the client)
 -- ARGV[3]  want >= n: take up to `want` cells if every bucket has them, at least n (a lease)
 -- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
 -- ARGV[2i+3], ARGV[2i+4]  bucket i's emission interval T and its window tau = burst * T
 --
--- Returns {1, now, repaired, granted, debt_1, ..., debt_m} when every bucket admitted n cells
--- (granted: the cells taken, n <= granted <= want; debt_i: how far bucket i's new TAT lies
--- ahead of now), or {0, now, repaired, i, debt, wait} when bucket i
--- refused with the longest wait (the first on a tie; wait -1: never, past the horizon); debt is
--- its TAT (clamped) less now. repaired counts buckets whose value was not a TAT (overwritten by
--- something else): each is taken as fully booked and rewritten.
+-- Replies. The common call (one bucket, want = n, give = 0, a value that needs no repair or
+-- clamp) is answered with one integer, because a table costs the server more than the rest of
+-- the decision: debt >= 0 when admitted (the new TAT less now), or -(debt + 1) when refused
+-- (debt: the TAT less now, at least 0; the wait is debt + n * T - tau, which the client knows).
+-- Every other call is answered with {1, repaired, granted, debt_1, ..., debt_m} when every
+-- bucket admitted (granted: the cells taken, n <= granted <= want; debt_i: how far bucket i's
+-- new TAT lies ahead of now), or {0, repaired, i, debt, wait} when bucket i refused with the
+-- longest wait (the first on a tie; wait -1: never, past the horizon); debt is its TAT (clamped)
+-- less now. repaired counts buckets whose value was not a TAT (overwritten by something else):
+-- each is taken as fully booked and rewritten.
+--
+-- Expiry. A key lives until its bucket would be full again, rounded up to the 10 ms grid and one
+-- cell more: TAT <= expiry - GRID at every write. A write whose TAT stays within the grid cell
+-- of the TAT it read keeps the key's TTL, which is still past the new TAT: it adds the
+-- difference with INCRBY, which keeps the TTL and updates the stored integer in place (cheaper
+-- for the server than a SET). Only a write that enters a new cell sets PX. A busy bucket
+-- therefore rewrites its TTL once per 10 ms of schedule, not once per call, and an idle key
+-- outlives its bucket by 20 ms at most. (A stored TAT is at most 16 digits, so INCRBY's 64-bit
+-- integers hold it.)
 local HORIZON = 9007199254740991 -- 2^53 - 1
+local GRID = 10000 -- µs
 
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
 else
   local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  now = time[1] * 1000000 + time[2]
 end
+
+-- The common call. Anything unusual (a value to repair or clamp, a schedule past the horizon)
+-- falls through to the general path below, which reads the key again.
+if #KEYS == 1 and ARGV[4] == '0' and ARGV[3] == ARGV[2] then
+  local raw = redis.pcall('GET', KEYS[1])
+  local old
+  if type(raw) == 'string' and #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
+    old = tonumber(raw)
+  end
+  local window = tonumber(ARGV[6])
+  if (old or raw == false) and not (old and old > now + window) then
+    local n = tonumber(ARGV[2])
+    local base = now
+    if old and old > now then base = old end
+    local new_tat = base + n * tonumber(ARGV[5])
+    if new_tat <= HORIZON then
+      if new_tat - now > window then
+        return now - base - 1
+      end
+      if n > 0 then
+        if old and math.floor(new_tat / GRID) <= math.floor(old / GRID) then
+          redis.call('INCRBY', KEYS[1], new_tat - old)
+        else
+          local expiry = (math.floor(new_tat / GRID) + 2) * GRID
+          redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((expiry - now) / 1000))
+        end
+      end
+      return new_tat - now
+    end
+  end
+end
+
 local n = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local give = tonumber(ARGV[4])
 local m = #KEYS
 
--- Per call, one table of TATs (as they stand after repair, clamp and give-back) and, only when
--- a bucket needs writing on a refusal, one of flags: every table is garbage the server collects.
-local tats = {}
+-- Per call, tables of the TATs read (when they were TATs) and as they stand after repair,
+-- clamp and give-back, and, only when a bucket needs writing on a refusal, one of flags.
+local olds, tats = {}, {}
 local writes
 local repaired = 0
 local refused, worst, wait_of = 0, -1, 0
@@ -48,8 +96,9 @@ for i = 1, m do
   local tat = 0
   local write = false
   if type(raw) == 'string' then
-    if #raw <= 16 and string.match(raw, '^%d+$') then
+    if #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
       tat = tonumber(raw)
+      olds[i] = tat
     else
       tat = nil
     end
@@ -97,13 +146,21 @@ for i = 1, m do
   end
 end
 
--- A bucket full at now is deleted; any other is kept until it would be full again.
+-- A bucket full at now is deleted; any other keeps or gets a TTL past its TAT (see Expiry).
 local function store(i, tat)
   if tat <= now then
     redis.call('DEL', KEYS[i])
     return
   end
-  redis.call('SET', KEYS[i], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
+  local old = olds[i]
+  if tat == old then
+    return
+  elseif old and math.floor(tat / GRID) <= math.floor(old / GRID) then
+    redis.call('INCRBY', KEYS[i], tat - old)
+  else
+    local expiry = (math.floor(tat / GRID) + 2) * GRID
+    redis.call('SET', KEYS[i], tat, 'PX', math.ceil((expiry - now) / 1000))
+  end
 end
 
 if refused > 0 then
@@ -117,7 +174,7 @@ if refused > 0 then
   end
   local wait = worst
   if wait == math.huge then wait = -1 end
-  return {0, now, repaired, refused, wait_of, wait}
+  return {0, repaired, refused, wait_of, wait}
 end
 
 -- Every bucket admits n: take up to `want`, as many as every bucket holds (at least n, since
@@ -136,12 +193,12 @@ if want > n then
     if room < granted then granted = room end
   end
 end
-local answer = {1, now, repaired, granted}
+local answer = {1, repaired, granted}
 for i = 1, m do
   local base = tats[i]
   if now > base then base = now end
   local tat = base + granted * tonumber(ARGV[2 * i + 3])
   store(i, tat)
-  answer[4 + i] = tat - now
+  answer[3 + i] = tat - now
 end
 return answer

@@ -59,14 +59,7 @@ impl Script {
             other => other,
         };
         let value = value.map_err(|error| Failure::from_error(&error))?;
-        match Reply::parse(&value, call.keys.len()) {
-            // The script grants n ≤ granted ≤ want: anything else is not its reply.
-            Some(Reply::Admitted { granted, .. }) if granted < call.n || granted > call.want => {
-                Err(Failure::Reply)
-            }
-            Some(reply) => Ok(reply),
-            None => Err(Failure::Reply),
-        }
+        Reply::parse(&value, call).ok_or(Failure::Reply)
     }
 }
 
@@ -88,6 +81,12 @@ pub(crate) struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// One bucket, no lease and nothing given back: the call the script answers with one
+    /// integer.
+    fn is_common(&self) -> bool {
+        self.keys.len() == 1 && self.quotas.len() == 1 && self.want == self.n && self.give == 0
+    }
+
     fn command(&self, verb: &str, script: &str) -> Cmd {
         let mut command = ::redis::cmd(verb);
         command.arg(script).arg(self.keys.len()).arg(self.keys);
@@ -107,17 +106,15 @@ impl Call<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
     /// Every bucket admitted: `granted` cells were taken from each, leaving bucket `i`'s TAT
-    /// `debts[i]` µs ahead of `now`.
+    /// `debts[i]` µs ahead of the script's reading.
     Admitted {
-        now: u64,
         repaired: u32,
         granted: u32,
         debts: Vec<u64>,
     },
     /// Bucket `index` refused with the longest wait (µs; `None`: never), its TAT `debt` µs
-    /// ahead of `now`. Nothing was taken.
+    /// ahead of the script's reading. Nothing was taken.
     Refused {
-        now: u64,
         repaired: u32,
         index: usize,
         debt: u64,
@@ -126,11 +123,51 @@ pub(crate) enum Reply {
 }
 
 impl Reply {
-    /// The reply of a call on `buckets` buckets, or `None` if it is not one the script sends.
-    pub(crate) fn parse(value: &Value, buckets: usize) -> Option<Self> {
-        let Value::Array(items) = value else {
-            return None;
+    /// The reply to `call`, or `None` if it is not one the script sends for it.
+    ///
+    /// Beyond its shape, a reply must be possible: the script grants `n ≤ granted ≤ want`, an
+    /// admitted bucket's debt is at most its window, a refused bucket's TAT (clamped) lies at
+    /// most one window ahead, and a refusal waits for something.
+    pub(crate) fn parse(value: &Value, call: &Call<'_>) -> Option<Self> {
+        let reply = match value {
+            // The common call's one integer (gcra.lua, "Replies").
+            &Value::Int(code) if call.is_common() => {
+                let (interval, window) = call.quotas[0];
+                if code >= 0 {
+                    Self::Admitted {
+                        repaired: 0,
+                        granted: call.n,
+                        debts: vec![code.unsigned_abs()],
+                    }
+                } else {
+                    // The wait is the debt less the room left: debt + n·T − τ (every term
+                    // below 2^53).
+                    let debt = (code + 1).unsigned_abs();
+                    let wait = (debt + u64::from(call.n) * interval).checked_sub(window);
+                    Self::Refused {
+                        repaired: 0,
+                        index: 0,
+                        debt,
+                        wait: Some(wait.filter(|&w| w > 0)?),
+                    }
+                }
+            }
+            Value::Array(items) => Self::parse_table(items, call.keys.len())?,
+            _ => return None,
         };
+        let window = |bucket: usize| call.quotas.get(bucket).map_or(0, |&(_, w)| w);
+        let possible = match &reply {
+            Self::Admitted { granted, debts, .. } => {
+                (call.n..=call.want).contains(granted)
+                    && debts.iter().enumerate().all(|(i, &d)| d <= window(i))
+            }
+            &Self::Refused { index, debt, .. } => debt <= window(index),
+        };
+        possible.then_some(reply)
+    }
+
+    /// The table every other call is answered with.
+    fn parse_table(items: &[Value], buckets: usize) -> Option<Self> {
         let mut numbers = Vec::with_capacity(items.len());
         for item in items {
             match item {
@@ -140,21 +177,17 @@ impl Reply {
         }
         let unsigned = |x: i64| u64::try_from(x).ok();
         match numbers.as_slice() {
-            [1, now, repaired, granted, debts @ ..] if debts.len() == buckets => {
-                Some(Self::Admitted {
-                    now: unsigned(*now)?,
-                    repaired: u32::try_from(*repaired).ok()?,
-                    granted: u32::try_from(*granted).ok()?,
-                    debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
-                })
-            }
-            &[0, now, repaired, index, debt, wait] => {
+            [1, repaired, granted, debts @ ..] if debts.len() == buckets => Some(Self::Admitted {
+                repaired: u32::try_from(*repaired).ok()?,
+                granted: u32::try_from(*granted).ok()?,
+                debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
+            }),
+            &[0, repaired, index, debt, wait] => {
                 let index = usize::try_from(index).ok()?.checked_sub(1)?;
                 if index >= buckets {
                     return None;
                 }
                 Some(Self::Refused {
-                    now: unsigned(now)?,
                     repaired: u32::try_from(repaired).ok()?,
                     index,
                     debt: unsigned(debt)?,
@@ -185,21 +218,45 @@ mod tests {
         Value::Array(numbers.iter().map(|&n| Value::Int(n)).collect())
     }
 
+    /// Two buckets of T = 10 µs, τ = 100 µs and T = 1 µs, τ = 8 µs; n = 2, up to 3.
+    fn pair() -> Call<'static> {
+        static KEYS: [String; 2] = [String::new(), String::new()];
+        Call {
+            keys: &KEYS,
+            quotas: &[(10, 100), (1, 8)],
+            now: None,
+            n: 2,
+            want: 3,
+            give: 0,
+        }
+    }
+
+    /// One bucket of T = 10 µs, τ = 100 µs, n = 3, no lease: the common call.
+    fn single() -> Call<'static> {
+        static KEYS: [String; 1] = [String::new()];
+        Call {
+            keys: &KEYS,
+            quotas: &[(10, 100)],
+            now: None,
+            n: 3,
+            want: 3,
+            give: 0,
+        }
+    }
+
     #[test]
     fn reads_what_the_script_sends() {
         assert_eq!(
-            Reply::parse(&array(&[1, 10, 0, 3, 5, 7]), 2),
+            Reply::parse(&array(&[1, 0, 3, 50, 7]), &pair()),
             Some(Reply::Admitted {
-                now: 10,
                 repaired: 0,
                 granted: 3,
-                debts: vec![5, 7]
+                debts: vec![50, 7]
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 10, 1, 2, 4, 9]), 2),
+            Reply::parse(&array(&[0, 1, 2, 4, 9]), &pair()),
             Some(Reply::Refused {
-                now: 10,
                 repaired: 1,
                 index: 1,
                 debt: 4,
@@ -207,13 +264,40 @@ mod tests {
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 10, 0, 1, 4, -1]), 1),
+            Reply::parse(&array(&[0, 0, 1, 4, -1]), &pair()),
             Some(Reply::Refused {
-                now: 10,
                 repaired: 0,
                 index: 0,
                 debt: 4,
                 wait: None
+            })
+        );
+        // The common call: one integer, or a table when the script repaired or clamped.
+        assert_eq!(
+            Reply::parse(&Value::Int(60), &single()),
+            Some(Reply::Admitted {
+                repaired: 0,
+                granted: 3,
+                debts: vec![60]
+            })
+        );
+        // Refused with the TAT 80 µs ahead: it waits 80 + 3·10 − 100 µs.
+        assert_eq!(
+            Reply::parse(&Value::Int(-81), &single()),
+            Some(Reply::Refused {
+                repaired: 0,
+                index: 0,
+                debt: 80,
+                wait: Some(10)
+            })
+        );
+        assert_eq!(
+            Reply::parse(&array(&[0, 1, 1, 100, 30]), &single()),
+            Some(Reply::Refused {
+                repaired: 1,
+                index: 0,
+                debt: 100,
+                wait: Some(30)
             })
         );
     }
@@ -223,13 +307,18 @@ mod tests {
         for bad in [
             Value::Nil,
             Value::Okay,
+            Value::Int(5), // one integer for a call with two buckets
             array(&[]),
-            array(&[1, 10, 0, 3, 5]),     // one debt for two buckets
-            array(&[0, 10, 0, 3, 4, 9]),  // bucket 3 of 2
-            array(&[0, 10, 0, 0, 4, 9]),  // bucket 0: the script counts from 1
-            array(&[0, 10, 0, 1, 4, 0]),  // a refusal that waits for nothing
-            array(&[1, -10, 0, 3, 5, 7]), // a negative reading
-            array(&[2, 10, 0, 3, 5, 7]),  // neither admitted nor refused
+            array(&[1, 0, 3, 5]),      // one debt for two buckets
+            array(&[0, 0, 3, 4, 9]),   // bucket 3 of 2
+            array(&[0, 0, 0, 4, 9]),   // bucket 0: the script counts from 1
+            array(&[0, 0, 1, 4, 0]),   // a refusal that waits for nothing
+            array(&[1, -1, 3, 5, 7]),  // a negative count of repairs
+            array(&[2, 0, 3, 5, 7]),   // neither admitted nor refused
+            array(&[1, 0, 1, 5, 7]),   // granted fewer than n
+            array(&[1, 0, 4, 5, 7]),   // granted more than wanted
+            array(&[1, 0, 3, 5, 9]),   // a debt past bucket 2's window of 8
+            array(&[0, 0, 1, 101, 9]), // a TAT past bucket 1's window of 100
             Value::Array(vec![
                 Value::Int(1),
                 Value::Nil,
@@ -237,7 +326,15 @@ mod tests {
                 Value::Int(1),
             ]),
         ] {
-            assert_eq!(Reply::parse(&bad, 2), None, "{bad:?}");
+            assert_eq!(Reply::parse(&bad, &pair()), None, "{bad:?}");
+        }
+        for bad in [
+            Value::Int(101),  // a debt past the window
+            Value::Int(-71),  // refused with room for n: 70 + 30 ≤ 100
+            Value::Int(-102), // a TAT past the window
+            Value::Okay,
+        ] {
+            assert_eq!(Reply::parse(&bad, &single()), None, "{bad:?}");
         }
     }
 }
