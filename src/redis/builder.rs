@@ -243,6 +243,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
                     Tag::ByPrefix
                 },
                 prefix: self.prefix,
+                buckets: levels.iter().map(|l| l.quotas.len()).sum(),
                 levels,
                 timeout: self.timeout,
                 on_failure: self.on_failure,

@@ -11,16 +11,18 @@
 --          means full. All keys of one call share one hash tag.
 -- ARGV[1]  the reading to decide at, in microseconds, or '' for the server's TIME (tests only)
 -- ARGV[2]  n, the cells to take (0 <= n <= every bucket's burst: checked by the client)
+-- Then, for the common call (one bucket, no lease: four arguments in all):
+-- ARGV[3], ARGV[4]  the bucket's emission interval T and its window tau = burst * T
+-- Or, for every other call:
 -- ARGV[3]  want >= n: take up to `want` cells if every bucket has them, at least n (a lease)
 -- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
 -- ARGV[2i+3], ARGV[2i+4]  bucket i's emission interval T and its window tau = burst * T
 --
--- Replies. The common call (one bucket, want = n, give = 0, a value that needs no repair or
--- clamp) is answered with one integer, because a table costs the server more than the rest of
--- the decision: debt >= 0 when admitted (the new TAT less now), or -(debt + 1) when refused
--- (debt: the TAT less now, at least 0; the wait is debt + n * T - tau, which the client knows).
--- Every other call is answered with {1, repaired, granted, debt_1, ..., debt_m} when every
--- bucket admitted (granted: the cells taken, n <= granted <= want; debt_i: how far bucket i's
+-- Replies. The common call, when its value needs no repair or clamp, is answered with one
+-- integer, because a table costs the server more than the rest of the decision: debt >= 0 when
+-- admitted (the new TAT less now), or -(debt + 1) when refused (debt: the TAT less now, at
+-- least 0; the wait is debt + n * T - tau, which the client knows). Every other answer is
+-- {1, repaired, granted, debt_1, ..., debt_m} when every bucket admitted (granted: the cells taken, n <= granted <= want; debt_i: how far bucket i's
 -- new TAT lies ahead of now), or {0, repaired, i, debt, wait} when bucket i refused with the
 -- longest wait (the first on a tie; wait -1: never, past the horizon); debt is its TAT (clamped)
 -- less now. repaired counts buckets whose value was not a TAT (overwritten by something else):
@@ -46,28 +48,29 @@ else
 end
 
 -- The common call. Anything unusual (a value to repair or clamp, a schedule past the horizon)
--- falls through to the general path below, which reads the key again.
-if #KEYS == 1 and ARGV[4] == '0' and ARGV[3] == ARGV[2] then
+-- falls through to the general path below, which reads the key again with want = n, give = 0
+-- and the bucket's T and tau where a general call has them.
+if #ARGV == 4 then
   local raw = redis.pcall('GET', KEYS[1])
   local old
   if type(raw) == 'string' and #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
     old = tonumber(raw)
   end
-  local window = tonumber(ARGV[6])
+  local window = tonumber(ARGV[4])
   if (old or raw == false) and not (old and old > now + window) then
     local n = tonumber(ARGV[2])
     local base = now
     if old and old > now then base = old end
-    local new_tat = base + n * tonumber(ARGV[5])
+    local new_tat = base + n * ARGV[3]
     if new_tat <= HORIZON then
       if new_tat - now > window then
         return now - base - 1
       end
       if n > 0 then
-        if old and math.floor(new_tat / GRID) <= math.floor(old / GRID) then
+        if old and new_tat - new_tat % GRID <= old then
           redis.call('INCRBY', KEYS[1], new_tat - old)
         else
-          local expiry = (math.floor(new_tat / GRID) + 2) * GRID
+          local expiry = new_tat - new_tat % GRID + 2 * GRID
           redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((expiry - now) / 1000))
         end
       end
@@ -77,8 +80,11 @@ if #KEYS == 1 and ARGV[4] == '0' and ARGV[3] == ARGV[2] then
 end
 
 local n = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
-local give = tonumber(ARGV[4])
+-- Bucket i's T and tau are ARGV[2i + at] and ARGV[2i + at + 1].
+local want, give, at = n, 0, 1
+if #ARGV ~= 4 then
+  want, give, at = tonumber(ARGV[3]), tonumber(ARGV[4]), 3
+end
 local m = #KEYS
 
 -- Per call, tables of the TATs read (when they were TATs) and as they stand after repair,
@@ -89,8 +95,8 @@ local repaired = 0
 local refused, worst, wait_of = 0, -1, 0
 
 for i = 1, m do
-  local interval = tonumber(ARGV[2 * i + 3])
-  local window = tonumber(ARGV[2 * i + 4])
+  local interval = tonumber(ARGV[2 * i + at])
+  local window = tonumber(ARGV[2 * i + at + 1])
   local latest = now + window
   local raw = redis.pcall('GET', KEYS[i])
   local tat = 0
@@ -155,10 +161,10 @@ local function store(i, tat)
   local old = olds[i]
   if tat == old then
     return
-  elseif old and math.floor(tat / GRID) <= math.floor(old / GRID) then
+  elseif old and tat - tat % GRID <= old then
     redis.call('INCRBY', KEYS[i], tat - old)
   else
-    local expiry = (math.floor(tat / GRID) + 2) * GRID
+    local expiry = tat - tat % GRID + 2 * GRID
     redis.call('SET', KEYS[i], tat, 'PX', math.ceil((expiry - now) / 1000))
   end
 end
@@ -183,8 +189,8 @@ local granted = n
 if want > n then
   granted = want
   for i = 1, m do
-    local interval = tonumber(ARGV[2 * i + 3])
-    local latest = now + tonumber(ARGV[2 * i + 4])
+    local interval = tonumber(ARGV[2 * i + at])
+    local latest = now + tonumber(ARGV[2 * i + at + 1])
     local base = tats[i]
     if now > base then base = now end
     local room = math.floor((latest - base) / interval)
@@ -197,7 +203,7 @@ local answer = {1, repaired, granted}
 for i = 1, m do
   local base = tats[i]
   if now > base then base = now end
-  local tat = base + granted * tonumber(ARGV[2 * i + 3])
+  local tat = base + granted * tonumber(ARGV[2 * i + at])
   store(i, tat)
   answer[3 + i] = tat - now
 end

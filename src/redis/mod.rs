@@ -114,6 +114,8 @@ struct Shared<R: ?Sized, C: Clock> {
     prefix: String,
     tag: Tag,
     levels: Vec<Prepared<R>>,
+    /// Quotas over all levels: the most buckets one decision touches.
+    buckets: usize,
     timeout: Duration,
     on_failure: OnFailure,
     fallback: Option<Policies<R, C>>,
@@ -303,9 +305,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     fn plan(&self, request: &R, n: u32) -> Result<Plan, InsufficientCapacity> {
         let shared = &*self.shared;
         let mut plan = Plan {
-            keys: Vec::new(),
-            quotas: Vec::new(),
-            refs: Vec::new(),
+            keys: Vec::with_capacity(shared.buckets),
+            quotas: Vec::with_capacity(shared.buckets),
+            refs: Vec::with_capacity(shared.buckets),
         };
         for (l, level) in shared.levels.iter().enumerate() {
             let key = match &level.key {
