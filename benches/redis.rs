@@ -1,16 +1,25 @@
 #![allow(missing_docs)]
-//! Decisions per second against a real `redis-server` on loopback: flowgate's script against the
-//! users' article's token-bucket script (the HGET/HSET "v4" version, `../shared/seeds/002_*`),
-//! one connection each way, in one run.
+//! Decisions per second against a real `redis-server` on loopback: flowgate's `RedisLimiter`
+//! against the users' article's token-bucket script (the HGET/HSET "v4" version,
+//! `../shared/seeds/002_*`), one connection each, in one run.
 //!
 //! * **sequential**: one decision at a time, each awaited before the next;
 //! * **concurrent**: 32 tasks sharing the connection (redis-rs pipelines their commands);
-//! * **leased**: flowgate only, sequential, with leases of 100 cells.
+//! * **leased**: flowgate only, sequential, with leases of 100 cells;
+//! * **script alone**: flowgate's `gcra.lua` sent like the article's, through `redis::Script`
+//!   without the limiter around it, which separates the server's side from the client's.
 //!
 //! Rounds rotate the sides in batches and the figure is the median over rounds of each side's
 //! rate and of the per-round ratio to the article's script. Every decision admits (both
 //! quotas are far above the offered load), so both sides do the same work each time.
-//! `cargo bench --bench redis --features redis`.
+//!
+//! The runtime is tokio's current-thread one: with two workers, where each connection's driver
+//! task happened to run moved a side's rate by up to 12 % between runs whatever its script
+//! (`gcra.lua` alone measured 0.88 of the article's once, 1.00 on one thread).
+//!
+//! `cargo bench --bench redis --features redis`. With `CASE N` (`redis_flowgate`,
+//! `redis_article`, `redis_script`), it instead makes N sequential decisions of one side inside
+//! `hot_loop`, for callgrind (`scripts/redis-instructions`).
 
 mod common;
 #[path = "../tests/support/redis_server.rs"]
@@ -19,6 +28,7 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use common::paired::{median, mode};
+use common::{case_from_args, hot_loop, unknown_case};
 use flowgate::redis::{Level, RedisLimiter};
 use flowgate::Quota;
 use redis::aio::ConnectionManager;
@@ -26,29 +36,59 @@ use redis::aio::ConnectionManager;
 /// The article's script, as published (its "Lua实现v4").
 const ARTICLE: &str = include_str!("article.lua");
 
+/// flowgate's script, for the side that sends it without the limiter.
+const GCRA: &str = include_str!("../src/redis/gcra.lua");
+
 const TASKS: usize = 32;
 
-/// The article's script on one connection: a decision at the client's time in ms.
+const CASES: &[&str] = &["redis_flowgate", "redis_article", "redis_script"];
+
+/// A script sent through `redis::Script` on a connection of its own, as the article does.
 #[derive(Clone)]
-struct Article {
+struct Scripted {
     connection: ConnectionManager,
     script: redis::Script,
     origin: Instant,
 }
 
-impl Article {
-    async fn check(&mut self) -> bool {
+impl Scripted {
+    async fn new(server: &redis_server::RedisServer, source: &str) -> Self {
+        Self {
+            connection: ConnectionManager::new(server.client()).await.unwrap(),
+            script: redis::Script::new(source),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The article's decision: at the client's time in ms, 10^6 tokens per ms, capacity 10^9.
+    async fn article(&mut self) -> bool {
         let now = self.origin.elapsed().as_millis() as u64;
         let admitted: Option<i64> = self
             .script
             .key("article:bucket")
             .arg(now)
-            .arg(1_000_000) // tokens per ms
-            .arg(1_000_000_000) // capacity
+            .arg(1_000_000)
+            .arg(1_000_000_000)
             .invoke_async(&mut self.connection)
             .await
             .expect("the article's script runs");
         admitted == Some(1)
+    }
+
+    /// `gcra.lua`'s common call (gcra.lua, "Replies") at the server's time: T = 1 µs,
+    /// τ = 1 s, as the limiter sends it for `Quota::per_second(1_000_000)`.
+    async fn gcra(&mut self) -> bool {
+        let debt: i64 = self
+            .script
+            .key("{script:hot}:k:0")
+            .arg("")
+            .arg(1)
+            .arg(1)
+            .arg(1_000_000)
+            .invoke_async(&mut self.connection)
+            .await
+            .expect("gcra.lua runs");
+        debt >= 0
     }
 }
 
@@ -65,44 +105,45 @@ where
     decisions as f64 / start.elapsed().as_secs_f64()
 }
 
+/// The limiters of the bench, on `server`: plain, and with leases of 100 cells.
+fn limiters(server: &redis_server::RedisServer) -> (RedisLimiter<str>, RedisLimiter<str>) {
+    let quota = Quota::per_second(1_000_000).unwrap();
+    let build = |prefix: &str| {
+        RedisLimiter::<str>::builder(server.client())
+            .prefix(prefix)
+            .level(Level::per_key("k").quota(quota))
+            .timeout(Duration::from_secs(5))
+    };
+    (
+        build("seq").build().unwrap(),
+        build("lease")
+            .lease(100, Duration::from_secs(1))
+            .build()
+            .unwrap(),
+    )
+}
+
 async fn run() {
     let Some(bench) = mode() else { return };
     let (rounds, batch) = if bench { (21, 2_000) } else { (1, 64) };
     let server = redis_server::RedisServer::start();
-    let quota = Quota::per_second(1_000_000).unwrap();
-    let build = |prefix: &str, lease: bool| {
-        let builder = RedisLimiter::<str>::builder(server.client())
-            .prefix(prefix)
-            .level(Level::per_key("k").quota(quota))
-            .timeout(Duration::from_secs(5));
-        let builder = if lease {
-            builder.lease(100, Duration::from_secs(1))
-        } else {
-            builder
-        };
-        builder.build().unwrap()
-    };
-    let ours = build("seq", false);
-    let leased = build("lease", true);
-    let article = Article {
-        connection: ConnectionManager::new(server.client()).await.unwrap(),
-        script: redis::Script::new(ARTICLE),
-        origin: Instant::now(),
-    };
+    let (ours, leased) = limiters(&server);
+    let article = Scripted::new(&server, ARTICLE).await;
+    let alone = Scripted::new(&server, GCRA).await;
 
-    let mut rates: [Vec<f64>; 5] = Default::default();
-    let mut ratios: [Vec<f64>; 2] = Default::default();
+    let mut rates: [Vec<f64>; 6] = Default::default();
+    let mut ratios: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
-        let mut r = [0.0; 5];
-        for k in 0..5 {
-            let side = (round + k) % 5;
+        let mut r = [0.0; 6];
+        for k in 0..6 {
+            let side = (round + k) % 6;
             r[side] = match side {
                 0 => sequential(batch, || admits(&ours)).await,
                 1 => {
                     let mut article = article.clone();
                     let start = Instant::now();
                     for _ in 0..batch {
-                        assert!(article.check().await);
+                        assert!(article.article().await);
                     }
                     batch as f64 / start.elapsed().as_secs_f64()
                 }
@@ -116,11 +157,19 @@ async fn run() {
                 3 => {
                     concurrent(batch, |_| {
                         let mut article = article.clone();
-                        async move { article.check().await }
+                        async move { article.article().await }
                     })
                     .await
                 }
-                _ => sequential(batch, || admits(&leased)).await,
+                4 => sequential(batch, || admits(&leased)).await,
+                _ => {
+                    let mut alone = alone.clone();
+                    let start = Instant::now();
+                    for _ in 0..batch {
+                        assert!(alone.gcra().await);
+                    }
+                    batch as f64 / start.elapsed().as_secs_f64()
+                }
             };
         }
         for (side, rate) in r.iter().enumerate() {
@@ -128,6 +177,7 @@ async fn run() {
         }
         ratios[0].push(r[0] / r[1]);
         ratios[1].push(r[2] / r[3]);
+        ratios[2].push(r[5] / r[1]);
     }
     let names = [
         "flowgate, sequential",
@@ -135,6 +185,7 @@ async fn run() {
         "flowgate, 32 concurrent",
         "article, 32 concurrent",
         "flowgate, sequential, leases of 100",
+        "gcra.lua alone through redis::Script, sequential",
     ];
     for (name, rates) in names.iter().zip(rates.iter_mut()) {
         println!(
@@ -149,6 +200,10 @@ async fn run() {
     println!(
         "redis/ratio flowgate / article, 32 concurrent: {:.2}",
         median(&mut ratios[1])
+    );
+    println!(
+        "redis/ratio gcra.lua alone / article, sequential: {:.2}",
+        median(&mut ratios[2])
     );
     for (name, limiter) in [("sequential", &ours), ("leased", &leased)] {
         let s = limiter.stats();
@@ -189,9 +244,37 @@ async fn admits(limiter: &RedisLimiter<str>) -> bool {
     limiter.check("hot").await.unwrap().is_allowed()
 }
 
+/// `n` sequential decisions of one side inside `hot_loop`, each driven to completion on this
+/// thread, so that callgrind counts the client's whole side: the limiter or `redis::Script`,
+/// redis-rs and the runtime (the server is another process).
+fn instructions(case: &str, n: u64) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = redis_server::RedisServer::start();
+    let (ours, _) = runtime.block_on(async { limiters(&server) });
+    let mut article = runtime.block_on(Scripted::new(&server, ARTICLE));
+    let mut alone = runtime.block_on(Scripted::new(&server, GCRA));
+    // Warm up: the script loads (NOSCRIPT) and the connections settle before counting.
+    for _ in 0..100 {
+        runtime.block_on(async {
+            assert!(admits(&ours).await && article.article().await && alone.gcra().await);
+        });
+    }
+    match case {
+        "redis_flowgate" => hot_loop(n, || assert!(runtime.block_on(admits(&ours)))),
+        "redis_article" => hot_loop(n, || assert!(runtime.block_on(article.article()))),
+        "redis_script" => hot_loop(n, || assert!(runtime.block_on(alone.gcra()))),
+        _ => unknown_case(case, CASES),
+    }
+}
+
 fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    if let Some((case, n)) = case_from_args() {
+        return instructions(&case, n);
+    }
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
