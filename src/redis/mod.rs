@@ -33,8 +33,15 @@
 //! * validates what it reads: a value that is not a schedule, or a key of another type, is
 //!   counted ([`RedisStats::repaired`]), taken as fully booked (never admitting more) and
 //!   rewritten;
-//! * writes each bucket with a `PX` expiry at the moment it would be full again, so an idle
-//!   key costs nothing.
+//! * keeps each key until its bucket would be full again, on a 10 ms grid: the expiry is set
+//!   (`PX`) two grid cells past the cell the schedule ends in, and left alone (the schedule
+//!   moved with `INCRBY`, which keeps it) while the schedule stays in that cell. A busy key's
+//!   TTL is rewritten once per 10 ms of schedule, not on every call; an idle key costs nothing
+//!   20 ms after its bucket is full at the latest. Needs Redis 6.0 or later (tested on 7.0).
+//!
+//! The common call (one bucket, no lease) is answered with one integer rather than a table:
+//! per call, the server's side costs about what the users' article's HGET/HSET script costs,
+//! which trusts the client's clock and never expires its keys (BENCHMARKS.md, "Redis").
 //!
 //! Quotas run in whole microseconds: each emission interval is rounded **up** to a whole µs
 //! (never a faster rate than asked for), and windows must stay below
