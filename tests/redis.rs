@@ -874,3 +874,26 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     );
     assert_eq!(limiter.return_leases().await, 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let limiter = RedisLimiter::<str>::builder(server.client())
+        .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
+        .lease(5, Duration::from_secs(60))
+        .timeout(Duration::from_millis(200))
+        .on(&clock);
+    // Five keys, each with a lease of 5 cells of which 4 are unused.
+    for key in ["a", "b", "c", "d", "e"] {
+        assert_eq!(limiter.check(key).await.unwrap().source(), Source::Redis);
+    }
+    server.kill();
+    let trips = limiter.stats().round_trips;
+    assert_eq!(limiter.return_leases().await, 0);
+    let stats = limiter.stats();
+    // The first call fails; the four other leases are dropped without one.
+    assert_eq!(stats.round_trips, trips + 1);
+    assert_eq!((stats.dropped_cells, stats.returned_cells), (20, 0));
+    assert_eq!(stats.timeouts + stats.connection_failures, 1);
+}
