@@ -393,13 +393,19 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
     let _: () = server.command(redis::cmd("SET").arg("{flowgate:signed}:k:0").arg("-5"));
     // Digits, but not as Redis writes an integer: INCRBY would fail on it.
     let _: () = server.command(redis::cmd("SET").arg("{flowgate:padded}:k:0").arg("0999"));
+    // Sixteen digits past 2^53: not exact in Lua, so not a schedule the script wrote.
+    let _: () = server.command(
+        redis::cmd("SET")
+            .arg("{flowgate:inexact}:k:0")
+            .arg("9999999999999999"),
+    );
     let _: i64 = server.command(
         redis::cmd("HSET")
             .arg("{flowgate:hash}:k:0")
             .arg("f")
             .arg("v"),
     );
-    for key in ["text", "huge", "signed", "padded", "hash"] {
+    for key in ["text", "huge", "signed", "padded", "inexact", "hash"] {
         // Taken as fully booked: refused, counted, and rewritten as a schedule.
         let verdict = limiter.check(key).await.unwrap();
         assert_eq!(
@@ -411,7 +417,7 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
             server.command(redis::cmd("GET").arg(format!("{{flowgate:{key}}}:k:0")));
         assert_eq!(value, "1001000000", "{key}: now + τ in µs");
     }
-    assert_eq!(limiter.stats().repaired, 5);
+    assert_eq!(limiter.stats().repaired, 6);
     assert_eq!(limiter.stats().reply_failures, 0);
     clock.advance(Duration::from_millis(100));
     assert!(limiter.check("hash").await.unwrap().is_allowed());
@@ -427,8 +433,14 @@ async fn a_clock_that_stepped_back_locks_out_for_one_window_at_most() {
     assert!(limiter.check("k").await.unwrap().is_allowed());
     clock.rewind(Duration::from_secs(3_600));
     // Booked an hour ahead of the new reading: clamped to one window (1 s), never an hour.
+    let start = Instant::now();
     let wait = refused(&limiter.check("k").await.unwrap()).retry_after();
     assert_eq!(wait, Duration::from_millis(500));
+    // The clamped schedule gets a TTL of its own (a window, 1 s), not the 500 ms one the key
+    // had under the old reading, which would end the bucket early.
+    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{flowgate:k}:k:0"));
+    let elapsed = start.elapsed().as_millis() as i64 + 1;
+    assert!(ttl + elapsed >= 1_000 && ttl <= 1_021, "{ttl}");
     clock.advance(Duration::from_millis(500));
     assert!(limiter.check("k").await.unwrap().is_allowed());
 }
@@ -896,4 +908,42 @@ async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
     assert_eq!(stats.round_trips, trips + 1);
     assert_eq!((stats.dropped_cells, stats.returned_cells), (20, 0));
     assert_eq!(stats.timeouts + stats.connection_failures, 1);
+}
+
+/// Redis 7.2.0–7.2.4 write a Lua number that is a multiple of 10^8 as "1e+08" (redis/redis#13113),
+/// which neither the script's reader nor INCRBY accepts: the script formats such numbers itself.
+/// On the 7.0 this suite installs, this covers the formatting branch (a wrong format fails here
+/// too); on 7.2.0–7.2.4 it fails without the branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
+    let server = RedisServer::start();
+    // 10^9 µs, and T = 100 s = 10^8 µs: every TAT and every give-back is a multiple of 10^8.
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let quota = Quota::with_period(Duration::from_secs(100))
+        .unwrap()
+        .with_burst(5)
+        .unwrap();
+    let get = |key: &str| -> String { server.command(redis::cmd("GET").arg(key)) };
+    let plain = RedisLimiter::<str>::builder(server.client())
+        .level(Level::per_key("p").quota(quota))
+        .on(&clock);
+    assert!(plain.check("a").await.unwrap().is_allowed());
+    assert_eq!(get("{flowgate:a}:p:0"), "1100000000");
+    // A lease of 3 cells, 2 left unused and given back with the next call.
+    let leased = RedisLimiter::<str>::builder(server.client())
+        .level(Level::per_key("l").quota(quota))
+        .lease(3, Duration::from_millis(10))
+        .on(&clock);
+    assert!(leased.check("a").await.unwrap().is_allowed());
+    assert_eq!(get("{flowgate:a}:l:0"), "1300000000");
+    clock.advance(Duration::from_millis(20));
+    assert!(leased.check("a").await.unwrap().is_allowed());
+    let stats = leased.stats();
+    assert_eq!((stats.returned_cells, stats.reply_failures), (2, 0));
+    // Given back 2, then a new lease of 3: 1.3·10^9 − 2·10^8 + 3·10^8 (one SET).
+    assert_eq!(get("{flowgate:a}:l:0"), "1400000000");
+    // Its 2 unused cells given back alone: INCRBY −2·10^8, which keeps the TTL.
+    assert_eq!(leased.return_leases().await, 2);
+    assert_eq!(get("{flowgate:a}:l:0"), "1200000000");
+    assert_eq!(leased.stats().reply_failures, 0);
 }

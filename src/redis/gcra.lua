@@ -3,8 +3,11 @@
 -- The arithmetic is flowgate's in-process schedule (src/algorithm/schedule.rs) in integer
 -- microseconds. Lua's numbers are doubles: every value here stays below 2^53 (the client checks
 -- each quota's window against that, and requests past the horizon are refused), so every
--- operation is exact. A number handed to redis.call is written by Redis with "%.17g": exact
--- decimal digits below 2^53.
+-- operation is exact. A number handed to redis.call is turned into text by Redis: exact digits
+-- below 2^53 ("%.17g") up to 7.0 and from 7.2.5, but in exponent form ("1e+08") for multiples of
+-- 10^8 on 7.2.0-7.2.4 (redis/redis#13113), which neither GET's reader here nor INCRBY accepts.
+-- So a number the script writes is passed as such only when it is not a multiple of 10^8, and
+-- formatted here ("%.0f", exact below 2^53) when it is: one modulo per number written.
 --
 -- KEYS[i]  bucket i: its theoretical arrival time (TAT), in microseconds, as a decimal string
 --          without leading zeros (as Redis writes integers, so that INCRBY reads it); absent
@@ -30,14 +33,18 @@
 --
 -- Expiry. A key lives until its bucket would be full again, rounded up to the 10 ms grid and one
 -- cell more: TAT <= expiry - GRID at every write. A write whose TAT stays within the grid cell
--- of the TAT it read keeps the key's TTL, which is still past the new TAT: it adds the
--- difference with INCRBY, which keeps the TTL and updates the stored integer in place (cheaper
--- for the server than a SET). Only a write that enters a new cell sets PX. A busy bucket
--- therefore rewrites its TTL once per 10 ms of schedule, not once per call, and an idle key
--- outlives its bucket by 20 ms at most. (A stored TAT is at most 16 digits, so INCRBY's 64-bit
--- integers hold it.)
+-- of the TAT it read (one it did not clamp or repair) keeps the key's TTL, which is still past
+-- the new TAT: it adds the difference with INCRBY, which keeps the TTL and updates the stored
+-- integer in place (cheaper for the server than a SET). Every other write sets PX. A busy
+-- bucket therefore rewrites its TTL once per 10 ms of schedule, not once per call, and an idle
+-- key outlives its bucket by 20 ms at most. (A stored TAT is below 2^53, so INCRBY's 64-bit
+-- integers hold it.) A key whose TTL someone else shortened or removed is not detected: that is
+-- no different from someone deleting it.
 local HORIZON = 9007199254740991 -- 2^53 - 1
+-- Changing GRID or the expiry rule breaks the invariant for keys written under the old rule
+-- (INCRBY would keep their TTL): change the keys' names with it.
 local GRID = 10000 -- µs
+local E8 = 100000000
 
 local now
 if ARGV[1] ~= '' then
@@ -55,6 +62,7 @@ if #ARGV == 4 then
   local old
   if type(raw) == 'string' and #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
     old = tonumber(raw)
+    if old > HORIZON then old = nil end
   end
   local window = tonumber(ARGV[4])
   if (old or raw == false) and not (old and old > now + window) then
@@ -68,10 +76,15 @@ if #ARGV == 4 then
       end
       if n > 0 then
         if old and new_tat - new_tat % GRID <= old then
-          redis.call('INCRBY', KEYS[1], new_tat - old)
+          local step = new_tat - old
+          if step % E8 == 0 then step = string.format('%.0f', step) end
+          redis.call('INCRBY', KEYS[1], step)
         else
-          local expiry = new_tat - new_tat % GRID + 2 * GRID
-          redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((expiry - now) / 1000))
+          local value = new_tat
+          if value % E8 == 0 then value = string.format('%.0f', value) end
+          local ms = math.ceil((new_tat - new_tat % GRID + 2 * GRID - now) / 1000)
+          if ms % E8 == 0 then ms = string.format('%.0f', ms) end
+          redis.call('SET', KEYS[1], value, 'PX', ms)
         end
       end
       return new_tat - now
@@ -104,7 +117,8 @@ for i = 1, m do
   if type(raw) == 'string' then
     if #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
       tat = tonumber(raw)
-      olds[i] = tat
+      -- Past 2^53 a value is not exact in Lua: not a TAT this script wrote.
+      if tat > HORIZON then tat = nil else olds[i] = tat end
     else
       tat = nil
     end
@@ -118,9 +132,12 @@ for i = 1, m do
     write = true
   elseif tat > latest then
     -- Booked further ahead than any reading explains: the clock stepped back. Fully booked as
-    -- of now, as in-process (the script's reading is never stale: it runs atomically).
+    -- of now, as in-process (the script's reading is never stale: it runs atomically). The
+    -- key's TTL was set for the schedule as booked, under another clock (a test's or one that
+    -- stepped) or by another writer: it is set anew, never kept.
     tat = latest
     write = true
+    olds[i] = nil
   end
   if give > 0 and tat > now then
     -- An expired lease's unused cells: the TAT moves back by at most give * T and never below
@@ -152,6 +169,12 @@ for i = 1, m do
   end
 end
 
+-- A number to write, as Redis will read it back on every version (see the top).
+local function exact(x)
+  if x % E8 == 0 then return string.format('%.0f', x) end
+  return x
+end
+
 -- A bucket full at now is deleted; any other keeps or gets a TTL past its TAT (see Expiry).
 local function store(i, tat)
   if tat <= now then
@@ -162,10 +185,10 @@ local function store(i, tat)
   if tat == old then
     return
   elseif old and tat - tat % GRID <= old then
-    redis.call('INCRBY', KEYS[i], tat - old)
+    redis.call('INCRBY', KEYS[i], exact(tat - old))
   else
     local expiry = tat - tat % GRID + 2 * GRID
-    redis.call('SET', KEYS[i], tat, 'PX', math.ceil((expiry - now) / 1000))
+    redis.call('SET', KEYS[i], exact(tat), 'PX', exact(math.ceil((expiry - now) / 1000)))
   end
 end
 
