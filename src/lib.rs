@@ -33,6 +33,8 @@
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
 //! * `redis` (feature `redis`): the same GCRA in Redis, shared by many processes, with a
 //!   failure policy and local leases.
+//! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
+//!   than real time, and draws what each admitted.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
@@ -51,6 +53,8 @@ mod primitive;
 pub mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "simulate")]
+pub mod simulate;
 mod sliding_log;
 pub mod wait;
 

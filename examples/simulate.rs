@@ -1,0 +1,117 @@
+//! Replays traffic through every algorithm at the trace's own times (no waiting: a minute of
+//! traffic takes milliseconds), prints what each admitted, and draws it as an SVG.
+//!
+//! ```text
+//! cargo run --release --example simulate -- [--scenario NAME | --trace FILE.csv]
+//!     [--quota "120/min"] [--bin SECONDS] [--svg FILE] [--per-bin]
+//! ```
+//!
+//! * `--scenario`: `boundary` (the default: the fixed-window boundary attack of the users'
+//!   articles), `steady`, `bursts` or `zipf`, each sized to the quota
+//!   (`flowgate::simulate::scenario::named`);
+//! * `--trace`: a CSV of `time,key,cost` lines instead (`flowgate::simulate::trace`);
+//! * `--quota`: the quota every algorithm runs, per key (default `120/min`);
+//! * `--bin`: the chart's bin in seconds (default: a sixtieth of the quota's period);
+//! * `--svg`: where to write the chart (cells so far; `--per-bin` for cells per bin).
+//!
+//! `docs/boundary.svg` is `--scenario boundary --svg docs/boundary.svg` with the defaults
+//! (`tests/simulate.rs` checks that it still is).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use flowgate::simulate::{self, chart, scenario, trace};
+use flowgate::Quota;
+
+struct Options {
+    scenario: String,
+    trace: Option<String>,
+    quota: Quota,
+    bin: Option<Duration>,
+    svg: Option<String>,
+    style: chart::Style,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        scenario: "boundary".to_owned(),
+        trace: None,
+        quota: "120/min".parse().map_err(|e| format!("{e}"))?,
+        bin: None,
+        svg: None,
+        style: chart::Style::Cumulative,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--scenario" => options.scenario = value()?,
+            "--trace" => options.trace = Some(value()?),
+            "--quota" => {
+                let text = value()?;
+                options.quota = text.parse().map_err(|e| format!("--quota {text}: {e}"))?;
+            }
+            "--bin" => {
+                let text = value()?;
+                let bin = text
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .filter(|b| *b >= Duration::from_millis(1))
+                    .ok_or(format!("--bin {text}: a number of seconds, at least 0.001"))?;
+                options.bin = Some(bin);
+            }
+            "--svg" => options.svg = Some(value()?),
+            "--per-bin" => options.style = chart::Style::PerBin,
+            other => return Err(format!("unknown argument {other} (see the example's docs)")),
+        }
+    }
+    Ok(options)
+}
+
+fn run() -> Result<(), String> {
+    let options = options()?;
+    let quota = options.quota;
+    let (trace, what) = match &options.trace {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+            (
+                trace::parse(&text).map_err(|e| format!("{path}: {e}"))?,
+                path.clone(),
+            )
+        }
+        None => {
+            let trace = scenario::named(&options.scenario, &quota).ok_or(format!(
+                "unknown scenario {}; one of {:?}",
+                options.scenario,
+                scenario::NAMES
+            ))?;
+            (trace, format!("scenario {}", options.scenario))
+        }
+    };
+    let bin = options.bin.unwrap_or(quota.period() / 60);
+    let mut subjects = simulate::every_algorithm(&quota);
+    let replay = simulate::replay(&trace, &mut subjects, bin);
+    println!(
+        "{what}, {} requests; every algorithm at {quota} per key\n",
+        replay.requests
+    );
+    print!("{}", replay.table(quota.period()));
+    if let Some(path) = &options.svg {
+        let title = format!("{what}: cells admitted at {quota} per key");
+        std::fs::write(path, chart::svg(&replay, &title, options.style))
+            .map_err(|e| format!("{path}: {e}"))?;
+        println!("\nchart: {path}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("simulate: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The simulator: replays that count what the algorithms promise, and charts checked by their
+//! structure (they parse as XML; they have the axes, series and legend they claim), including
+//! the committed `docs/boundary.svg`.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use flowgate::algorithm::FixedWindow;
+use flowgate::simulate::{self, chart, scenario, trace, Request, Subject};
+use flowgate::{Gcra, Quota};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn quota() -> Quota {
+    Quota::per_minute(120).unwrap()
+}
+
+/// What `examples/simulate.rs` draws with its defaults.
+fn boundary_chart() -> String {
+    let quota = quota();
+    let trace = scenario::named("boundary", &quota).unwrap();
+    let mut subjects = simulate::every_algorithm(&quota);
+    let replay = simulate::replay(&trace, &mut subjects, quota.period() / 60);
+    chart::svg(
+        &replay,
+        "scenario boundary: cells admitted at 120/min per key",
+        chart::Style::Cumulative,
+    )
+}
+
+#[test]
+fn the_boundary_attack_passes_a_fixed_window_twice_and_a_sliding_log_never() {
+    let quota = quota();
+    let trace = scenario::boundary(120, MINUTE);
+    let mut subjects = simulate::every_algorithm(&quota);
+    assert_eq!(subjects.len(), 8, "every algorithm runs 120/min");
+    let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
+    let outcome = |name: &str| {
+        replay
+            .outcomes
+            .iter()
+            .find(|o| o.name == name)
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    assert_eq!(replay.requests, 241);
+    assert_eq!(replay.offered.iter().sum::<u64>(), 241);
+    // 240 cells in 20 s: twice the limit around the edge.
+    assert_eq!(outcome("fixed window").peak(MINUTE), 240);
+    // Never more than the limit in any minute (at the bins' resolution).
+    assert_eq!(outcome("sliding log").peak(MINUTE), 120);
+    // The token bucket: its burst, then its rate (2/s) for 20 s.
+    let gcra = outcome("GCRA");
+    assert_eq!((gcra.admitted, gcra.refused), (160, 81));
+    // The shaper admits more, later: cells proceed after their delay.
+    let shaper = outcome("leaky bucket (shaper)");
+    assert_eq!(shaper.max_delay, Duration::from_secs(10));
+    let late = |o: &simulate::Outcome| o.series[70..].iter().sum::<u64>();
+    assert!(late(shaper) > late(gcra), "{} {}", late(shaper), late(gcra));
+    for o in &replay.outcomes {
+        assert_eq!(o.admitted + o.refused, 241, "{}", o.name);
+    }
+}
+
+#[test]
+fn a_csv_trace_replays_by_key_and_cost() {
+    let text = "time,key,cost\n# two keys, one costly request\n0,a\n0,a\n0.5,b,3\n0.25,a\n";
+    let trace = trace::parse(text).unwrap();
+    // Burst 2 per key, 1 per second.
+    let quota = Quota::per_second(1).unwrap().with_burst(2).unwrap();
+    let mut subjects: Vec<Box<dyn Subject>> = vec![simulate::algorithm("GCRA", Gcra::new(&quota))];
+    let replay = simulate::replay(&trace, &mut subjects, Duration::from_millis(100));
+    let gcra = &replay.outcomes[0];
+    // a: two admitted at 0, refused at 0.25; b: 3 cells exceed the burst of 2, never.
+    assert_eq!(
+        (gcra.admitted, gcra.refused, gcra.admitted_cells),
+        (2, 2, 2)
+    );
+    assert_eq!(replay.offered, vec![2, 0, 1, 0, 0, 3]);
+    assert_eq!(gcra.series, vec![2, 0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn a_custom_subject_sees_every_request_in_time_order_at_its_reading() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let trace = vec![
+        Request::new(Duration::from_secs(2), "b", 1),
+        Request::new(Duration::from_secs(1), "a", 4),
+        Request::new(Duration::from_secs(1), "c", 1),
+    ];
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let log = Rc::clone(&seen);
+    let mut subjects = vec![simulate::from_fn(
+        "even seconds",
+        move |r: &Request, now| {
+            log.borrow_mut().push((r.key.clone(), now));
+            (r.at.as_secs() % 2 == 0).then_some(Duration::ZERO)
+        },
+    )];
+    let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
+    let second = 1_000_000_000;
+    assert_eq!(
+        *seen.borrow(),
+        [
+            ("a".to_owned(), simulate::ORIGIN + second),
+            ("c".to_owned(), simulate::ORIGIN + second),
+            ("b".to_owned(), simulate::ORIGIN + 2 * second),
+        ]
+    );
+    assert_eq!(
+        (replay.outcomes[0].admitted, replay.outcomes[0].refused),
+        (1, 2)
+    );
+    assert_eq!(replay.offered, vec![0, 5, 1]);
+    assert_eq!(replay.outcomes[0].series, vec![0, 0, 1]);
+}
+
+/// Checks `svg`'s structure and returns its series' names.
+fn check_structure(svg: &str) -> BTreeSet<String> {
+    let doc = roxmltree::Document::parse(svg).expect("the chart is well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    assert_eq!(
+        root.tag_name().namespace(),
+        Some("http://www.w3.org/2000/svg")
+    );
+    let (width, height) = (900.0, 420.0);
+    assert_eq!(root.attribute("viewBox"), Some("0 0 900 420"));
+    for id in ["x-axis", "y-axis"] {
+        let axis = doc
+            .descendants()
+            .find(|n| n.attribute("id") == Some(id))
+            .unwrap_or_else(|| panic!("no {id}"));
+        assert_eq!(axis.attribute("class"), Some("axis"));
+        let ticks: Vec<&str> = axis
+            .children()
+            .filter(|n| n.has_tag_name("text") && n.attribute("class") == Some("tick"))
+            .filter_map(|n| n.text())
+            .collect();
+        assert!(ticks.len() >= 3, "{id}: {ticks:?}");
+        assert!(
+            ticks.iter().all(|t| t.parse::<f64>().is_ok()),
+            "{id}: {ticks:?}"
+        );
+        let label = axis
+            .children()
+            .find(|n| n.attribute("class") == Some("label"))
+            .and_then(|n| n.text());
+        assert!(label.is_some(), "{id} has a label");
+    }
+    let mut names = BTreeSet::new();
+    let mut lengths = BTreeSet::new();
+    for series in doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("series"))
+    {
+        let name = series.attribute("data-name").expect("a named series");
+        let polyline = series
+            .children()
+            .find(|n| n.has_tag_name("polyline"))
+            .expect("one polyline");
+        let points: Vec<(f64, f64)> = polyline
+            .attribute("points")
+            .unwrap()
+            .split(' ')
+            .map(|p| {
+                let (x, y) = p.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            })
+            .collect();
+        for &(x, y) in &points {
+            assert!((0.0..=width).contains(&x) && (0.0..=height).contains(&y));
+        }
+        // Left to right, one step (two points) per bin.
+        assert!(points.windows(2).all(|w| w[0].0 <= w[1].0), "{name}");
+        lengths.insert(points.len());
+        assert!(names.insert(name.to_owned()), "{name} twice");
+    }
+    assert_eq!(lengths.len(), 1, "every series spans every bin");
+    let legend = doc
+        .descendants()
+        .find(|n| n.attribute("class") == Some("legend"))
+        .expect("a legend");
+    let entries: BTreeSet<String> = legend
+        .children()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(|t| t.rsplit_once(": ").unwrap().0.to_owned())
+        .collect();
+    assert_eq!(entries, names, "one legend entry per series");
+    names
+}
+
+#[test]
+fn the_chart_has_the_axes_series_and_legend_it_claims() {
+    let svg = boundary_chart();
+    let names = check_structure(&svg);
+    let expected: BTreeSet<String> = ["offered"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(
+            simulate::every_algorithm(&quota())
+                .iter()
+                .map(|s| s.name().to_owned()),
+        )
+        .collect();
+    assert_eq!(names, expected);
+    // Names are escaped; a per-bin chart of a custom subject has the same structure.
+    let quota = quota();
+    let mut subjects = vec![simulate::algorithm(
+        "<fixed & \"window\">",
+        FixedWindow::new(&quota).unwrap(),
+    )];
+    let replay = simulate::replay(
+        &scenario::steady("a", 3.0, MINUTE),
+        &mut subjects,
+        Duration::from_secs(5),
+    );
+    let names = check_structure(&chart::svg(&replay, "a & b", chart::Style::PerBin));
+    assert!(names.contains("<fixed & \"window\">"));
+}
+
+#[test]
+fn the_committed_boundary_picture_is_what_the_simulator_draws() {
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/boundary.svg"))
+            .expect("docs/boundary.svg");
+    assert!(
+        committed == boundary_chart(),
+        "docs/boundary.svg is stale: cargo run --release --example simulate -- --svg docs/boundary.svg"
+    );
+}
