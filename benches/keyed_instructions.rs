@@ -121,5 +121,11 @@ fn run(case: &str, n: u64) {
 }
 
 fn main() {
+    // With the `metrics` feature, count into a recorder whose counters are atomics, as an
+    // exporter's are (`FEATURES=metrics scripts/instructions.sh`: the cost of metrics on).
+    #[cfg(feature = "metrics")]
+    metrics_util::debugging::DebuggingRecorder::new()
+        .install()
+        .expect("the only recorder");
     instruction_main("keyed instructions", CASES, run);
 }

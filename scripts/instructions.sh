@@ -6,12 +6,14 @@
 # Usage: scripts/instructions.sh [N] [CASE...]   (default N = 1000000, all cases; algorithm cases
 # are algorithm_NAME_allowed and algorithm_NAME_refused)
 # Deterministic for a given binary: the figures in BENCHMARKS.md come from this script.
+# FEATURES=metrics builds the benches with that feature (keyed_instructions then installs a
+# recorder: the cost of metrics on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000000}; shift || true
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 binary() {
-  cargo bench --bench "$1" --no-run --message-format=json 2>/dev/null \
+  cargo bench --bench "$1" ${FEATURES:+--features "$FEATURES"} --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)

@@ -33,8 +33,29 @@
 //! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
 //! * `redis` (feature `redis`): the same GCRA in Redis, shared by many processes, with a
 //!   failure policy and local leases.
+//! * feature `metrics`: counters and gauges through the `metrics` facade (see
+//!   [Metrics](#metrics)).
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
+
+//!
+//! ## Metrics
+//! With the feature `metrics`, flowgate reports through the [`metrics`](https://docs.rs/metrics)
+//! facade, so any exporter works. Handles are registered when a limiter is built, so install
+//! the recorder first; without the feature nothing is compiled in.
+//!
+//! | metric | kind | labels | what |
+//! |---|---|---|---|
+//! | `flowgate_admitted_cells_total` | counter | `policy`, `quota` | cells a policy's quota admitted |
+//! | `flowgate_refused_cells_total` | counter | `policy`, `quota` | cells refused, against the quota that refused |
+//! | `flowgate_dry_run_refused_cells_total` | counter | `policy`, `quota` | cells a dry-run quota would have refused |
+//! | `flowgate_keys` | gauge | `policy` and `quota`, or `limiter` | keys a keyed table holds |
+//! | `flowgate_keys_evicted_total` | counter | as `flowgate_keys` | idle keys forgotten |
+//! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`) |
+//! | `flowgate_redis_fallbacks_total` | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
+//!
+//! A standalone [`KeyedRateLimiter`] reports its keys under `limiter = name` once given
+//! [`metrics_label`](keyed::Builder::metrics_label); a policy set's tables always report.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
@@ -48,6 +69,7 @@ pub mod keyed;
 #[cfg(any(feature = "redis", flowgate_loom))]
 mod lease_word;
 mod limiter;
+mod observe;
 pub mod policy;
 mod primitive;
 pub mod quota;

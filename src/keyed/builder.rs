@@ -1,5 +1,6 @@
 //! [`Builder`]: every option of a [`KeyedRateLimiter`], validated once by [`Builder::build`].
 
+use crate::observe::TableMetrics;
 use core::fmt;
 use core::hash::Hash;
 use core::marker::PhantomData;
@@ -104,6 +105,7 @@ pub struct Builder<K: ?Sized, C, A> {
     new_keys: Option<Quota>,
     shards: Option<usize>,
     seed: Option<u64>,
+    metrics: TableMetrics,
     key: PhantomData<fn(&K)>,
 }
 
@@ -118,6 +120,7 @@ impl<K: ?Sized + Hash, A: Algorithm> Builder<K, QuantaClock, A> {
             new_keys: None,
             shards: None,
             seed: None,
+            metrics: TableMetrics::none(),
             key: PhantomData,
         }
     }
@@ -135,6 +138,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
             new_keys: self.new_keys,
             shards: self.shards,
             seed: self.seed,
+            metrics: self.metrics,
             key: PhantomData,
         }
     }
@@ -199,6 +203,20 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
         self
     }
 
+    /// Reports the keys this limiter holds (`flowgate_keys`) and evicts
+    /// (`flowgate_keys_evicted_total`) under the label `limiter = name`, through the `metrics`
+    /// facade (feature `metrics`; without it, or without this call, nothing is reported).
+    pub fn metrics_label(mut self, name: &str) -> Self {
+        self.metrics = TableMetrics::of_limiter(name);
+        self
+    }
+
+    /// The table of quota `quota` of the policy `policy` (a policy set's tables).
+    pub(crate) fn policy_metrics(mut self, policy: &str, quota: usize) -> Self {
+        self.metrics = TableMetrics::of_policy(policy, quota);
+        self
+    }
+
     /// Builds the limiter, allocating its table.
     ///
     /// # Errors
@@ -242,11 +260,10 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
         };
         // The close nonces' seed, from the hasher: as unknown outside the process as the hash.
         let nonces = hasher.hash_one(0x6e6f_6e63_6573_u64);
-        let table = Table::new(self.max_keys, shards, min_per_shard, nonces).map_err(
-            |SizeError::TooLarge| KeyedError::TooManyKeys {
+        let table = Table::new(self.max_keys, shards, min_per_shard, nonces, self.metrics)
+            .map_err(|SizeError::TooLarge| KeyedError::TooManyKeys {
                 max_keys: self.max_keys,
-            },
-        )?;
+            })?;
         let tier_bits = usize::BITS - (self.tiers.len() - 1).leading_zeros();
         let new_keys = self
             .new_keys

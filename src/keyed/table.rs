@@ -24,6 +24,7 @@ use core::ops::Range;
 use crossbeam_utils::CachePadded;
 
 use super::slot::{Slot, Tag, EMPTY};
+use crate::observe::TableMetrics;
 use crate::primitive::{compare_exchange_weak, lock, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Slots per cache line.
@@ -43,6 +44,8 @@ const INSERT_SWEEP: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Table {
     shards: Box<[CachePadded<Shard>]>,
+    /// Keys held and evicted, for the `metrics` feature (nothing without it).
+    metrics: TableMetrics,
     /// log2 of the shard count.
     shard_bits: u32,
     /// Slots per shard (every shard has the same number).
@@ -118,6 +121,7 @@ impl Table {
         shards: usize,
         min_per_shard: usize,
         seed: u64,
+        metrics: TableMetrics,
     ) -> Result<Self, SizeError> {
         debug_assert!(max_keys >= 1 && shards.is_power_of_two());
         let mut shards = shards;
@@ -162,6 +166,7 @@ impl Table {
             live: AtomicU64::new(0),
             max_keys: max_keys as u64,
             seed,
+            metrics,
         })
     }
 
@@ -357,6 +362,7 @@ impl Table {
                     slot.publish(tag, new);
                     held.state.evicted += 1;
                     held.state.created += 1;
+                    self.metrics.churn(1, 1);
                     return Entry::Inserted(slot);
                 }
                 // Taken from since the look: it stays.
@@ -371,6 +377,7 @@ impl Table {
                 slot.publish(tag, fresh());
                 held.state.live += 1;
                 held.state.created += 1;
+                self.metrics.churn(1, 0);
                 return Entry::Inserted(slot);
             }
             if attempt == 0 {
@@ -398,6 +405,8 @@ impl Table {
         slot.close(tag, self.nonce(held));
         self.shift_back(shard, held, at);
         self.forget(held, 1);
+        // Reset, not evicted.
+        self.metrics.keys.decrement(1.0);
         true
     }
 
@@ -463,6 +472,7 @@ impl Table {
         }
         held.state.evicted += evicted as u64;
         self.forget(held, evicted);
+        self.metrics.churn(0, evicted as u64);
         evicted
     }
 

@@ -233,11 +233,13 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
                     let tables = policy
                         .quotas
                         .iter()
-                        .map(|q| {
+                        .enumerate()
+                        .map(|(index, q)| {
                             let mut builder = KeyedRateLimiter::<(), _, _>::builder(Gcra::new(q))
                                 .clock(self.clock.clone())
                                 .max_keys(policy.max_keys)
-                                .when_full(policy.when_full);
+                                .when_full(policy.when_full)
+                                .policy_metrics(&policy.name, index);
                             if let Some(seed) = self.hash_seed {
                                 builder = builder.hash_seed(seed);
                             }

@@ -224,6 +224,9 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         }
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
+        if let Some(live) = layer.quotas.get(worst.by.quota_index) {
+            live.metrics.refused.increment(u64::from(n));
+        }
         Ok(Err(worst))
     }
 }
@@ -304,6 +307,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
     fn admitted(&self) -> Admitted<'p> {
         let mut booking = Booking::default();
         for entry in &self.undo {
+            entry.live.metrics.admitted.increment(u64::from(self.n));
             if !entry.live.dry_run() {
                 booking.push(entry.live, entry.after.wrapping_sub(self.now));
             }
@@ -347,7 +351,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
         };
         if layer.dry_run {
             set.undo(&mut self.undo, mark);
-            would_refuse(layer, &mut self.dry_run, state, wait);
+            would_refuse(layer, &mut self.dry_run, state, wait, self.n);
             return None;
         }
         set.undo(&mut self.undo, 0);
@@ -456,9 +460,13 @@ fn would_refuse<'p, R: ?Sized, C: Clock>(
     dry_run: &mut Option<DryRun<'p>>,
     state: QuotaState<'p>,
     wait: u64,
+    n: u32,
 ) {
     // Relaxed: a statistic; nothing is ordered by it.
     layer.refused.fetch_add(1, Ordering::Relaxed);
+    if let Some(live) = layer.quotas.get(state.quota_index) {
+        live.metrics.dry_run_refused.increment(u64::from(n));
+    }
     dry_run.get_or_insert(DryRun { state, wait });
 }
 

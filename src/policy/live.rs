@@ -20,6 +20,7 @@
 //! On x86-64 the fences and the `Acquire`/`Release` accesses compile to plain loads and stores.
 
 use crate::decision::Gauge;
+use crate::observe::QuotaMetrics;
 use crate::primitive::{fence, spin_loop, AtomicU64, Ordering};
 use crate::quota::Quota;
 
@@ -98,6 +99,8 @@ pub(crate) struct LiveQuota {
     at: (usize, usize),
     /// Whether the policy is in dry-run mode.
     dry_run: bool,
+    /// Its cells admitted, refused and dry-run-refused (nothing without the `metrics` feature).
+    pub(crate) metrics: QuotaMetrics,
 }
 
 impl LiveQuota {
@@ -115,6 +118,7 @@ impl LiveQuota {
             policy: policy.into(),
             at: (index, q),
             dry_run,
+            metrics: QuotaMetrics::new(policy, q),
         }
     }
 

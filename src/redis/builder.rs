@@ -8,6 +8,7 @@ use std::sync::Arc;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::clock::{Clock, QuantaClock};
+use crate::observe::RedisMetrics;
 use crate::policy::{Policies, Policy};
 use crate::quota::Quota;
 
@@ -233,6 +234,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
         let connection = ConnectionManager::new_lazy_with_config(self.client, config)
             .map_err(|e| RedisConfigError::Client(e.to_string()))?;
         let single_keyed = levels.len() == 1 && levels[0].key.is_some();
+        let metrics = RedisMetrics::new(&self.prefix);
         Ok(RedisLimiter {
             shared: Arc::new(Shared {
                 connection,
@@ -253,6 +255,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
                 client_time: self.client_time,
                 clock: self.clock,
                 counters: Counters::default(),
+                metrics,
             }),
         })
     }

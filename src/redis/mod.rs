@@ -93,6 +93,7 @@ use ::redis::aio::ConnectionManager;
 
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Allowed, Gauge, InsufficientCapacity, Refused};
+use crate::observe::RedisMetrics;
 use crate::policy::decision::is_tighter;
 use crate::policy::Policies;
 use crate::quota::Quota;
@@ -132,6 +133,8 @@ struct Shared<R: ?Sized, C: Clock> {
     client_time: bool,
     clock: C,
     counters: Counters,
+    /// The failures and fallbacks again, for the `metrics` feature (nothing without it).
+    metrics: RedisMetrics,
 }
 
 /// A rate limiter whose buckets live in Redis, shared by every process that uses the same
@@ -376,9 +379,18 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         match &result {
             Ok(reply) => add(&counters.repaired, u64::from(reply.repaired())),
-            Err(Failure::Timeout) => add(&counters.timeouts, 1),
-            Err(Failure::Connection) => add(&counters.connection_failures, 1),
-            Err(Failure::Reply) => add(&counters.reply_failures, 1),
+            Err(Failure::Timeout) => {
+                add(&counters.timeouts, 1);
+                shared.metrics.timeouts.increment(1);
+            }
+            Err(Failure::Connection) => {
+                add(&counters.connection_failures, 1);
+                shared.metrics.connection_failures.increment(1);
+            }
+            Err(Failure::Reply) => {
+                add(&counters.reply_failures, 1);
+                shared.metrics.reply_failures.increment(1);
+            }
         }
         result
     }
@@ -433,6 +445,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         match (shared.on_failure, &shared.fallback) {
             (OnFailure::Local { .. }, Some(local)) => {
                 add(&counters.local, 1);
+                shared.metrics.local.increment(1);
                 let outcome = match local.check_n(request, n) {
                     Ok(Ok(admitted)) => {
                         let gauge = admitted.tightest().map_or(UNLIMITED, |s| s.gauge());
@@ -461,6 +474,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             (OnFailure::Closed { retry_after }, _) => {
                 add(&counters.failed_closed, 1);
+                shared.metrics.failed_closed.increment(1);
                 let wait = u64::try_from(retry_after.as_nanos())
                     .unwrap_or(u64::MAX)
                     .max(1);
@@ -472,6 +486,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             _ => {
                 add(&counters.failed_open, 1);
+                shared.metrics.failed_open.increment(1);
                 Verdict {
                     outcome: Ok(Allowed::new(UNLIMITED)),
                     quota: None,

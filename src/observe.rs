@@ -1,0 +1,192 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`), or
+//! nothing: the one place that knows which.
+//!
+//! Handles are registered once, when a limiter is built, and kept beside what they count, so a
+//! decision pays one increment of a handle per counter it moves and no lookup. Without the
+//! feature every handle is an empty type whose methods do nothing, so the decision paths are
+//! the same code and compile to what they were. A recorder (an exporter) must be installed
+//! before the limiters are built: handles registered before it count into nothing.
+//!
+//! The metrics, their kinds and labels are listed in the crate docs ("Metrics").
+
+#[cfg(feature = "metrics")]
+pub(crate) use metrics::{Counter, Gauge};
+
+/// Without the feature: counts nothing.
+#[cfg(not(feature = "metrics"))]
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counter;
+
+#[cfg(not(feature = "metrics"))]
+impl Counter {
+    #[inline(always)]
+    pub(crate) fn increment(&self, _cells: u64) {}
+}
+
+/// Without the feature: measures nothing.
+#[cfg(not(feature = "metrics"))]
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Gauge;
+
+#[cfg(not(feature = "metrics"))]
+impl Gauge {
+    #[inline(always)]
+    pub(crate) fn increment(&self, _by: f64) {}
+
+    #[inline(always)]
+    pub(crate) fn decrement(&self, _by: f64) {}
+}
+
+#[cfg(feature = "metrics")]
+fn noop_counter() -> Counter {
+    Counter::noop()
+}
+
+#[cfg(not(feature = "metrics"))]
+fn noop_counter() -> Counter {
+    Counter
+}
+
+#[cfg(feature = "metrics")]
+fn noop_gauge() -> Gauge {
+    Gauge::noop()
+}
+
+#[cfg(not(feature = "metrics"))]
+fn noop_gauge() -> Gauge {
+    Gauge
+}
+
+/// A counter named `name` with `labels`.
+#[cfg(feature = "metrics")]
+fn counter(name: &'static str, labels: &[(&'static str, String)]) -> Counter {
+    let labels: Vec<metrics::Label> = labels
+        .iter()
+        .map(|(k, v)| metrics::Label::new(*k, v.clone()))
+        .collect();
+    metrics::counter!(name, labels)
+}
+
+#[cfg(not(feature = "metrics"))]
+fn counter(_name: &'static str, _labels: &[(&'static str, String)]) -> Counter {
+    Counter
+}
+
+/// A gauge named `name` with `labels`.
+#[cfg(feature = "metrics")]
+fn gauge(name: &'static str, labels: &[(&'static str, String)]) -> Gauge {
+    let labels: Vec<metrics::Label> = labels
+        .iter()
+        .map(|(k, v)| metrics::Label::new(*k, v.clone()))
+        .collect();
+    metrics::gauge!(name, labels)
+}
+
+#[cfg(not(feature = "metrics"))]
+fn gauge(_name: &'static str, _labels: &[(&'static str, String)]) -> Gauge {
+    Gauge
+}
+
+/// The counters of one quota of a policy.
+#[derive(Debug, Clone)]
+pub(crate) struct QuotaMetrics {
+    pub(crate) admitted: Counter,
+    pub(crate) refused: Counter,
+    pub(crate) dry_run_refused: Counter,
+}
+
+impl QuotaMetrics {
+    /// Quota `quota` (its index) of the policy `policy`.
+    pub(crate) fn new(policy: &str, quota: usize) -> Self {
+        let labels = [("policy", policy.to_owned()), ("quota", quota.to_string())];
+        Self {
+            admitted: counter("flowgate_admitted_cells_total", &labels),
+            refused: counter("flowgate_refused_cells_total", &labels),
+            dry_run_refused: counter("flowgate_dry_run_refused_cells_total", &labels),
+        }
+    }
+}
+
+/// The key count and evictions of one keyed table.
+#[derive(Debug, Clone)]
+pub(crate) struct TableMetrics {
+    pub(crate) keys: Gauge,
+    pub(crate) evicted: Counter,
+}
+
+impl TableMetrics {
+    /// Reports nothing (a keyed limiter without a metrics label).
+    pub(crate) fn none() -> Self {
+        Self {
+            keys: noop_gauge(),
+            evicted: noop_counter(),
+        }
+    }
+
+    /// The table of quota `quota` of the policy `policy`.
+    pub(crate) fn of_policy(policy: &str, quota: usize) -> Self {
+        Self::labelled(&[("policy", policy.to_owned()), ("quota", quota.to_string())])
+    }
+
+    /// The table of the keyed limiter named `limiter`.
+    pub(crate) fn of_limiter(limiter: &str) -> Self {
+        Self::labelled(&[("limiter", limiter.to_owned())])
+    }
+
+    fn labelled(labels: &[(&'static str, String)]) -> Self {
+        Self {
+            keys: gauge("flowgate_keys", labels),
+            evicted: counter("flowgate_keys_evicted_total", labels),
+        }
+    }
+
+    /// `created` keys came and `evicted` went.
+    #[inline]
+    pub(crate) fn churn(&self, created: u64, evicted: u64) {
+        if created != evicted {
+            self.keys.increment(created as f64 - evicted as f64);
+        }
+        if evicted > 0 {
+            self.evicted.increment(evicted);
+        }
+    }
+}
+
+/// The failure counters of one Redis limiter.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+pub(crate) struct RedisMetrics {
+    pub(crate) timeouts: Counter,
+    pub(crate) connection_failures: Counter,
+    pub(crate) reply_failures: Counter,
+    pub(crate) failed_open: Counter,
+    pub(crate) failed_closed: Counter,
+    pub(crate) local: Counter,
+}
+
+#[cfg(feature = "redis")]
+impl RedisMetrics {
+    /// The limiter whose keys start with `prefix`.
+    pub(crate) fn new(prefix: &str) -> Self {
+        let failure = |kind: &str| {
+            counter(
+                "flowgate_redis_failures_total",
+                &[("prefix", prefix.to_owned()), ("kind", kind.to_owned())],
+            )
+        };
+        let fallback = |policy: &str| {
+            counter(
+                "flowgate_redis_fallbacks_total",
+                &[("prefix", prefix.to_owned()), ("policy", policy.to_owned())],
+            )
+        };
+        Self {
+            timeouts: failure("timeout"),
+            connection_failures: failure("connection"),
+            reply_failures: failure("reply"),
+            failed_open: fallback("open"),
+            failed_closed: fallback("closed"),
+            local: fallback("local"),
+        }
+    }
+}

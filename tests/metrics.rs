@@ -1,0 +1,204 @@
+//! The `metrics` feature: what a policy set, a keyed limiter and a Redis limiter report through
+//! the `metrics` facade, read back from `metrics-util`'s debugging recorder. Each limiter is
+//! built under a recorder of its own (`metrics::with_local_recorder`), which its handles keep.
+
+use std::time::Duration;
+
+use flowgate::clock::ManualClock;
+use flowgate::policy::{Policies, Policy};
+use flowgate::{Gcra, KeyedRateLimiter, Quota};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+/// Running totals of what a debugging recorder reported: its snapshots hand over each value
+/// and reset it (`swap(0)`), and flowgate's gauges only move by increments, so summing the
+/// snapshots gives every counter's and gauge's value.
+#[derive(Default)]
+struct Totals(Vec<(String, Labels, f64)>);
+
+/// A metric's labels, as (key, value) pairs.
+type Labels = Vec<(String, String)>;
+
+impl Totals {
+    /// The value of the metric `name` whose labels include every one of `labels`, if reported.
+    fn value(
+        &mut self,
+        snapshotter: &Snapshotter,
+        name: &str,
+        labels: &[(&str, &str)],
+    ) -> Option<f64> {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let key = key.key();
+            let delta = match value {
+                DebugValue::Counter(n) => n as f64,
+                DebugValue::Gauge(g) => g.into_inner(),
+                DebugValue::Histogram(_) => f64::NAN,
+            };
+            let labels: Labels = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            match self
+                .0
+                .iter_mut()
+                .find(|(n, l, _)| n == key.name() && *l == labels)
+            {
+                Some(entry) => entry.2 += delta,
+                None => self.0.push((key.name().to_owned(), labels, delta)),
+            }
+        }
+        self.0
+            .iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|e| e.2)
+    }
+}
+
+#[test]
+fn policies_count_cells_per_policy_and_quota() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::starting_at(1_000_000_000);
+    let policies = metrics::with_local_recorder(&recorder, || {
+        Policies::<str, _>::builder()
+            .clock(clock.clone())
+            // Per user: burst 3, and 5 per minute.
+            .policy(
+                Policy::keyed_with("user", |r: &str, key| {
+                    key.add(r);
+                })
+                .quotas([
+                    Quota::per_second(1).unwrap().with_burst(3).unwrap(),
+                    Quota::per_minute(5).unwrap(),
+                ]),
+            )
+            // A stricter global limit on trial: burst 2.
+            .policy(
+                Policy::global("trial")
+                    .quota(Quota::per_hour(2).unwrap())
+                    .dry_run(true),
+            )
+            .build()
+            .unwrap()
+    });
+    // alice: 2 cells, then 1 (the trial would refuse it), then 2 (over the burst of 3).
+    assert!(policies.check_n("alice", 2).unwrap().is_ok());
+    assert!(policies.check_n("alice", 1).unwrap().is_ok());
+    assert!(policies.check_n("alice", 2).unwrap().is_err());
+    let mut totals = Totals::default();
+    let mut at = |name: &str, policy: &str, quota: &str| {
+        totals.value(&snapshotter, name, &[("policy", policy), ("quota", quota)])
+    };
+    for quota in ["0", "1"] {
+        assert_eq!(
+            at("flowgate_admitted_cells_total", "user", quota),
+            Some(3.0)
+        );
+    }
+    // The refusal is counted against the quota that refused (burst 3), with its 2 cells.
+    assert_eq!(at("flowgate_refused_cells_total", "user", "0"), Some(2.0));
+    assert_eq!(at("flowgate_refused_cells_total", "user", "1"), Some(0.0));
+    // The trial admitted the first 2 cells and would have refused the third.
+    assert_eq!(at("flowgate_admitted_cells_total", "trial", "0"), Some(2.0));
+    assert_eq!(
+        at("flowgate_dry_run_refused_cells_total", "trial", "0"),
+        Some(1.0)
+    );
+    // One key in each of the user policy's tables, none evicted; an hour later sweeps take it.
+    assert_eq!(at("flowgate_keys", "user", "0"), Some(1.0));
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(policies.sweep(policies.slots()), 2);
+    assert_eq!(at("flowgate_keys", "user", "1"), Some(0.0));
+    assert_eq!(at("flowgate_keys_evicted_total", "user", "1"), Some(1.0));
+}
+
+#[test]
+fn a_labelled_keyed_limiter_reports_its_keys() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::starting_at(1_000_000_000);
+    let quota = Quota::per_second(10).unwrap();
+    let (labelled, silent) = metrics::with_local_recorder(&recorder, || {
+        let build = |label: Option<&str>| {
+            let builder = KeyedRateLimiter::<str, _, _>::builder(Gcra::new(&quota))
+                .clock(clock.clone())
+                .max_keys(64);
+            match label {
+                Some(label) => builder.metrics_label(label),
+                None => builder,
+            }
+            .build()
+            .unwrap()
+        };
+        (build(Some("api")), build(None))
+    });
+    for key in ["a", "b", "c"] {
+        assert!(labelled.check_key(key).is_ok());
+        assert!(silent.check_key(key).is_ok());
+    }
+    assert!(labelled.reset_key("a"));
+    let mut totals = Totals::default();
+    let label = [("limiter", "api")];
+    assert_eq!(
+        totals.value(&snapshotter, "flowgate_keys", &label),
+        Some(2.0)
+    );
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(labelled.sweep(labelled.slots()), 2);
+    assert_eq!(
+        totals.value(&snapshotter, "flowgate_keys", &label),
+        Some(0.0)
+    );
+    let evicted = totals.value(&snapshotter, "flowgate_keys_evicted_total", &label);
+    assert_eq!(evicted, Some(2.0), "a reset is not an eviction");
+    // The unlabelled limiter reported nothing: only the labelled one's two metrics exist.
+    assert_eq!(totals.0.len(), 2);
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_redis_limiter_counts_its_failures_and_fallbacks() {
+    use flowgate::redis::{Level, OnFailure, RedisLimiter};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RedisLimiter::<str>::builder(client)
+            .prefix("metered")
+            .level(Level::per_key("k").quota(Quota::per_second(1).unwrap()))
+            .on_failure(OnFailure::Open)
+            .build()
+            .unwrap()
+    });
+    for _ in 0..3 {
+        assert!(limiter.check("k").await.unwrap().is_allowed());
+    }
+    let mut totals = Totals::default();
+    let fallbacks = totals.value(
+        &snapshotter,
+        "flowgate_redis_fallbacks_total",
+        &[("prefix", "metered"), ("policy", "open")],
+    );
+    assert_eq!(fallbacks, Some(3.0));
+    let failures: f64 = ["timeout", "connection"]
+        .iter()
+        .filter_map(|kind| {
+            totals.value(
+                &snapshotter,
+                "flowgate_redis_failures_total",
+                &[("prefix", "metered"), ("kind", kind)],
+            )
+        })
+        .sum();
+    assert_eq!(failures, 3.0);
+}
