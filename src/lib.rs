@@ -18,6 +18,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! New here? The [`guide`] walks through choosing an algorithm, a rate and a burst, keyed
+//! limits, policies, waiting, HTTP, Redis and metrics, and maps governor's API to flowgate's.
+//!
 //! ## Map of the crate
 //! * [`quota`]: [`Quota`], a validated rate and burst, and its string grammar.
 //! * [`clock`]: the [`Clock`](clock::Clock) trait, the default TSC clock, a coarse clock, and a
@@ -63,6 +66,7 @@ pub mod algorithm;
 mod cell;
 pub mod clock;
 mod decision;
+pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
 pub mod keyed;

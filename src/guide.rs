@@ -1,0 +1,248 @@
+//! A guide to flowgate: choosing an algorithm, a rate and a burst; keyed limits and their
+//! memory; policies; waiting; HTTP; Redis; metrics; and coming from governor. A module of
+//! documentation only: every snippet below is compiled and run as a doctest.
+//!
+//! # Choosing an algorithm
+//!
+//! The users' articles weigh the classic algorithms against each other; flowgate has them all,
+//! each a pure function of one 64-bit word (the [`algorithm`](crate::algorithm) module has the
+//! full table). The differences show best under the fixed-window boundary attack: 120 requests
+//! a minute allowed, a client sends 120 in the last ten seconds of a minute and 120 in the first
+//! ten of the next. This picture is what the simulator draws
+//! (`cargo run --release --example simulate -- --svg docs/boundary.svg`; its totals count one
+//! more request, sent at the end of the second minute):
+//!
+#![doc = include_str!("../docs/boundary.svg")]
+//!
+//! * **GCRA** ([`Gcra`](crate::Gcra), the default; a token bucket): a burst, then one cell
+//!   per interval. 159 of the 240: its 120-cell burst, then 2 per second for 20 s. Exact to the
+//!   nanosecond, 8 bytes, the cheapest decision. Choose it unless you need one of the others.
+//! * **Leaky bucket as a meter**: the same decisions as GCRA, seen as a draining queue.
+//! * **Leaky bucket as a shaper** and **credit**: admit a request *to go ahead later*
+//!   ([`Allowed::delay`](crate::Allowed::delay)), up to a maximum queueing delay: 179, spread
+//!   over time. For work you can postpone (a job scheduler), not for answering a client now.
+//! * **Fixed window**: all 240 in 20 s, twice the limit: the boundary problem. Cheap and easy to
+//!   explain; fine when an occasional 2× is harmless.
+//! * **Sliding window counter**: 139; weighs the previous window's count, an approximation.
+//! * **Sliding log** ([`SlidingLog`](crate::SlidingLog)): exactly 120 in any 60 s, at the cost
+//!   of one slot per cell of the limit.
+//!
+//! The same comparison in code, on your own traffic (here at explicit readings of a manual
+//! clock, so a minute passes instantly):
+//!
+//! ```
+//! use flowgate::algorithm::FixedWindow;
+//! use flowgate::clock::ManualClock;
+//! use flowgate::{Algorithm, Gcra, Quota, RateLimiter};
+//!
+//! let quota = Quota::per_minute(120)?;
+//! // 120 requests over 50–60 s and 120 over 60–70 s, in ns from the trace's start.
+//! let times: Vec<u64> = (0..240).map(|i| 50_000_000_000 + i * 10_000_000_000 / 120).collect();
+//! fn admitted(algorithm: impl Algorithm, times: &[u64]) -> usize {
+//!     // Windows start at multiples of 60 s of the clock: so does the trace.
+//!     let start = 60_000_000_000;
+//!     let clock = ManualClock::starting_at(start);
+//!     let limiter = RateLimiter::with_algorithm(algorithm, clock.clone());
+//!     times
+//!         .iter()
+//!         .filter(|&&t| {
+//!             clock.set(start + t);
+//!             limiter.check().is_ok()
+//!         })
+//!         .count()
+//! }
+//! assert_eq!(admitted(FixedWindow::new(&quota)?, &times), 240);
+//! assert_eq!(admitted(Gcra::new(&quota), &times), 159);
+//! # Ok::<(), flowgate::QuotaError>(())
+//! ```
+//!
+//! # Choosing a rate and a burst
+//!
+//! A [`Quota`](crate::Quota) is a rate (`count` cells per `period`) and a burst (how many cells
+//! may go at once; by default `count`). The burst is the one to think about:
+//!
+//! * **Burst = count** (the default) lets a client that was quiet spend a whole period's
+//!   allowance at once: right for interactive clients that come in bursts.
+//! * **A small burst** smooths traffic: `"100/s burst 10"` admits at most 10 at once and then one
+//!   every 10 ms. Protects a backend that cannot absorb spikes.
+//! * **Initial fill**: a fresh bucket is full by default, so a new client may send a burst at
+//!   once; `initial 0` makes it earn its cells (the articles' point that a fresh bucket should
+//!   not admit initial + capacity in its first period).
+//! * **Several windows at once**, such as 200 per 10 s and 5000 per hour: a
+//!   [policy](#policies-several-quotas-several-layers) with several quotas, not one quota.
+//!
+//! ```
+//! use std::time::Duration;
+//! use flowgate::{Quota, RateLimiter};
+//!
+//! let smooth: Quota = "100/s burst 10".parse()?;
+//! assert_eq!((smooth.burst(), smooth.interval()), (10, Duration::from_millis(10)));
+//! let earned: Quota = "60/min burst 10 initial 0".parse()?;
+//! let limiter = RateLimiter::new(earned);
+//! assert!(limiter.check().is_err(), "a fresh bucket with initial 0 has nothing yet");
+//! // Bad input is a typed error that names the problem; nothing panics.
+//! assert!("0/s".parse::<Quota>().is_err());
+//! assert!(Quota::per_second(10)?.with_burst(0).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Keyed limits: memory and eviction
+//!
+//! A [`KeyedRateLimiter`](crate::KeyedRateLimiter) keeps one bucket per key in a table
+//! allocated once for `max_keys` (about 21⅓ bytes per key of capacity: a 64-bit fingerprint of
+//! the key and the bucket's word; the key itself is never stored). Size it for the keys active
+//! at once, not for every key ever seen: a bucket that is full again is forgotten by the next
+//! insert that meets it, by [`sweep`](crate::KeyedRateLimiter::sweep), or by a sweeper thread,
+//! and forgetting a full bucket changes no decision. When the table is full of active keys, new
+//! keys are refused or admitted untracked ([`WhenFull`](crate::WhenFull)), and a quota on new
+//! keys bounds how fast a flood of fresh keys can fill it.
+//!
+//! ```
+//! use flowgate::{Gcra, KeyedRateLimiter, Quota, WhenFull};
+//!
+//! let limiter = KeyedRateLimiter::<str>::builder(Gcra::new(&Quota::per_minute(100)?))
+//!     .max_keys(100_000)
+//!     .when_full(WhenFull::Refuse)
+//!     .new_keys(Quota::per_second(1_000)?)
+//!     .build()?;
+//! assert!(limiter.memory_bytes() < 3 * 1024 * 1024, "about 2.1 MB for 100 000 keys");
+//! assert_eq!(limiter.check_key("203.0.113.7")?.remaining(), 99);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Policies: several quotas, several layers
+//!
+//! [`Policies`](crate::Policies) decides a request against named policies in order, say per
+//! user per endpoint, then per endpoint, then global, each with one or more quotas, all or
+//! nothing: a refused request takes no cell anywhere. A refusal names its policy and quota, and
+//! its retry-after can carry jitter so that refused clients do not all come back at once. A
+//! policy in dry-run mode is evaluated and counted but never refuses: the way to try a new limit
+//! on live traffic.
+//!
+//! ```
+//! use std::time::Duration;
+//! use flowgate::policy::{Policies, Policy};
+//!
+//! struct Request { user: String, endpoint: &'static str }
+//!
+//! let policies = Policies::<Request>::builder()
+//!     .policy(
+//!         Policy::keyed_with("user-endpoint", |r: &Request, key| {
+//!             key.add(&r.user).add(r.endpoint);
+//!         })
+//!         .quota("2/min".parse()?)
+//!         .jitter(Duration::from_millis(100), Duration::from_millis(500)),
+//!     )
+//!     .policy(Policy::keyed("endpoint", |r: &Request| r.endpoint).quota("1000/min".parse()?))
+//!     .policy(Policy::global("all").quota("10000/min".parse()?))
+//!     .policy(Policy::global("stricter, on trial").quota("1/min".parse()?).dry_run(true))
+//!     .build()?;
+//!
+//! let r = Request { user: "alice".into(), endpoint: "/search" };
+//! let first = policies.check(&r).expect("admitted");
+//! assert_eq!(first.dry_run().map(|d| d.state().policy()), None);
+//! // The trial policy would refuse the second, but only counts it.
+//! let second = policies.check(&r).expect("admitted");
+//! assert_eq!(second.dry_run().map(|d| d.state().policy()), Some("stricter, on trial"));
+//! let third = policies.check(&r).unwrap_err();
+//! assert_eq!(third.by().policy(), "user-endpoint");
+//! assert!(third.retry_after() >= Duration::from_millis(100));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Waiting instead of being refused
+//!
+//! Every limiter can wait for its cells instead of refusing: blocking
+//! ([`RateLimiter::wait`](crate::RateLimiter::wait) and friends) or asynchronous
+//! (`until_ready` with the `tokio` feature, or `until_ready_with` on any timer). A wait that
+//! could not end within its bound fails at once and takes nothing.
+//!
+//! ```
+//! use std::time::Duration;
+//! use flowgate::{clock::ManualClock, Quota, RateLimiter};
+//!
+//! let clock = ManualClock::new(); // sleeping on it moves it: no real time passes
+//! let limiter = RateLimiter::with_clock(Quota::per_second(2)?, clock.clone());
+//! limiter.wait(2)?;
+//! limiter.wait(1)?;
+//! assert_eq!(clock.get(), 500_000_000);
+//! assert!(limiter.try_wait_for(1, Duration::from_millis(100)).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # HTTP (feature `tower`)
+//!
+//! `flowgate::http::RateLimitLayer` puts a policy set in front of any tower service: 429 with
+//! `Retry-After`, the IETF draft's `RateLimit` headers (or the legacy `X-RateLimit-*`), a
+//! problem+json body naming the policy, client addresses through trusted proxies only. See the
+//! `http` module and `cargo run --example http_server`; the README has the setup.
+//!
+//! # Redis (feature `redis`)
+//!
+//! When one service runs on many hosts, a per-process limit multiplies by the number of hosts.
+//! `flowgate::redis::RedisLimiter` keeps the buckets in Redis and decides in one Lua script per
+//! request, with the same answers as in-process, a failure policy for when Redis is away, and
+//! optional leases that spend cells locally with one round trip per batch:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use flowgate::redis::{Level, OnFailure, RedisLimiter};
+//! use flowgate::Quota;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = RedisLimiter::<str>::builder(redis::Client::open("redis://127.0.0.1/")?)
+//!     .level(Level::per_key("user").quota(Quota::per_minute(100)?))
+//!     .on_failure(OnFailure::Local { share: 0.25 })
+//!     .build()?;
+//! if !limiter.check("alice").await?.is_allowed() {
+//!     // answer 429
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Metrics (feature `metrics`)
+//!
+//! Cells admitted, refused and dry-run-refused per policy and quota, keys held and evicted,
+//! Redis failures and fallbacks, through the `metrics` facade: install your exporter's recorder
+//! before building the limiters. The list is in the [crate docs](crate#metrics).
+//!
+//! # Coming from governor
+//!
+//! | governor | flowgate |
+//! |---|---|
+//! | `Quota::per_second(nonzero!(10u32)).allow_burst(nonzero!(3u32))` | `Quota::per_second(10)?.with_burst(3)?` or `"10/s burst 3".parse()?` |
+//! | `RateLimiter::direct(quota)` | `RateLimiter::new(quota)` |
+//! | `check()`: `Result<(), NotUntil>` | `check()`: `Result<Allowed, Refused>` (remaining, limit, reset, retry-after) |
+//! | `check_n(n)`: `Result<Result<(), NotUntil>, InsufficientCapacity>` | `check_n(n)`: the same shape, with `Allowed` / `Refused` |
+//! | `not_until.wait_time_from(clock.now())` | `refused.retry_after()` |
+//! | `RateLimiter::keyed(quota)` (a map that grows) | `KeyedRateLimiter::new(quota, max_keys)?` (a bounded table) |
+//! | `retain_recent()`, `shrink_to_fit()` | `sweep(budget)`, `spawn_sweeper(every)`; memory is fixed |
+//! | `until_ready().await`, `Jitter` | `until_ready().await` (feature `tokio`), `WaitOptions::jitter` |
+//! | `FakeRelativeClock` | `ManualClock` (can also step back) |
+//! | three limiters checked in turn | one `Policies`, all or nothing |
+//! | `tower_governor` | `flowgate::http` (feature `tower`) |
+//!
+//! The same limit on both, decided alike on fake clocks:
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//!
+//! // governor
+//! let clock = governor::clock::FakeRelativeClock::default();
+//! let quota = governor::Quota::per_second(NonZeroU32::new(10).unwrap())
+//!     .allow_burst(NonZeroU32::new(3).unwrap());
+//! let theirs = governor::RateLimiter::direct_with_clock(quota, clock.clone());
+//!
+//! // flowgate
+//! let manual = flowgate::clock::ManualClock::new();
+//! let ours = flowgate::RateLimiter::with_clock("10/s burst 3".parse()?, manual.clone());
+//!
+//! for step in 0..20 {
+//!     assert_eq!(theirs.check().is_ok(), ours.check().is_ok(), "step {step}");
+//!     clock.advance(Duration::from_millis(35));
+//!     manual.advance(Duration::from_millis(35));
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
