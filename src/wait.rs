@@ -51,7 +51,7 @@
 //! Asynchronous waits sleep through the timer given, which must agree with the limiter's
 //! clock: a timer that returns early makes the wait ask again sooner (a retry) or go ahead
 //! sooner (a reservation, whose delay is not checked again). With the `tokio` feature,
-//! [`TokioClock`](crate::clock::TokioClock) follows tokio's clock, paused or not; the default
+//! `clock::TokioClock` follows tokio's clock, paused or not; the default
 //! clock agrees with tokio's timer only when time is not paused. An asynchronous wait books
 //! nothing until it is first polled: its place in a queue is taken then.
 //!
