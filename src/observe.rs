@@ -57,14 +57,19 @@ fn noop_gauge() -> Gauge {
     Gauge
 }
 
+/// `labels` as the facade takes them.
+#[cfg(feature = "metrics")]
+fn labels(labels: &[(&'static str, String)]) -> Vec<metrics::Label> {
+    labels
+        .iter()
+        .map(|(k, v)| metrics::Label::new(*k, v.clone()))
+        .collect()
+}
+
 /// A counter named `name` with `labels`.
 #[cfg(feature = "metrics")]
 fn counter(name: &'static str, labels: &[(&'static str, String)]) -> Counter {
-    let labels: Vec<metrics::Label> = labels
-        .iter()
-        .map(|(k, v)| metrics::Label::new(*k, v.clone()))
-        .collect();
-    metrics::counter!(name, labels)
+    metrics::counter!(name, self::labels(labels))
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -75,11 +80,7 @@ fn counter(_name: &'static str, _labels: &[(&'static str, String)]) -> Counter {
 /// A gauge named `name` with `labels`.
 #[cfg(feature = "metrics")]
 fn gauge(name: &'static str, labels: &[(&'static str, String)]) -> Gauge {
-    let labels: Vec<metrics::Label> = labels
-        .iter()
-        .map(|(k, v)| metrics::Label::new(*k, v.clone()))
-        .collect();
-    metrics::gauge!(name, labels)
+    metrics::gauge!(name, self::labels(labels))
 }
 
 #[cfg(not(feature = "metrics"))]

@@ -9,6 +9,10 @@ use flowgate::policy::{Policies, Policy};
 use flowgate::{Gcra, KeyedRateLimiter, Quota};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
+#[cfg(feature = "redis")]
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
 /// Running totals of what a debugging recorder reported: its snapshots hand over each value
 /// and reset it (`swap(0)`), and flowgate's gauges only move by increments, so summing the
 /// snapshots gives every counter's and gauge's value.
@@ -165,13 +169,7 @@ async fn a_redis_limiter_counts_its_failures_and_fallbacks() {
     use flowgate::redis::{Level, OnFailure, RedisLimiter};
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let client = redis_server::nobody();
     let limiter = metrics::with_local_recorder(&recorder, || {
         RedisLimiter::<str>::builder(client)
             .prefix("metered")

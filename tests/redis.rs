@@ -556,13 +556,7 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_server_at_all_fails_as_configured() {
-    // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let client = redis_server::nobody();
     let limiter = RedisLimiter::<str>::builder(client)
         .level(Level::per_key("k").quota(Quota::per_second(1).unwrap()))
         .on_failure(OnFailure::Closed {

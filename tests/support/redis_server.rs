@@ -155,6 +155,11 @@ impl Drop for RedisServer {
     }
 }
 
+/// A client of a loopback port nothing listens on (a server that is not there at all).
+pub fn nobody() -> redis::Client {
+    redis::Client::open(format!("redis://127.0.0.1:{}/", free_port())).expect("a valid URL")
+}
+
 fn free_port() -> u16 {
     let listener = TcpListener::bind(("127.0.0.1", 0)).expect("a free loopback port");
     listener.local_addr().expect("a bound address").port()
