@@ -121,6 +121,49 @@ fn policies_count_cells_per_policy_and_quota() {
 }
 
 #[test]
+fn oversized_requests_count_as_refused_and_dropped_tables_leave_the_gauge() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let build = || {
+        metrics::with_local_recorder(&recorder, || {
+            Policies::<str>::builder()
+                .policy(
+                    Policy::keyed_with("user", |r: &str, key| {
+                        key.add(r);
+                    })
+                    .quota(Quota::per_second(1).unwrap().with_burst(3).unwrap()),
+                )
+                .build()
+                .unwrap()
+        })
+    };
+    let mut totals = Totals::default();
+    let labels = [("policy", "user"), ("quota", "0")];
+    let first = build();
+    // Five cells of a burst of three: never, and counted as refused.
+    assert!(first.check_n("a", 5).is_err());
+    assert_eq!(
+        totals.value(&snapshotter, "flowgate_refused_cells_total", &labels),
+        Some(5.0)
+    );
+    for key in ["a", "b", "c"] {
+        assert!(first.check(key).is_ok());
+    }
+    assert_eq!(
+        totals.value(&snapshotter, "flowgate_keys", &labels),
+        Some(3.0)
+    );
+    // Rebuilt under the same names (a configuration reload): the old set's keys leave.
+    drop(first);
+    let second = build();
+    assert!(second.check("d").is_ok());
+    assert_eq!(
+        totals.value(&snapshotter, "flowgate_keys", &labels),
+        Some(1.0)
+    );
+}
+
+#[test]
 fn a_labelled_keyed_limiter_reports_its_keys() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();

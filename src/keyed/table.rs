@@ -113,6 +113,19 @@ pub(crate) enum SizeError {
     TooLarge,
 }
 
+/// A dropped table takes its keys off the `flowgate_keys` gauge (a policy set rebuilt under
+/// the same names reports only its own).
+#[cfg(feature = "metrics")]
+impl Drop for Table {
+    fn drop(&mut self) {
+        // Relaxed: the table is being dropped, so nothing else touches it.
+        let live = self.live.load(Ordering::Relaxed);
+        if live > 0 {
+            self.metrics.keys.decrement(live as f64);
+        }
+    }
+}
+
 impl Table {
     /// A table for at most `max_keys ≥ 1` keys in `shards` (a power of two) shards; fewer shards
     /// if there would be fewer than `min_per_shard` keys in each.

@@ -107,6 +107,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 return answer;
             }
         }
+        // Every quota the request went through took its cells (`metrics`; nothing without).
+        for entry in &decision.undo {
+            entry.live.metrics.admitted.increment(u64::from(n));
+        }
         Ok(Ok(admitted(&decision)))
     }
 
@@ -307,7 +311,6 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, '_, R, C, F> {
     fn admitted(&self) -> Admitted<'p> {
         let mut booking = Booking::default();
         for entry in &self.undo {
-            entry.live.metrics.admitted.increment(u64::from(self.n));
             if !entry.live.dry_run() {
                 booking.push(entry.live, entry.after.wrapping_sub(self.now));
             }
@@ -470,7 +473,7 @@ fn would_refuse<'p, R: ?Sized, C: Clock>(
     dry_run.get_or_insert(DryRun { state, wait });
 }
 
-/// `n` cells asked of quota `q` of `layer`, whose burst is smaller.
+/// `n` cells asked of quota `q` of `layer` (an enforcing policy), whose burst is smaller.
 #[cold]
 fn oversized<'p, R: ?Sized, C: Clock>(
     layer: &'p Layer<R, C>,
@@ -479,6 +482,10 @@ fn oversized<'p, R: ?Sized, C: Clock>(
     n: u32,
     quota: Quota,
 ) -> Oversized<'p> {
+    // Never admitted: refused cells of the quota too small for them (`metrics`).
+    if let Some(live) = layer.quotas.get(q) {
+        live.metrics.refused.increment(u64::from(n));
+    }
     Oversized {
         policy: &layer.name,
         index,
@@ -557,5 +564,40 @@ mod tests {
             }
             _ => panic!("20/h has cells left"),
         }
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod metrics_tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    use crate::policy::{Policies, Policy};
+    use crate::Quota;
+
+    /// The HTTP middleware's path (`admits`, which builds no admission) counts as `check_n`
+    /// does.
+    #[test]
+    fn both_paths_count_admitted_cells() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let policies = metrics::with_local_recorder(&recorder, || {
+            Policies::<str>::builder()
+                .policy(Policy::global("all").quota(Quota::per_hour(10).unwrap()))
+                .build()
+                .unwrap()
+        });
+        assert!(policies.admits("a", 2).unwrap().is_ok());
+        assert!(policies.check_n("a", 3).unwrap().is_ok());
+        let admitted: Vec<u64> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == "flowgate_admitted_cells_total")
+            .map(|(.., value)| match value {
+                DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(admitted, [5]);
     }
 }

@@ -208,7 +208,12 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
             });
         }
         let fallback = match self.on_failure {
-            OnFailure::Local { share } => Some(local_limiter(&levels, share, self.clock.clone())?),
+            OnFailure::Local { share } => Some(local_limiter(
+                &self.prefix,
+                &levels,
+                share,
+                self.clock.clone(),
+            )?),
             _ => None,
         };
         let lease = match self.lease {
@@ -264,7 +269,11 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
 /// The in-process limiter of [`OnFailure::Local`]: the same levels, each quota scaled to
 /// `share` of its rate (the interval divided by `share`, rounded up) and of its burst (at
 /// least one cell).
+///
+/// Its policies are named `redis:{prefix}:{level}`, so that what the `metrics` feature reports
+/// of them never mixes with an in-process policy named like a level.
 fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
+    prefix: &str,
     levels: &[Prepared<R>],
     share: f64,
     clock: C,
@@ -274,18 +283,17 @@ fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
     }
     let mut builder = Policies::<R>::builder().clock(clock);
     for level in levels {
+        let name = format!("redis:{prefix}:{}", level.name);
         let mut policy = match &level.key {
-            None => Policy::global(level.name.clone()),
+            None => Policy::global(name),
             Some(key) => {
                 let key = Arc::clone(key);
-                Policy::keyed_with(level.name.clone(), move |request: &R, k| {
-                    match key(request) {
-                        Some(key) => {
-                            k.add(&key);
-                        }
-                        None => {
-                            k.skip();
-                        }
+                Policy::keyed_with(name, move |request: &R, k| match key(request) {
+                    Some(key) => {
+                        k.add(&key);
+                    }
+                    None => {
+                        k.skip();
                     }
                 })
             }
