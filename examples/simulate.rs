@@ -93,9 +93,19 @@ fn run() -> Result<(), String> {
     let mut subjects = simulate::every_algorithm(&quota);
     let replay = simulate::replay(&trace, &mut subjects, bin);
     println!(
-        "{what}, {} requests; every algorithm at {quota} per key\n",
+        "{what}, {} requests; every algorithm at {quota} per key",
         replay.requests
     );
+    if options.trace.is_none() && replay.requests >= scenario::MAX_REQUESTS {
+        println!(
+            "(cut at {} requests: the pattern asked for more)",
+            scenario::MAX_REQUESTS
+        );
+    }
+    if replay.bin != bin.max(std::time::Duration::from_millis(1)) {
+        println!("(bins widened to {:?} to fit the trace)", replay.bin);
+    }
+    println!();
     print!("{}", replay.table(quota.period()));
     if let Some(path) = &options.svg {
         let title = format!("{what}: cells admitted at {quota} per key");

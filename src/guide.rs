@@ -1,6 +1,7 @@
 //! A guide to flowgate: choosing an algorithm, a rate and a burst; keyed limits and their
 //! memory; policies; waiting; HTTP; Redis; metrics; and coming from governor. A module of
-//! documentation only: every snippet below is compiled and run as a doctest.
+//! documentation only: every snippet below is compiled as a doctest, and run, except the Redis
+//! one, which needs a server.
 //!
 //! # Choosing an algorithm
 //!
@@ -93,7 +94,9 @@
 //! the key and the bucket's word; the key itself is never stored). Size it for the keys active
 //! at once, not for every key ever seen: a bucket that is full again is forgotten by the next
 //! insert that meets it, by [`sweep`](crate::KeyedRateLimiter::sweep), or by a sweeper thread,
-//! and forgetting a full bucket changes no decision. When the table is full of active keys, new
+//! and forgetting a full bucket changes no decision (with a partial initial fill, a forgotten
+//! bucket comes back with fewer cells than it had: stricter, never looser; the
+//! [`keyed`](crate::keyed) module lists every exception). When the table is full of active keys, new
 //! keys are refused or admitted untracked ([`WhenFull`](crate::WhenFull)), and a quota on new
 //! keys bounds how fast a flood of fresh keys can fill it.
 //!
@@ -218,7 +221,7 @@
 //! | `not_until.wait_time_from(clock.now())` | `refused.retry_after()` |
 //! | `RateLimiter::keyed(quota)` (a map that grows) | `KeyedRateLimiter::new(quota, max_keys)?` (a bounded table) |
 //! | `retain_recent()`, `shrink_to_fit()` | `sweep(budget)`, `spawn_sweeper(every)`; memory is fixed |
-//! | `until_ready().await`, `Jitter` | `until_ready().await` (feature `tokio`), `WaitOptions::jitter` |
+//! | `until_ready().await`, `Jitter` | `until_ready(n).await` (feature `tokio`), `WaitOptions::jitter` |
 //! | `FakeRelativeClock` | `ManualClock` (can also step back) |
 //! | three limiters checked in turn | one `Policies`, all or nothing |
 //! | `tower_governor` | `flowgate::http` (feature `tower`) |

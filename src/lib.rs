@@ -58,7 +58,11 @@
 //! | `flowgate_redis_fallbacks_total` | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
 //!
 //! A standalone [`KeyedRateLimiter`] reports its keys under `limiter = name` once given
-//! [`metrics_label`](keyed::Builder::metrics_label); a policy set's tables always report.
+//! [`metrics_label`](keyed::Builder::metrics_label); a policy set's tables always report, and
+//! so does the local fallback of a Redis limiter, under `policy = "redis:{prefix}:{level}"`.
+//! Cells are counted per attempt: a request over a quota's burst counts as refused cells of
+//! that quota, and a wait on a policy set that is refused, sleeps and is then admitted counts
+//! its cells once as refused and once as admitted.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 

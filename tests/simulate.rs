@@ -268,3 +268,44 @@ fn a_policy_set_replays_through_a_closure_at_the_trace_readings() {
         (3, 3)
     );
 }
+
+#[test]
+fn any_trace_replays_in_bounded_memory_without_panicking() {
+    let quota = quota();
+    // Unix times: the bins start at the first request, not at 1970.
+    let trace = trace::parse("1700000000.25,alice\n1700000001.5,alice,2\n").unwrap();
+    let mut subjects = simulate::every_algorithm(&quota);
+    let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
+    assert_eq!(replay.start, Duration::from_secs(1_700_000_000));
+    assert_eq!(replay.offered, vec![1, 2]);
+    assert!(replay.outcomes.iter().all(|o| o.admitted == 2));
+    check_structure(&chart::svg(&replay, "epoch", chart::Style::PerBin));
+    // A span too long for MAX_BINS bins of 1 ms is counted in wider bins.
+    let long = vec![
+        Request::new(Duration::ZERO, "a", 1),
+        Request::new(Duration::from_secs(86_400 * 365), "a", 1),
+    ];
+    let replay = simulate::replay(&long, &mut subjects, Duration::from_millis(1));
+    assert!(replay.offered.len() <= simulate::MAX_BINS);
+    assert!(replay.bin > Duration::from_secs(300));
+    assert_eq!(replay.offered.iter().sum::<u64>(), 2);
+    // The end of time, and a subject that delays forever: counted, not drawn, no overflow.
+    let extreme = vec![
+        Request::new(Duration::ZERO, "a", 1),
+        Request::new(Duration::MAX, "a", u32::MAX),
+    ];
+    let mut forever = vec![simulate::from_fn("forever", |_: &Request, _| {
+        Some(Duration::MAX)
+    })];
+    let replay = simulate::replay(&extreme, &mut forever, Duration::from_secs(1));
+    assert_eq!(replay.outcomes[0].admitted, 2);
+    assert_eq!(replay.outcomes[0].max_delay, Duration::MAX);
+    check_structure(&chart::svg(
+        &replay,
+        "title\0with\x1b controls",
+        chart::Style::Cumulative,
+    ));
+    // Nothing at all.
+    let replay = simulate::replay(&[], &mut forever, Duration::from_secs(1));
+    assert_eq!((replay.requests, replay.offered.len()), (0, 0));
+}

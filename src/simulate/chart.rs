@@ -127,9 +127,14 @@ pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
         );
         tick += step;
     }
+    let time = if replay.start.is_zero() {
+        "time (s)".to_owned()
+    } else {
+        format!("time (s) from {}", number(replay.start.as_secs_f64()))
+    };
     let _ = writeln!(
         out,
-        r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">time (s)</text>"#,
+        r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{time}</text>"#,
         LEFT + plot_w / 2.0,
         HEIGHT - 12.0
     );
@@ -258,7 +263,8 @@ fn number(x: f64) -> String {
     }
 }
 
-/// `text` with XML's special characters escaped.
+/// `text` with XML's special characters escaped, and the characters XML 1.0 does not allow at
+/// all (control characters other than tab and line breaks, U+FFFE and U+FFFF) replaced by U+FFFD.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -268,6 +274,8 @@ fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c < ' ' || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }
@@ -290,5 +298,9 @@ mod tests {
         assert_eq!(number(15.0), "15");
         assert_eq!(number(0.25), "0.25");
         assert_eq!(escape(r#"a<b & "c""#), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(
+            escape("a\0b\x1b\tc\u{FFFF}"),
+            "a\u{FFFD}b\u{FFFD}\tc\u{FFFD}"
+        );
     }
 }

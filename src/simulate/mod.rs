@@ -198,7 +198,8 @@ impl<F: FnMut(&Request, u64) -> Option<Duration>> Subject for FromFn<F> {
 /// a meter and as a shaper (queueing up to a sixth of the quota's period), credit (the same
 /// debt), interval refill, the fixed and sliding window counters, and the exact sliding log.
 /// An algorithm that cannot run `quota` (a window counter given a burst of its own) is left
-/// out.
+/// out, and so is the sliding log above 10 000 cells per window (it holds 8 bytes per cell per
+/// key).
 pub fn every_algorithm(quota: &Quota) -> Vec<Box<dyn Subject>> {
     use crate::algorithm::{Credit, FixedWindow, IntervalRefill, LeakyBucket, SlidingWindow};
     let queue = quota.period() / 6;
@@ -212,7 +213,10 @@ pub fn every_algorithm(quota: &Quota) -> Vec<Box<dyn Subject>> {
         IntervalRefill::new(quota).map(|a| algorithm("interval refill", a)),
         FixedWindow::new(quota).map(|a| algorithm("fixed window", a)),
         SlidingWindow::new(quota).map(|a| algorithm("sliding window counter", a)),
-        sliding_log("sliding log", *quota),
+        match quota.count() {
+            0..=10_000 => sliding_log("sliding log", *quota),
+            _ => Err(QuotaError::LimitTooLarge { max: 10_000 }),
+        },
     ];
     subjects.extend(fallible.into_iter().flatten());
     subjects
@@ -221,6 +225,9 @@ pub fn every_algorithm(quota: &Quota) -> Vec<Box<dyn Subject>> {
 /// What a replay saw: the cells offered per bin, and what each subject admitted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replay {
+    /// When bin 0 starts: zero, or the first request's time rounded down to a whole bin (see
+    /// [`replay`]).
+    pub start: Duration,
     /// The width of a bin.
     pub bin: Duration,
     /// Cells offered in each bin (by arrival time).
@@ -270,14 +277,49 @@ fn bins_in(span: Duration, bin: Duration) -> usize {
     usize::try_from(span.as_nanos().div_ceil(bin)).unwrap_or(usize::MAX)
 }
 
+/// The most bins a replay counts in: a wider span widens its bins (see [`replay`]).
+pub const MAX_BINS: usize = 100_000;
+
 /// Replays `trace` (in any order: it is decided in time order, ties in trace order) through
 /// every subject, counting cells in bins of `bin` (at least 1 ms).
+///
+/// There are at most [`MAX_BINS`] bins. They start at zero when the trace fits in that many,
+/// and otherwise at the first request (its time rounded down to a whole bin:
+/// [`Replay::start`]), so that a trace stamped with Unix times costs no more than one stamped
+/// from zero; a trace whose span is still too long is counted in wider bins ([`Replay::bin`]
+/// says which). A shaper's cells that proceed later than
+/// the last of `MAX_BINS` bins are counted as admitted but not drawn. Requests are decided at
+/// [`ORIGIN`] plus their own time, whatever the bins.
 pub fn replay(trace: &[Request], subjects: &mut [Box<dyn Subject>], bin: Duration) -> Replay {
-    let bin = bin.max(Duration::from_millis(1));
     let mut order: Vec<&Request> = trace.iter().collect();
     order.sort_by_key(|r| r.at);
-    let slot = |at: Duration| bins_in(at + Duration::from_nanos(1), bin) - 1;
-    let end = order.last().map_or(0, |r| slot(r.at) + 1);
+    let first = order.first().map_or(0, |r| r.at.as_nanos());
+    let last = order.last().map_or(0, |r| r.at.as_nanos());
+    let mut width = bin.max(Duration::from_millis(1)).as_nanos();
+    let limit = MAX_BINS as u128 - 1;
+    // From zero if that fits in MAX_BINS bins, else from the first request, with bins wide
+    // enough for the trace's span.
+    let start = if last / width <= limit {
+        0
+    } else {
+        if (last - first) / width > limit {
+            width = (last - first).div_ceil(limit);
+        }
+        first - first % width
+    };
+    // Bin of a time at or after the start; past MAX_BINS, none.
+    let slot = |at: u128| {
+        usize::try_from((at - start) / width)
+            .ok()
+            .filter(|&i| i < MAX_BINS)
+    };
+    let end = usize::try_from((last - start) / width).map_or(MAX_BINS, |i| i + 1);
+    let end = if order.is_empty() {
+        0
+    } else {
+        end.min(MAX_BINS)
+    };
+    let bin = nanos(width);
     let mut offered = vec![0u64; end];
     let mut outcomes: Vec<Outcome> = subjects
         .iter()
@@ -292,30 +334,42 @@ pub fn replay(trace: &[Request], subjects: &mut [Box<dyn Subject>], bin: Duratio
         })
         .collect();
     for request in &order {
-        offered[slot(request.at)] += u64::from(request.cost);
-        let now = ORIGIN.saturating_add(u64::try_from(request.at.as_nanos()).unwrap_or(u64::MAX));
+        let at = request.at.as_nanos();
+        if let Some(i) = slot(at) {
+            offered[i] += u64::from(request.cost);
+        }
+        let now = ORIGIN.saturating_add(u64::try_from(at).unwrap_or(u64::MAX));
         for (subject, outcome) in subjects.iter_mut().zip(outcomes.iter_mut()) {
             match subject.decide(request, now) {
                 Some(delay) => {
                     outcome.admitted += 1;
                     outcome.admitted_cells += u64::from(request.cost);
                     outcome.max_delay = outcome.max_delay.max(delay);
-                    let at = slot(request.at.saturating_add(delay));
-                    if at >= outcome.series.len() {
-                        outcome.series.resize(at + 1, 0);
+                    if let Some(i) = slot(at.saturating_add(delay.as_nanos())) {
+                        if i >= outcome.series.len() {
+                            outcome.series.resize(i + 1, 0);
+                        }
+                        outcome.series[i] += u64::from(request.cost);
                     }
-                    outcome.series[at] += u64::from(request.cost);
                 }
                 None => outcome.refused += 1,
             }
         }
     }
     Replay {
+        start: nanos(start),
         bin,
         offered,
         requests: order.len() as u64,
         outcomes,
     }
+}
+
+/// `n` ns as a `Duration` (saturating: at most `Duration::MAX`).
+fn nanos(n: u128) -> Duration {
+    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
+    // Below 10^9: fits.
+    Duration::new(secs, (n % 1_000_000_000) as u32)
 }
 
 impl Replay {

@@ -1,10 +1,18 @@
 //! Built-in traffic patterns, each a trace of [`Request`]s sorted by time. Deterministic: the
-//! patterns that draw at random take a seed.
+//! patterns that draw at random take a seed. A pattern holds at most [`MAX_REQUESTS`]
+//! requests (a larger one is cut short at that count, keeping its spacing) and draws from at
+//! most [`MAX_KEYS`] keys, so that no argument can exhaust memory.
 
 use std::time::Duration;
 
 use super::Request;
 use crate::Quota;
+
+/// The most requests a pattern holds (a request takes about 80 bytes with its key).
+pub const MAX_REQUESTS: u64 = 2_000_000;
+
+/// The most keys [`zipf`] draws from.
+pub const MAX_KEYS: u32 = 1_000_000;
 
 /// `rate` requests per second of one cell each from `key`, evenly spaced over `duration`
 /// (none if `rate` is not positive and finite).
@@ -12,26 +20,33 @@ pub fn steady(key: &str, rate: f64, duration: Duration) -> Vec<Request> {
     if !(rate.is_finite() && rate > 0.0) {
         return Vec::new();
     }
-    let count = (duration.as_secs_f64() * rate).floor();
-    spaced(key, count, Duration::ZERO, duration)
+    spaced(key, count(duration, rate), Duration::ZERO, duration)
 }
 
-/// `count` requests of one cell from `key` spread evenly over [`from`, `from + span`).
+/// Requests at `rate` per second over `duration`: the product rounded down, with a tolerance
+/// for the rounding of the product itself (21/min for 360 s is 126, not 125.999…).
+fn count(duration: Duration, rate: f64) -> f64 {
+    (duration.as_secs_f64() * rate * (1.0 + 1e-12)).floor()
+}
+
+/// `count` requests of one cell from `key` spread evenly over [`from`, `from + span`), cut at
+/// [`MAX_REQUESTS`].
 fn spaced(key: &str, count: f64, from: Duration, span: Duration) -> Vec<Request> {
-    // A trace of more than 2^32 requests is not one to replay in memory.
-    let count = count.min(f64::from(u32::MAX)) as u32;
-    (0..count)
+    let total = count.clamp(0.0, 1e18) as u64;
+    (0..total.min(MAX_REQUESTS))
         .map(|i| {
-            let offset = span.mul_f64(f64::from(i) / f64::from(count));
-            Request::new(from + offset, key, 1)
+            let offset = span.mul_f64(i as f64 / total as f64);
+            Request::new(from.saturating_add(offset), key, 1)
         })
         .collect()
 }
 
-/// `bursts` bursts of `size` requests of one cell from `key`, all at once, one every `every`.
+/// `bursts` bursts of `size` requests of one cell from `key`, all at once, one every `every`
+/// (cut at [`MAX_REQUESTS`]).
 pub fn bursts(key: &str, size: u32, every: Duration, bursts: u32) -> Vec<Request> {
     (0..bursts)
-        .flat_map(|b| (0..size).map(move |_| Request::new(every * b, key, 1)))
+        .flat_map(|b| (0..size).map(move |_| Request::new(every.saturating_mul(b), key, 1)))
+        .take(MAX_REQUESTS as usize)
         .collect()
 }
 
@@ -43,9 +58,11 @@ pub fn boundary(limit: u32, window: Duration) -> Vec<Request> {
     let sixth = window / 6;
     let mut trace = spaced("attacker", f64::from(limit), window - sixth, sixth);
     trace.extend(spaced("attacker", f64::from(limit), window, sixth));
-    // One request at the end, so that the trace (and its chart) spans both windows.
+    // One request just before the end (1 ms, or a thousandth of a short window), so that the
+    // trace (and its chart) spans both windows.
+    let gap = (window / 1000).clamp(Duration::from_nanos(1), Duration::from_millis(1));
     trace.push(Request::new(
-        window * 2 - Duration::from_millis(1),
+        window.saturating_mul(2).saturating_sub(gap),
         "attacker",
         1,
     ));
@@ -59,6 +76,7 @@ pub fn zipf(keys: u32, s: f64, rate: f64, duration: Duration, seed: u64) -> Vec<
     if keys == 0 || !(rate.is_finite() && rate > 0.0) || !s.is_finite() {
         return Vec::new();
     }
+    let keys = keys.min(MAX_KEYS);
     let mut cumulative = Vec::with_capacity(keys as usize);
     let mut total = 0.0;
     for i in 0..keys {
@@ -66,12 +84,7 @@ pub fn zipf(keys: u32, s: f64, rate: f64, duration: Duration, seed: u64) -> Vec<
         cumulative.push(total);
     }
     let mut random = Rng::new(seed);
-    let mut trace = spaced(
-        "",
-        (duration.as_secs_f64() * rate).floor(),
-        Duration::ZERO,
-        duration,
-    );
+    let mut trace = spaced("", count(duration, rate), Duration::ZERO, duration);
     for request in &mut trace {
         let x = random.unit() * total;
         let i = cumulative
@@ -96,7 +109,12 @@ pub fn named(name: &str, quota: &Quota) -> Option<Vec<Request>> {
     Some(match name {
         "boundary" => boundary(quota.count(), period),
         "steady" => steady("client", 2.0 * rate, period * 3),
-        "bursts" => bursts("client", quota.burst() + quota.count() / 2, period, 4),
+        "bursts" => bursts(
+            "client",
+            quota.burst().saturating_add(quota.count() / 2),
+            period,
+            4,
+        ),
         "zipf" => zipf(1_000, 1.1, 100.0 * rate, period * 3, 1),
         _ => return None,
     })
@@ -139,6 +157,20 @@ mod tests {
         assert_eq!(edge[0].at, Duration::from_secs(50));
         assert!(edge[..240].iter().all(|r| r.at < Duration::from_secs(70)));
         assert_eq!(edge[240].at, Duration::from_millis(119_999));
+        // Rounding does not lose a request; short windows and huge patterns stay in bounds.
+        assert_eq!(
+            super::steady("a", 21.0 / 60.0, Duration::from_secs(360)).len(),
+            126
+        );
+        let tiny = boundary(1, Duration::from_micros(100));
+        assert_eq!(tiny.last().unwrap().at, Duration::from_nanos(199_900));
+        assert_eq!(
+            super::steady("a", 1e9, Duration::from_secs(60)).len() as u64,
+            MAX_REQUESTS
+        );
+        assert!(
+            super::bursts("a", u32::MAX, Duration::from_secs(1), 3).len() as u64 <= MAX_REQUESTS
+        );
     }
 
     #[test]
