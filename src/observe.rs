@@ -9,6 +9,9 @@
 //!
 //! The metrics, their kinds and labels are listed in the crate docs ("Metrics").
 
+/// Whether metrics are compiled in: a constant, for code that should vanish entirely without.
+pub(crate) const ENABLED: bool = cfg!(feature = "metrics");
+
 #[cfg(feature = "metrics")]
 pub(crate) use metrics::{Counter, Gauge};
 
