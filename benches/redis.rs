@@ -15,7 +15,7 @@
 //!
 //! The runtime is tokio's current-thread one: with two workers, where each connection's driver
 //! task happened to run moved a side's rate by up to 12 % between runs whatever its script
-//! (`gcra.lua` alone measured 0.88 of the article's once, 1.00 on one thread).
+//! (`gcra.lua` alone measured 0.88 of the article's once, 1.00 on one thread; BENCHMARKS.md).
 //!
 //! `cargo bench --bench redis --features redis`. With `CASE N` (`redis_flowgate`,
 //! `redis_article`, `redis_script`), it instead makes N sequential decisions of one side inside
