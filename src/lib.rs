@@ -52,6 +52,7 @@
 //! | `flowgate_admitted_cells_total` | counter | `policy`, `quota` | cells a policy's quota admitted |
 //! | `flowgate_refused_cells_total` | counter | `policy`, `quota` | cells refused, against the quota that refused |
 //! | `flowgate_dry_run_refused_cells_total` | counter | `policy`, `quota` | cells a dry-run quota would have refused |
+//! | `flowgate_near_limit_total` | counter | `policy`, `quota` | admissions that left the quota's bucket at least 80 % used (Envoy's "near limit") |
 //! | `flowgate_keys` | gauge | `policy` and `quota`, or `limiter` | keys a keyed table holds |
 //! | `flowgate_keys_evicted_total` | counter | as `flowgate_keys` | idle keys forgotten |
 //! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`) |

@@ -97,6 +97,7 @@ pub(crate) struct QuotaMetrics {
     pub(crate) admitted: Counter,
     pub(crate) refused: Counter,
     pub(crate) dry_run_refused: Counter,
+    pub(crate) near_limit: Counter,
 }
 
 impl QuotaMetrics {
@@ -107,6 +108,7 @@ impl QuotaMetrics {
             admitted: counter("flowgate_admitted_cells_total", &labels),
             refused: counter("flowgate_refused_cells_total", &labels),
             dry_run_refused: counter("flowgate_dry_run_refused_cells_total", &labels),
+            near_limit: counter("flowgate_near_limit_total", &labels),
         }
     }
 }

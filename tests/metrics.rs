@@ -106,6 +106,12 @@ fn policies_count_cells_per_policy_and_quota() {
     // The refusal is counted against the quota that refused (burst 3), with its 2 cells.
     assert_eq!(at("flowgate_refused_cells_total", "user", "0"), Some(2.0));
     assert_eq!(at("flowgate_refused_cells_total", "user", "1"), Some(0.0));
+    // Near the limit: the first admission left the burst-3 quota 2/3 used (below 80 %), the
+    // second 3/3; the 5-per-minute quota 2/5 then 3/5; the trial's burst of 2 was full after
+    // its first.
+    assert_eq!(at("flowgate_near_limit_total", "user", "0"), Some(1.0));
+    assert_eq!(at("flowgate_near_limit_total", "user", "1"), Some(0.0));
+    assert_eq!(at("flowgate_near_limit_total", "trial", "0"), Some(1.0));
     // The trial admitted the first 2 cells and would have refused the third.
     assert_eq!(at("flowgate_admitted_cells_total", "trial", "0"), Some(2.0));
     assert_eq!(

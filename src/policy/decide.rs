@@ -112,7 +112,14 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         // without the feature not even the empty loop is left to change the hot path's code.
         if observe::ENABLED {
             for entry in &decision.undo {
-                entry.live.metrics.admitted.increment(u64::from(n));
+                let metrics = &entry.live.metrics;
+                metrics.admitted.increment(u64::from(n));
+                // Near its limit: the bucket left at least 80 % booked (its TAT at least 4/5
+                // of a window ahead), as Envoy's near-limit statistic.
+                let window = entry.live.rule().0.window();
+                if entry.after.wrapping_sub(decision.now) >= window - window / 5 {
+                    metrics.near_limit.increment(1);
+                }
             }
         }
         Ok(Ok(admitted(&decision)))
