@@ -15,13 +15,17 @@ pub(crate) const ENABLED: bool = cfg!(feature = "metrics");
 #[cfg(feature = "metrics")]
 pub(crate) use metrics::{Counter, Gauge};
 
-/// Without the feature: counts nothing.
+/// Without the feature: counts nothing. Mirrors the facade's handle where flowgate uses it.
 #[cfg(not(feature = "metrics"))]
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Counter;
 
 #[cfg(not(feature = "metrics"))]
 impl Counter {
+    pub(crate) fn noop() -> Self {
+        Self
+    }
+
     #[inline(always)]
     pub(crate) fn increment(&self, _cells: u64) {}
 }
@@ -33,31 +37,15 @@ pub(crate) struct Gauge;
 
 #[cfg(not(feature = "metrics"))]
 impl Gauge {
+    pub(crate) fn noop() -> Self {
+        Self
+    }
+
     #[inline(always)]
     pub(crate) fn increment(&self, _by: f64) {}
 
     #[inline(always)]
     pub(crate) fn decrement(&self, _by: f64) {}
-}
-
-#[cfg(feature = "metrics")]
-fn noop_counter() -> Counter {
-    Counter::noop()
-}
-
-#[cfg(not(feature = "metrics"))]
-fn noop_counter() -> Counter {
-    Counter
-}
-
-#[cfg(feature = "metrics")]
-fn noop_gauge() -> Gauge {
-    Gauge::noop()
-}
-
-#[cfg(not(feature = "metrics"))]
-fn noop_gauge() -> Gauge {
-    Gauge
 }
 
 /// `labels` as the facade takes them.
@@ -77,7 +65,7 @@ fn counter(name: &'static str, labels: &[(&'static str, String)]) -> Counter {
 
 #[cfg(not(feature = "metrics"))]
 fn counter(_name: &'static str, _labels: &[(&'static str, String)]) -> Counter {
-    Counter
+    Counter::noop()
 }
 
 /// A gauge named `name` with `labels`.
@@ -88,7 +76,7 @@ fn gauge(name: &'static str, labels: &[(&'static str, String)]) -> Gauge {
 
 #[cfg(not(feature = "metrics"))]
 fn gauge(_name: &'static str, _labels: &[(&'static str, String)]) -> Gauge {
-    Gauge
+    Gauge::noop()
 }
 
 /// The counters of one quota of a policy.
@@ -124,8 +112,8 @@ impl TableMetrics {
     /// Reports nothing (a keyed limiter without a metrics label).
     pub(crate) fn none() -> Self {
         Self {
-            keys: noop_gauge(),
-            evicted: noop_counter(),
+            keys: Gauge::noop(),
+            evicted: Counter::noop(),
         }
     }
 
@@ -143,17 +131,6 @@ impl TableMetrics {
         Self {
             keys: gauge("flowgate_keys", labels),
             evicted: counter("flowgate_keys_evicted_total", labels),
-        }
-    }
-
-    /// `created` keys came and `evicted` went.
-    #[inline]
-    pub(crate) fn churn(&self, created: u64, evicted: u64) {
-        if created != evicted {
-            self.keys.increment(created as f64 - evicted as f64);
-        }
-        if evicted > 0 {
-            self.evicted.increment(evicted);
         }
     }
 }

@@ -375,7 +375,8 @@ impl Table {
                     slot.publish(tag, new);
                     held.state.evicted += 1;
                     held.state.created += 1;
-                    self.metrics.churn(1, 1);
+                    // One key for another: the count of keys stays.
+                    self.metrics.evicted.increment(1);
                     return Entry::Inserted(slot);
                 }
                 // Taken from since the look: it stays.
@@ -390,7 +391,7 @@ impl Table {
                 slot.publish(tag, fresh());
                 held.state.live += 1;
                 held.state.created += 1;
-                self.metrics.churn(1, 0);
+                self.metrics.keys.increment(1.0);
                 return Entry::Inserted(slot);
             }
             if attempt == 0 {
@@ -418,8 +419,6 @@ impl Table {
         slot.close(tag, self.nonce(held));
         self.shift_back(shard, held, at);
         self.forget(held, 1);
-        // Reset, not evicted.
-        self.metrics.keys.decrement(1.0);
         true
     }
 
@@ -485,7 +484,9 @@ impl Table {
         }
         held.state.evicted += evicted as u64;
         self.forget(held, evicted);
-        self.metrics.churn(0, evicted as u64);
+        if evicted > 0 {
+            self.metrics.evicted.increment(evicted as u64);
+        }
         evicted
     }
 
@@ -503,6 +504,7 @@ impl Table {
         if keys > 0 {
             held.state.live -= keys;
             self.release(keys as u64);
+            self.metrics.keys.decrement(keys as f64);
         }
     }
 
