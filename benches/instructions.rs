@@ -26,9 +26,13 @@ const CASES: &[&str] = &[
     "flowgate_check_coarse",
     "flowgate_refused",
     "flowgate_check_n",
+    "flowgate_check_whole",
+    "flowgate_refused_whole",
     "governor_check",
     "governor_refused",
     "governor_check_n",
+    "governor_check_whole",
+    "governor_refused_whole",
 ];
 
 /// Counts `name`'s decisions, admitted or refused, without a dispatch inside the loop.
@@ -92,6 +96,32 @@ fn run(case: &str, n: u64) {
             let l = flowgate_allowing();
             hot_loop(n, || {
                 assert!(black_box(matches!(l.check_n(black_box(5)), Ok(Ok(_)))));
+            })
+        }
+        // The whole decision kept (governor's own convention: a caller that refuses reads the
+        // wait), beside the `is_ok()` cases above.
+        "flowgate_check_whole" => {
+            let l = flowgate_allowing();
+            hot_loop(n, || {
+                let _ = black_box(l.check());
+            })
+        }
+        "flowgate_refused_whole" => {
+            let l = flowgate_refusing();
+            hot_loop(n, || {
+                let _ = black_box(l.check());
+            })
+        }
+        "governor_check_whole" => {
+            let l = governor_allowing();
+            hot_loop(n, || {
+                let _ = black_box(l.check());
+            })
+        }
+        "governor_refused_whole" => {
+            let l = governor_refusing();
+            hot_loop(n, || {
+                let _ = black_box(l.check());
             })
         }
         "governor_check" => {

@@ -16,10 +16,16 @@ use common::*;
 
 const CASES: &[&str] = &[
     "flowgate_keyed_u64",
+    "flowgate_keyed_u64_whole",
+    "flowgate_keyed_u64_1m",
+    "flowgate_keyed_u64_1m_whole",
     "governor_keyed_u64",
     "flowgate_keyed_str",
     "governor_keyed_string",
     "flowgate_policy_three_layers",
+    "flowgate_policy_three_layers_whole",
+    "flowgate_policy_three_quotas",
+    "flowgate_policy_three_quotas_whole",
     "governor_three_checks",
     "flowgate_three_checks",
 ];
@@ -34,6 +40,11 @@ fn next(k: &mut u64) -> u64 {
     *k
 }
 
+/// Keys of the million-key cases, visited with a stride coprime to their number (every key in
+/// turn, neighbours far apart in the table).
+const MILLION: u64 = 1_000_000;
+const STRIDE: u64 = 7_919;
+
 /// `KEYS` calls: 1 000 (user, endpoint) pairs over 16 endpoints, each already seen.
 fn policy_calls() -> Vec<Call> {
     (0..KEYS)
@@ -42,6 +53,24 @@ fn policy_calls() -> Vec<Call> {
             endpoint: (i % u64::from(ENDPOINTS)) as u32,
         })
         .collect()
+}
+
+/// One keyed policy with three quotas per user (the users' "200/10 s and 5000/h and 20000/day"
+/// shape, at `PER_HOUR`-sized rates so that every check is admitted), `KEYS` users, each seen.
+fn flowgate_three_quotas() -> flowgate::policy::Policies<u64> {
+    use flowgate::policy::{Policies, Policy};
+    let policies = Policies::builder()
+        .policy(
+            Policy::keyed("per-user", |u: &u64| u)
+                .quotas([keyed_quota(), keyed_quota(), keyed_quota()])
+                .max_keys(KEYS as usize),
+        )
+        .build()
+        .unwrap();
+    for user in 0..KEYS {
+        assert!(policies.check(&user).is_ok());
+    }
+    policies
 }
 
 fn names() -> Vec<String> {
@@ -75,6 +104,52 @@ fn run(case: &str, n: u64) {
             hot_loop(n, || {
                 let call = &calls[next(&mut k) as usize];
                 assert!(black_box(layers.check(call)));
+            })
+        }
+        "flowgate_policy_three_layers_whole" => {
+            let policies = flowgate_policies();
+            let calls = policy_calls();
+            let mut k = 0;
+            hot_loop(n, || {
+                let call = &calls[next(&mut k) as usize];
+                let _ = black_box(policies.check(call));
+            })
+        }
+        "flowgate_policy_three_quotas" => {
+            let policies = flowgate_three_quotas();
+            let mut k = 0;
+            hot_loop(n, || {
+                assert!(black_box(policies.check(&next(&mut k)).is_ok()));
+            })
+        }
+        "flowgate_policy_three_quotas_whole" => {
+            let policies = flowgate_three_quotas();
+            let mut k = 0;
+            hot_loop(n, || {
+                let _ = black_box(policies.check(&next(&mut k)));
+            })
+        }
+        "flowgate_keyed_u64_whole" => {
+            let l = flowgate_u64(KEYS as usize);
+            let mut k = 0;
+            hot_loop(n, || {
+                let _ = black_box(l.check_key(&next(&mut k)));
+            })
+        }
+        "flowgate_keyed_u64_1m" => {
+            let l = flowgate_u64(MILLION as usize);
+            let mut k = 0;
+            hot_loop(n, || {
+                k = (k + STRIDE) % MILLION;
+                assert!(black_box(l.check_key(&k).is_ok()));
+            })
+        }
+        "flowgate_keyed_u64_1m_whole" => {
+            let l = flowgate_u64(MILLION as usize);
+            let mut k = 0;
+            hot_loop(n, || {
+                k = (k + STRIDE) % MILLION;
+                let _ = black_box(l.check_key(&k));
             })
         }
         "flowgate_keyed_u64" => {
