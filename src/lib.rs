@@ -70,15 +70,16 @@
 pub mod algorithm;
 mod cell;
 pub mod clock;
-mod decision;
 pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
+mod jitter;
 pub mod keyed;
 #[cfg(any(feature = "redis", flowgate_loom))]
 mod lease_word;
 mod limiter;
 mod observe;
+pub mod outcome;
 pub mod policy;
 mod primitive;
 pub mod quota;
@@ -90,13 +91,13 @@ mod sliding_log;
 pub mod wait;
 
 pub use algorithm::{Algorithm, Gcra};
-pub use decision::{Allowed, Cause, Gauge, InsufficientCapacity, Refused};
 pub use keyed::{Builder, KeyedError, KeyedRateLimiter, KeyedStats, Sweeper, WhenFull};
 pub use limiter::RateLimiter;
+pub use outcome::{Allowed, Cause, Error, Gauge, InsufficientCapacity, Refused};
 pub use policy::{Policies, Policy};
 pub use quota::{Initial, Quota, QuotaError};
 pub use sliding_log::SlidingLog;
-pub use wait::{PolicyWaitError, WaitError, WaitOptions};
+pub use wait::WaitOptions;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

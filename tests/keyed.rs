@@ -177,11 +177,11 @@ fn a_full_table_makes_room_from_idle_keys_on_insert() {
     // After 1 s every bucket is full again: idle, so a new key may take a slot.
     limiter.clock().advance(Duration::from_secs(1));
     assert_eq!(limiter.check_key(&99).unwrap().remaining(), 1);
-    assert!(limiter.position_of(&99).is_some());
     // Idle keys the insert met on its way may have gone too; never a busy one, never too many.
     let stats = limiter.stats();
     assert!((1..=4).contains(&stats.keys));
     assert_eq!(stats.keys as u64 + stats.evicted, 5);
+    assert!(limiter.reset_key(&99), "the new key is held");
 }
 
 #[test]
@@ -335,65 +335,6 @@ fn the_sweeper_forgets_idle_keys_and_stops_with_its_handle() {
     drop(sweeper);
     assert!(limiter.is_empty());
     assert_eq!(limiter.stats().evicted, 100);
-}
-
-/// Three threads check key 0 while another removes the two keys ahead of it on its probe
-/// chain, so key 0 moves back twice during the checks (each round rebuilds that layout). The
-/// clock stands still and the burst is large, so every check is admitted and writes; after each
-/// round key 0's bucket must hold exactly its burst minus the admissions (an update lost in a
-/// move leaves more; one applied twice leaves less).
-#[test]
-fn moves_under_contention_lose_nothing_and_admit_nothing_twice() {
-    const BURST: u32 = 1_000_000;
-    const CHECKS: u32 = 40;
-    let quota = Quota::per_hour(1).unwrap().with_burst(BURST).unwrap();
-    // A seed under which keys 0, 1 and 2 share a home line.
-    let limiter = (0..)
-        .map(|seed| {
-            KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
-                .clock(ManualClock::new())
-                .max_keys(12)
-                .shards(1)
-                .hash_seed(seed)
-                .build()
-                .unwrap()
-        })
-        .find(|l| l.home_of(&0) == l.home_of(&1) && l.home_of(&0) == l.home_of(&2))
-        .unwrap();
-    let mut moved = 0;
-    for round in 0..300 {
-        for key in 0..3 {
-            limiter.reset_key(&key);
-        }
-        for key in [1, 2, 0] {
-            assert!(limiter.check_key(&key).is_ok());
-        }
-        let before = limiter.position_of(&0);
-        let barrier = std::sync::Barrier::new(4);
-        let admitted: u32 = std::thread::scope(|s| {
-            s.spawn(|| {
-                barrier.wait();
-                assert!(limiter.reset_key(&1));
-                assert!(limiter.reset_key(&2));
-            });
-            let checkers: Vec<_> = (0..3)
-                .map(|_| {
-                    s.spawn(|| {
-                        barrier.wait();
-                        (0..CHECKS)
-                            .map(|_| u32::from(limiter.check_key(&0).is_ok()))
-                            .sum::<u32>()
-                    })
-                })
-                .collect();
-            checkers.into_iter().map(|c| c.join().unwrap()).sum()
-        });
-        assert_eq!(admitted, 3 * CHECKS);
-        moved += u32::from(limiter.position_of(&0) != before);
-        let left = limiter.peek_key(&0, 0).unwrap().unwrap().remaining();
-        assert_eq!(BURST - 1 - left, admitted, "round {round}");
-    }
-    assert_eq!(moved, 300, "key 0 moved in every round");
 }
 
 /// The hash seed is random per process: the same keys land in different shards in a child

@@ -48,7 +48,7 @@ use crate::quota::{Quota, QuotaError};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Credit {
-    schedule: Schedule,
+    pub(super) schedule: Schedule,
 }
 
 impl Credit {

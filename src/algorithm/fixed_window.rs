@@ -54,7 +54,7 @@ use crate::quota::{Quota, QuotaError};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
-    stepped: Stepped,
+    pub(super) stepped: Stepped,
 }
 
 impl FixedWindow {

@@ -26,7 +26,7 @@ use crate::quota::Quota;
 /// Every valid [`Quota`] is a valid GCRA: `burst × interval ≤ 2⁶³ − 1` ns is checked there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
-    schedule: Schedule,
+    pub(super) schedule: Schedule,
 }
 
 impl Gcra {
@@ -41,15 +41,6 @@ impl Gcra {
     #[inline(always)]
     pub fn interval(&self) -> u64 {
         self.schedule.interval()
-    }
-
-    /// The refusal [`check`](crate::Algorithm::check) makes of `n` cells (`1 ≤ n ≤ burst`) from
-    /// the bucket `tat` at `now`, for a caller that already found that they do not fit (a
-    /// policy's hot path, which compares debts itself; see [`Schedule::check`]).
-    #[cold]
-    pub(crate) fn refusal(&self, tat: u64, now: u64, n: u32) -> crate::Refused {
-        self.schedule
-            .refused(tat, now, u64::from(n) * self.schedule.interval())
     }
 }
 

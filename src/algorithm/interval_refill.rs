@@ -51,7 +51,7 @@ use crate::quota::{Quota, QuotaError};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IntervalRefill {
-    stepped: Stepped,
+    pub(super) stepped: Stepped,
 }
 
 impl IntervalRefill {

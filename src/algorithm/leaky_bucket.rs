@@ -53,7 +53,7 @@ use crate::quota::{Quota, QuotaError};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeakyBucket {
-    schedule: Schedule,
+    pub(super) schedule: Schedule,
 }
 
 impl LeakyBucket {

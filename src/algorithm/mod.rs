@@ -26,11 +26,16 @@
 //! [`Allowed::delay`] is how long the caller must wait. [`SlidingLog`](crate::SlidingLog) keeps
 //! one slot per request, so it is its own limiter type rather than an [`Algorithm`].
 //!
+//! [`AnyAlgorithm`] holds any of the one-word algorithms, chosen at run time: a policy's quotas
+//! are `AnyAlgorithm` values, and a quota string that names an algorithm after the quota
+//! (`"20000/day fixed"`) parses into one.
+//!
 //! # Cores
 //! The algorithms share two cores: `schedule` (the theoretical-arrival-time arithmetic behind
 //! GCRA, the leaky bucket and credit) and `stepped` (the bucket refilled at window boundaries
 //! behind the interval refill and the fixed window). The sliding window counter has its own.
 
+mod any;
 mod credit;
 mod fixed_window;
 mod gcra;
@@ -41,6 +46,7 @@ mod sliding_window;
 mod stepped;
 pub(crate) mod window;
 
+pub use any::AnyAlgorithm;
 pub use credit::Credit;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
@@ -48,9 +54,9 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
-pub(crate) use schedule::advance;
+pub(crate) use any::WORDS;
 
-use crate::decision::{Allowed, Refused};
+use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
 
 /// What an algorithm decided for one word.

@@ -38,17 +38,16 @@
 //! timeline, the time it repeats counts as refill: each such round trip can give back at most one
 //! burst. No one-word bucket can do better without locking keys out for as long as the step.
 
-use crate::decision::{Allowed, Gauge, Refused};
+use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError, MAX_WINDOW_NANOS};
 
 use super::Step;
 
 /// The TAT after booking `cost` ns of cells on the bucket `tat` at `now`: `max(TAT, now) + cost`,
 /// at least `now`; `None` past the 584-year horizon. The debt is the result minus `now`: the
-/// caller compares it with what it admits (`τ` for GCRA). Policies call this on their hot path
-/// with numbers they prepared when the quota was stored; [`Schedule::check`] is the same step.
+/// caller compares it with what it admits (`τ` for GCRA).
 #[inline(always)]
-pub(crate) fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
+fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
     let base = if tat > now { tat } else { now };
     base.checked_add(cost)
 }
@@ -117,6 +116,38 @@ impl Schedule {
 
     pub(crate) fn quota(&self) -> &Quota {
         &self.quota
+    }
+
+    /// What the schedule holds beyond its quota (the slack, the capacity and the delay mode),
+    /// as words: with the quota's own words, what a policy's live quota stores (see
+    /// `algorithm::any`).
+    pub(crate) fn to_words(&self) -> [u64; 2] {
+        let queue = matches!(self.delay, Delay::Queue);
+        [
+            self.slack(),
+            u64::from(self.capacity) | u64::from(queue) << 32,
+        ]
+    }
+
+    /// The schedule [`to_words`](Self::to_words) described, for `quota`. Only ever given the
+    /// words of a schedule built for that quota.
+    #[inline(always)]
+    pub(crate) fn from_words(quota: &Quota, [slack, rest]: [u64; 2]) -> Self {
+        // The slack was validated (at most MAX_WINDOW_NANOS) when the schedule was built.
+        let window = quota.window_nanos();
+        Self {
+            interval: quota.interval_nanos(),
+            window,
+            lead: window + slack,
+            burst: quota.burst(),
+            capacity: rest as u32,
+            delay: if rest >> 32 == 0 {
+                Delay::Own
+            } else {
+                Delay::Queue
+            },
+            quota: *quota,
+        }
     }
 
     /// The emission interval `T`.

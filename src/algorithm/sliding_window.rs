@@ -3,7 +3,7 @@
 
 use super::window::{no_burst, window_length, Position, Windows};
 use super::Step;
-use crate::decision::{Allowed, Gauge, Refused};
+use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError};
 
 /// Bits of each count field.
@@ -116,6 +116,25 @@ impl SlidingWindow {
             limit: quota.count(),
             quota: *quota,
         })
+    }
+
+    /// What the counter holds beyond its quota (the window length and the weight's scale), as
+    /// words: with the quota's own words, what a policy's live quota stores (see
+    /// `algorithm::any`).
+    pub(crate) fn to_words(&self) -> [u64; 2] {
+        [self.windows.length(), u64::from(self.shift)]
+    }
+
+    /// The counter [`to_words`](Self::to_words) described, for `quota`. Only ever given the
+    /// words of a counter built for that quota.
+    #[inline(always)]
+    pub(crate) fn from_words(quota: &Quota, [length, shift]: [u64; 2]) -> Self {
+        Self {
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
+            shift: shift as u32,
+            limit: quota.count(),
+            quota: *quota,
+        }
     }
 
     #[inline(always)]

@@ -21,7 +21,7 @@
 
 use super::window::{window_length, Position, Windows};
 use super::Step;
-use crate::decision::{Allowed, Gauge, Refused};
+use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError};
 
 /// Bits of the word holding the cells in use.
@@ -30,6 +30,8 @@ const USED_BITS: u32 = 24;
 const USED_MASK: u64 = (1 << USED_BITS) - 1;
 /// Bits of the word holding the window index (modulo 2^40).
 const INDEX_BITS: u32 = 64 - USED_BITS;
+/// A stored window up to half the index range after a reading's is taken as ahead of it.
+const MAX_AHEAD: u64 = 1 << (INDEX_BITS - 1);
 
 /// A bucket of `burst` cells refilled by `refill` at each window boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +64,7 @@ impl Stepped {
     pub(crate) fn new(quota: &Quota, refill: u32) -> Result<Self, QuotaError> {
         let length = window_length(quota, Self::MAX_BURST, Self::MIN_WINDOW_NANOS)?;
         Ok(Self {
-            windows: Windows::new(length, INDEX_BITS, 1 << (INDEX_BITS - 1)),
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
             refill,
             burst: quota.burst(),
             quota: *quota,
@@ -71,6 +73,24 @@ impl Stepped {
 
     pub(crate) fn quota(&self) -> &Quota {
         &self.quota
+    }
+
+    /// What the counter holds beyond its quota (the window length and the refill), as words:
+    /// with the quota's own words, what a policy's live quota stores (see `algorithm::any`).
+    pub(crate) fn to_words(&self) -> [u64; 2] {
+        [self.windows.length(), u64::from(self.refill)]
+    }
+
+    /// The counter [`to_words`](Self::to_words) described, for `quota`. Only ever given the
+    /// words of a counter built for that quota.
+    #[inline(always)]
+    pub(crate) fn from_words(quota: &Quota, [length, refill]: [u64; 2]) -> Self {
+        Self {
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
+            refill: refill as u32,
+            burst: quota.burst(),
+            quota: *quota,
+        }
     }
 
     #[inline(always)]

@@ -8,7 +8,7 @@ use core::time::Duration;
 use arrayvec::ArrayVec;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::policy::{is_tighter, QuotaState};
+use crate::outcome::{is_tighter, QuotaState};
 use crate::quota::Quota;
 
 /// Which quota headers responses carry (admitted and refused alike).
@@ -176,7 +176,7 @@ pub(crate) struct Item {
 }
 
 impl Item {
-    fn is(&self, state: &QuotaState<'_>) -> bool {
+    fn is(&self, state: &QuotaState) -> bool {
         self.policy_index == state.policy_index()
             && self.quota_index == state.quota_index()
             && self.quota == state.quota()
@@ -250,7 +250,7 @@ impl<'s> QuotaHeaders<'s> {
 
     /// Adds one quota's state. `several` says whether its policy has more than one quota (the
     /// item is then named `policy.index`).
-    pub(crate) fn push(&mut self, state: &QuotaState<'_>, several: bool) {
+    pub(crate) fn push(&mut self, state: &QuotaState, several: bool) {
         let reset = ceil_secs(state.reset_after_nanos());
         if self.style.draft {
             let first = self.state.is_empty();

@@ -131,11 +131,11 @@ pub use refusal::Refusal;
 
 use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::Cause;
-use crate::policy::{Admitted, Oversized, Policies, QuotaState, Rejected};
+use crate::outcome::{Cause, InsufficientCapacity, QuotaState, Refused};
+use crate::policy::{Policies, Silent, Visit};
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
-type Body = Arc<dyn Fn(&Refusal<'_>) -> (HeaderValue, Bytes) + Send + Sync>;
+type Body = Arc<dyn Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync>;
 
 /// The configuration every service of one layer shares.
 pub(crate) struct Shared<C: Clock> {
@@ -168,16 +168,31 @@ impl<C: Clock> Clone for Shared<C> {
 }
 
 impl<C: Clock> Shared<C> {
-    /// The quota headers of an admission: its own record of the quotas it took from, or (past
-    /// the first few, which it keeps) a fresh look at every quota that applies.
-    fn admitted(&self, admitted: &Admitted<'_>, inbound: &Inbound) -> Ready {
-        let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        let complete = admitted.each_kept(|state| self.push(&mut headers, &state));
-        if complete {
-            headers.finish()
-        } else {
-            self.inspect(inbound)
+    /// Decides `inbound` at `cost` cells: an admission's quota headers (if the style has any:
+    /// the states the decision left every enforcing quota in), or the refusal.
+    fn decide(
+        &self,
+        inbound: &Inbound,
+        cost: u32,
+    ) -> Result<Result<Option<Box<Ready>>, Refused>, InsufficientCapacity> {
+        let policies = &*self.policies;
+        let now = || policies.clock().now();
+        if !self.style.any() {
+            if cost == 0 {
+                // Takes nothing, as `check_n(request, 0)`: admitted.
+                return Ok(Ok(None));
+            }
+            // Nothing to report: a yes or no, with no admission put together.
+            let answer = policies.decide(inbound, cost, now, Silent)?;
+            return Ok(answer.map(|()| None));
         }
+        if cost == 0 {
+            return Ok(Ok(Some(Box::new(self.inspect(inbound)))));
+        }
+        let mut headers = QuotaHeaders::new(self.style, &self.cache);
+        let visit = Visit(|state: QuotaState| self.push(&mut headers, &state));
+        let answer = policies.decide(inbound, cost, now, visit)?;
+        Ok(answer.map(|()| Some(Box::new(headers.finish()))))
     }
 
     /// The quota headers of every enforcing quota that applies to `inbound`, as they stand.
@@ -188,7 +203,7 @@ impl<C: Clock> Shared<C> {
         headers.finish()
     }
 
-    fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState<'_>) {
+    fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState) {
         let several = self
             .several
             .get(state.policy_index())
@@ -294,7 +309,7 @@ impl<C: Clock> RateLimitLayer<C> {
     /// headers stay the middleware's). The default is [`Refusal::problem`].
     pub fn refusal_body(
         mut self,
-        body: impl Fn(&Refusal<'_>) -> (HeaderValue, Bytes) + Send + Sync + 'static,
+        body: impl Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync + 'static,
     ) -> Self {
         self.shared_mut().body = Some(Arc::new(body));
         self
@@ -361,7 +376,7 @@ impl<S, C: Clock> RateLimitService<S, C> {
 /// The answer to a refused request: its response, held for the configured delay.
 fn refuse<F, B: From<Bytes>, C: Clock>(
     shared: &Shared<C>,
-    refusal: &Refusal<'_>,
+    refusal: &Refusal,
     inbound: Option<&Inbound>,
 ) -> ResponseFuture<F, B> {
     // A table-full refusal gets no quota headers: the tables do not hold the client, so they
@@ -376,25 +391,6 @@ fn refuse<F, B: From<Bytes>, C: Clock>(
     let delay = (!shared.delay.is_zero() && tokio::runtime::Handle::try_current().is_ok())
         .then_some(shared.delay);
     ResponseFuture::refused(response, delay)
-}
-
-/// The admission's headers (from `admitted`), or the refusal's answer.
-#[inline(always)]
-fn settle<'p, A, F, B: From<Bytes>, C: Clock>(
-    shared: &Shared<C>,
-    inbound: &Inbound,
-    answer: Result<Result<A, Rejected<'p>>, Oversized<'p>>,
-    admitted: impl FnOnce(A) -> Option<Box<Ready>>,
-) -> Result<Option<Box<Ready>>, ResponseFuture<F, B>> {
-    match answer {
-        Ok(Ok(admission)) => Ok(admitted(admission)),
-        Ok(Err(rejected)) => Err(refuse(shared, &Refusal::Limited(rejected), Some(inbound))),
-        Err(oversized) => Err(refuse(
-            shared,
-            &Refusal::Oversized(oversized),
-            Some(inbound),
-        )),
-    }
 }
 
 impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
@@ -422,16 +418,12 @@ where
         }
         let decided = Inbound::scope(&request, client, |inbound| {
             let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
-            if shared.style.any() {
-                let answer = shared.policies.check_n(inbound, cost);
-                settle(shared, inbound, answer, |admitted| {
-                    Some(Box::new(shared.admitted(&admitted, inbound)))
-                })
-            } else {
-                // Nothing to report: a yes or no, with no admission put together.
-                let answer = shared.policies.admits(inbound, cost);
-                settle(shared, inbound, answer, |()| None)
-            }
+            let refusal = match shared.decide(inbound, cost) {
+                Ok(Ok(headers)) => return Ok(headers),
+                Ok(Err(refused)) => Refusal::Limited(refused),
+                Err(capacity) => Refusal::Oversized(capacity),
+            };
+            Err(refuse(shared, &refusal, Some(inbound)))
         });
         match decided {
             Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),

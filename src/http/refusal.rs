@@ -10,25 +10,25 @@ use http::{Response, StatusCode};
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::Shared;
 use crate::clock::Clock;
-use crate::decision::Cause;
-use crate::policy::{Oversized, Rejected};
+use crate::outcome::{Cause, InsufficientCapacity, Refused};
+use crate::quota::Quota;
 
 /// Why a request was answered by the middleware, for a custom body
 /// ([`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Refusal<'p> {
+pub enum Refusal {
     /// A policy refused for now: `429 Too Many Requests` with `Retry-After`.
-    Limited(Rejected<'p>),
+    Limited(Refused),
     /// The request costs more than a policy's burst and can never be admitted: `429` without
     /// `Retry-After`.
-    Oversized(Oversized<'p>),
+    Oversized(InsufficientCapacity),
     /// The client's address could not be told and the rule is to refuse (see
     /// [`Unkeyed::Refuse`](super::Unkeyed::Refuse)), with its status. No policy was consulted.
     Unkeyed(StatusCode),
 }
 
-impl Refusal<'_> {
+impl Refusal {
     /// The response status.
     pub fn status(&self) -> StatusCode {
         match self {
@@ -38,10 +38,10 @@ impl Refusal<'_> {
     }
 
     /// The refusing policy's name, if a policy refused.
-    pub fn policy(&self) -> Option<&str> {
+    pub fn policy(&self) -> Option<&'static str> {
         match self {
-            Self::Limited(rejected) => Some(rejected.policy()),
-            Self::Oversized(oversized) => Some(oversized.policy()),
+            Self::Limited(refused) => refused.policy(),
+            Self::Oversized(capacity) => capacity.policy(),
             Self::Unkeyed(_) => None,
         }
     }
@@ -78,30 +78,27 @@ impl Refusal<'_> {
         json_string(&mut json, status.canonical_reason().unwrap_or("Refused"));
         let _ = write!(json, r#","status":{},"detail":"#, status.as_u16());
         let detail = match self {
-            Self::Limited(rejected) if rejected.cause() == Cause::TableFull => format!(
+            Self::Limited(refused) if refused.cause() == Cause::TableFull => format!(
                 "policy '{}' has no room for another client now",
-                rejected.policy()
+                refused.policy().unwrap_or_default()
             ),
-            Self::Limited(rejected) => match self.retry_after_secs() {
-                Some(secs) => format!(
-                    "rate limited by policy '{}' ({}): retry after {secs} s",
-                    rejected.policy(),
-                    rejected.by().quota(),
-                ),
-                None => format!(
-                    "rate limited by policy '{}' ({})",
-                    rejected.policy(),
-                    rejected.by().quota(),
-                ),
-            },
-            Self::Oversized(oversized) => format!(
-                "the request costs {} cells, more than the burst of {} of policy '{}' ({}): it \
-                 can never be admitted",
-                oversized.capacity().requested,
-                oversized.capacity().burst,
-                oversized.policy(),
-                oversized.quota()
-            ),
+            Self::Limited(refused) => {
+                let (policy, quota) = named(refused.policy(), refused.by().map(|s| s.quota()));
+                match self.retry_after_secs() {
+                    Some(secs) => {
+                        format!("rate limited by policy '{policy}' ({quota}): retry after {secs} s")
+                    }
+                    None => format!("rate limited by policy '{policy}' ({quota})"),
+                }
+            }
+            Self::Oversized(capacity) => {
+                let (policy, quota) = named(capacity.policy(), capacity.quota());
+                format!(
+                    "the request costs {} cells, more than the burst of {} of policy '{policy}' \
+                     ({quota}): it can never be admitted",
+                    capacity.requested, capacity.burst,
+                )
+            }
             Self::Unkeyed(_) => "the client's address could not be determined".into(),
         };
         json_string(&mut json, &detail);
@@ -120,11 +117,17 @@ impl Refusal<'_> {
     }
 }
 
+/// A policy's name and quota as a refusal names them (always, from a policy set).
+fn named(policy: Option<&str>, quota: Option<Quota>) -> (&str, String) {
+    let quota = quota.map_or_else(String::new, |q| q.to_string());
+    (policy.unwrap_or_default(), quota)
+}
+
 /// The response for `refusal`: its status, body, `Retry-After`, and the quota headers of
 /// `quotas` (every enforcing quota that applies, as it stands).
 pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     shared: &Shared<C>,
-    refusal: &Refusal<'_>,
+    refusal: &Refusal,
     quotas: Option<Ready>,
 ) -> Response<B> {
     let (content_type, body) = match &shared.body {

@@ -1,27 +1,20 @@
 //! [`Builder`]: every option of a [`KeyedRateLimiter`], validated once by [`Builder::build`].
 
-use crate::observe::TableMetrics;
 use core::fmt;
 use core::hash::Hash;
 use core::marker::PhantomData;
 
-use super::table::{SizeError, Table};
-use super::{Classify, KeyedRateLimiter};
+use super::store::{Options, Store};
+use super::{Classify, KeyedRateLimiter, TierSet};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, QuantaClock};
-use crate::limiter::RateLimiter;
+use crate::observe::TableMetrics;
 use crate::quota::Quota;
 
 /// Keys a limiter holds unless told otherwise: 2²⁰, about 22 MB of table.
 const DEFAULT_MAX_KEYS: usize = 1 << 20;
 /// Most quota tiers (the tier takes the low bits of a key's tag).
 const MAX_TIERS: usize = 256;
-/// Most keys: 2⁴⁰ (a table of about 23 TB), far beyond any machine, to keep sizes in range.
-const MAX_KEYS: usize = 1 << 40;
-/// Fewest keys per shard when the shard count is chosen automatically.
-const MIN_KEYS_PER_SHARD: usize = 64;
-/// Most shards chosen automatically.
-const MAX_AUTO_SHARDS: usize = 256;
 
 /// What a full table does with a request from a key it does not hold, when no idle key can make
 /// room. Keys it holds are never affected.
@@ -211,12 +204,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
         self
     }
 
-    /// The table of quota `quota` of the policy `policy` (a policy set's tables).
-    pub(crate) fn policy_metrics(mut self, policy: &str, quota: usize) -> Self {
-        self.metrics = TableMetrics::of_policy(policy, quota);
-        self
-    }
-
     /// Builds the limiter, allocating its table.
     ///
     /// # Errors
@@ -226,65 +213,44 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
     where
         C: Clone,
     {
-        if self.max_keys == 0 {
-            return Err(KeyedError::NoKeys);
-        }
-        if self.max_keys > MAX_KEYS {
-            return Err(KeyedError::TooManyKeys {
-                max_keys: self.max_keys,
-            });
-        }
         if self.tiers.len() > MAX_TIERS {
             return Err(KeyedError::TooManyTiers);
         }
-        let shards = match self.shards {
-            Some(shards) if !shards.is_power_of_two() || shards > MAX_KEYS => {
-                return Err(KeyedError::Shards { shards })
-            }
-            Some(shards) => shards.min(self.max_keys.next_power_of_two()),
-            None => default_shards(),
-        };
-        let min_per_shard = if self.shards.is_some() {
-            1
-        } else {
-            MIN_KEYS_PER_SHARD
-        };
-        let hasher = match self.seed {
-            Some(seed) => ahash::RandomState::with_seeds(
-                seed,
-                seed.rotate_left(16) ^ 0x243f_6a88_85a3_08d3,
-                seed.rotate_left(32) ^ 0x1319_8a2e_0370_7344,
-                seed.rotate_left(48) ^ 0xa409_3822_299f_31d0,
-            ),
-            None => ahash::RandomState::new(),
-        };
+        let hasher = hasher(self.seed);
         // The close nonces' seed, from the hasher: as unknown outside the process as the hash.
         let nonces = hasher.hash_one(0x6e6f_6e63_6573_u64);
-        let table = Table::new(self.max_keys, shards, min_per_shard, nonces, self.metrics)
-            .map_err(|SizeError::TooLarge| KeyedError::TooManyKeys {
-                max_keys: self.max_keys,
-            })?;
+        let options = Options {
+            max_keys: self.max_keys,
+            shards: self.shards,
+            when_full: self.when_full,
+            new_keys: self.new_keys,
+            metrics: self.metrics,
+        };
+        let store = Store::new(options, nonces, self.clock)?;
         let tier_bits = usize::BITS - (self.tiers.len() - 1).leading_zeros();
-        let new_keys = self
-            .new_keys
-            .map(|quota| RateLimiter::with_clock(quota, self.clock.clone()));
         Ok(KeyedRateLimiter {
-            table,
-            tiers: self.tiers.into_boxed_slice(),
-            tier_mask: (1u64 << tier_bits) - 1,
+            store,
+            tiers: TierSet {
+                algorithms: self.tiers.into_boxed_slice(),
+                mask: (1u64 << tier_bits) - 1,
+            },
             classify: self.classify,
             hasher,
-            clock: self.clock,
-            when_full: self.when_full,
-            new_keys,
         })
     }
 }
 
-/// Four shards per available CPU, as a power of two, at most 256.
-fn default_shards() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cpus * 4).next_power_of_two().min(MAX_AUTO_SHARDS)
+/// The key hasher: seeded with `seed` (reproducible), or at random (the default).
+pub(crate) fn hasher(seed: Option<u64>) -> ahash::RandomState {
+    match seed {
+        Some(seed) => ahash::RandomState::with_seeds(
+            seed,
+            seed.rotate_left(16) ^ 0x243f_6a88_85a3_08d3,
+            seed.rotate_left(32) ^ 0x1319_8a2e_0370_7344,
+            seed.rotate_left(48) ^ 0xa409_3822_299f_31d0,
+        ),
+        None => ahash::RandomState::new(),
+    }
 }
 
 impl<K: ?Sized, C: fmt::Debug, A: fmt::Debug> fmt::Debug for Builder<K, C, A> {

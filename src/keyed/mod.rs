@@ -8,9 +8,8 @@
 //!   bucket word. **The key itself is not stored**, whatever its type: a `String` key costs the
 //!   same 16 bytes as a `u64`, and inserting one allocates nothing.
 //! * Shards are at most 3/4 full, so a table holds about `4/3 × max_keys` slots: **21⅓ bytes per
-//!   key of capacity**, plus 128 bytes per shard, allocated and zeroed by [`Builder::build`]
-//!   (21.7 bytes per key measured at a million keys). Resident memory is that from the start and
-//!   never more ([`KeyedRateLimiter::memory_bytes`] gives the exact figure). Each shard also
+//!   key of capacity**, plus 128 bytes per shard, allocated and zeroed by [`Builder::build`].
+//!   Resident memory is that from the start and never more ([`KeyedRateLimiter::memory_bytes`] gives the exact figure). Each shard also
 //!   has room for five standard deviations of the random spread of keys over shards (at a
 //!   million keys 1.4 % more with 8 shards, 8 % with 256; a shard of 64 keys gets room for
 //!   112), so that one shard does not fill before the table does.
@@ -71,57 +70,44 @@
 //! shard while known keys go on without waiting.
 
 mod builder;
-pub(crate) mod slot;
-mod sweeper;
+mod slot;
+mod store;
+mod sweep;
 mod table;
+mod wait;
 
 use core::fmt;
 use core::hash::Hash;
 
+pub(crate) use builder::hasher;
 pub use builder::{Builder, KeyedError, WhenFull};
-pub use sweeper::Sweeper;
+pub use sweep::Sweeper;
 
-use self::slot::{Tag, FIRST_TAG};
-use self::table::{Entry, Held, Shard, Table};
-use crate::algorithm::{Algorithm, Gcra, Step};
+pub(crate) use self::slot::Tag;
+pub(crate) use self::store::{One, Options, Store, Tiers};
+use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Allowed, Cause, Gauge, InsufficientCapacity, Refused};
-use crate::limiter::RateLimiter;
+use crate::outcome::{Allowed, InsufficientCapacity, Refused};
 use crate::quota::Quota;
 
 /// Chooses a key's tier: an index into the limiter's algorithms (0 is the default one).
 type Classify<K> = Box<dyn Fn(&K) -> usize + Send + Sync>;
 
-/// A bucket's word before and after a decision's write, if it wrote one.
-pub(crate) type Wrote = Option<(u64, u64)>;
-
-/// The tag of a key whose hash (tier bits included) is `hash`: hashes below [`FIRST_TAG`] (only
-/// 0 and 1, with tier 0) join bit 62's keys.
-#[inline(always)]
-pub(crate) fn tag_of(hash: u64) -> Tag {
-    if hash < FIRST_TAG {
-        hash | 1 << 62
-    } else {
-        hash
-    }
+/// A limiter's algorithms, one per tier, picked by the low bits of a key's tag.
+#[derive(Debug)]
+struct TierSet<A> {
+    algorithms: Box<[A]>,
+    /// The tag bits that hold the tier.
+    mask: u64,
 }
 
-/// `algorithm.check` of `n` cells at `now`, noting in `wrote` the word it saw and the word it
-/// asked to write (the last run is the one that took effect).
-#[inline(always)]
-pub(crate) fn recording<'a, A: Algorithm>(
-    algorithm: &'a A,
-    now: u64,
-    n: u32,
-    wrote: &'a mut Wrote,
-) -> impl FnMut(u64) -> Step<Result<Allowed, Refused>> + 'a {
-    move |word| {
-        let step = algorithm.check(word, now, n);
-        *wrote = match step {
-            Step::Write(new, _) => Some((word, new)),
-            Step::Keep(_) => None,
-        };
-        step
+impl<A: Algorithm> Tiers for TierSet<A> {
+    type Algorithm = A;
+
+    #[inline]
+    fn of(&self, tag: Tag) -> &A {
+        let tier = (tag & self.mask) as usize;
+        self.algorithms.get(tier).unwrap_or(&self.algorithms[0])
     }
 }
 
@@ -144,14 +130,10 @@ pub(crate) fn recording<'a, A: Algorithm>(
 /// when the table is full; [`Builder`] for every option (per-key quota tiers, a quota on new
 /// keys, the clock).
 pub struct KeyedRateLimiter<K: ?Sized, C: Clock = QuantaClock, A: Algorithm = Gcra> {
-    table: Table,
-    tiers: Box<[A]>,
-    tier_mask: u64,
+    store: Store<C>,
+    tiers: TierSet<A>,
     classify: Option<Classify<K>>,
     hasher: ahash::RandomState,
-    clock: C,
-    when_full: WhenFull,
-    new_keys: Option<RateLimiter<C, Gcra>>,
 }
 
 /// Counters of what a keyed table has done, summed over its shards.
@@ -199,7 +181,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     pub fn check_key(&self, key: &K) -> Result<Allowed, Refused> {
         let (tag, algorithm) = self.locate(key);
         // Every algorithm's capacity is at least 1, so one cell is within it.
-        self.decide(tag, algorithm, 1, || self.clock.now(), &mut None)
+        self.decide(tag, algorithm, 1, || self.store.clock().now(), &mut None)
     }
 
     /// [`check_key`](Self::check_key) at `now` (a reading of this limiter's clock).
@@ -222,7 +204,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         key: &K,
         n: u32,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.check_key_n_with(key, n, || self.clock.now())
+        self.check_key_n_with(key, n, || self.store.clock().now())
     }
 
     /// [`check_key_n`](Self::check_key_n) at `now` (a reading of this limiter's clock).
@@ -264,7 +246,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         key: &K,
         n: u32,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.peek_key_at(key, n, self.clock.now())
+        self.peek_key_at(key, n, self.store.clock().now())
     }
 
     /// [`peek_key`](Self::peek_key) at `now`.
@@ -280,7 +262,8 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         let (tag, algorithm) = self.locate(key);
         InsufficientCapacity::check(n, algorithm.capacity())?;
         let word = self
-            .word_of(tag)
+            .store
+            .word(tag)
             .unwrap_or_else(|| algorithm.initial_word(now));
         if n == 0 {
             return Ok(Ok(algorithm.state(word, now)));
@@ -291,58 +274,39 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// Gives `n` cells back to `key`'s bucket, never beyond its capacity; nothing if the table
     /// does not hold the key (a new bucket is already as full as it starts).
     pub fn refund_key(&self, key: &K, n: u32) {
-        self.refund_key_at(key, n, self.clock.now());
+        self.refund_key_at(key, n, self.store.clock().now());
     }
 
     /// [`refund_key`](Self::refund_key) at `now`.
     pub fn refund_key_at(&self, key: &K, n: u32, now: u64) {
         let (tag, algorithm) = self.locate(key);
-        let shard = self.table.shard(tag);
-        let refund = |word| algorithm.refund(word, now, n);
-        if let Some(Some(())) = self.table.find(shard, tag).map(|s| s.update(tag, refund)) {
-            return;
-        }
-        let held = shard.lock();
-        if let Some(slot) = self.table.find_locked(shard, &held, tag) {
-            slot.update(tag, refund);
-        }
+        self.store
+            .update(tag, |word| algorithm.refund(word, now, n));
     }
 
     /// Forgets `key`'s bucket: its next request finds a new one, as [`Quota::initial`] says.
     /// Whether the table held the key.
     pub fn reset_key(&self, key: &K) -> bool {
-        let (tag, _) = self.locate(key);
-        let shard = self.table.shard(tag);
-        let mut held = shard.lock();
-        self.table.remove(shard, &mut held, tag)
+        self.store.remove(self.locate(key).0)
     }
 
     /// The key's tag and the algorithm of its tier.
     #[inline(always)]
     fn locate(&self, key: &K) -> (Tag, &A) {
         let hash = self.hasher.hash_one(key);
+        let tiers = &self.tiers.algorithms;
         let tier = match &self.classify {
             None => 0,
             Some(classify) => Some(classify(key))
-                .filter(|&tier| tier < self.tiers.len())
+                .filter(|&tier| tier < tiers.len())
                 .unwrap_or(0),
         };
-        (
-            tag_of(hash & !self.tier_mask | tier as u64),
-            &self.tiers[tier],
-        )
+        let tag = Store::<C>::tag(hash & !self.tiers.mask | tier as u64);
+        (tag, &tiers[tier])
     }
 
-    /// The algorithm of the tier recorded in `tag`.
-    #[inline]
-    fn tier_of(&self, tag: Tag) -> &A {
-        let tier = (tag & self.tier_mask) as usize;
-        self.tiers.get(tier).unwrap_or(&self.tiers[0])
-    }
-
-    /// Decides `n` cells for `tag` at the reading `now()`, taken after the probe for the key's
-    /// slot has issued its loads. `wrote` ends up holding the bucket's word before and after the
-    /// decision's write, if it wrote one (a multi-quota decision's undo; dead code otherwise).
+    /// Decides `n` cells for the bucket `tag`, whose algorithm is `algorithm`, at the reading
+    /// `now()`; `wrote` as [`Store::decide`] says.
     #[inline(always)]
     fn decide(
         &self,
@@ -350,238 +314,15 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         algorithm: &A,
         n: u32,
         now: impl FnOnce() -> u64,
-        wrote: &mut Wrote,
+        wrote: &mut crate::cell::Wrote,
     ) -> Result<Allowed, Refused> {
-        let shard = self.table.shard(tag);
-        let slot = self.table.find(shard, tag);
-        // Read once the probe has issued its loads: the clock read overlaps a miss on the slot.
-        let now = now();
-        let answer = match slot.and_then(|s| s.update(tag, recording(algorithm, now, n, wrote))) {
-            Some(answer) => answer,
-            None => self.insert(shard, tag, algorithm, now, n, wrote),
-        };
-        if let Err(refused) = &answer {
-            if refused.clock_behind {
-                self.catch_up(shard, tag, algorithm);
-            }
-        }
-        answer
-    }
-
-    /// The slow path: the key was not found without the lock. Look again under it, and insert.
-    #[cold]
-    #[inline(never)]
-    fn insert(
-        &self,
-        shard: &Shard,
-        tag: Tag,
-        algorithm: &A,
-        now: u64,
-        n: u32,
-        wrote: &mut Wrote,
-    ) -> Result<Allowed, Refused> {
-        // A lock-free attempt that ran the step and then lost the slot (closed or moved) left
-        // its words here; they were never written. Without this, an untracked admission below
-        // would hand them to a policy's undo, which could then take back another request's
-        // cells (found in review).
-        *wrote = None;
-        let mut held = shard.lock();
-        let fresh = || algorithm.initial_word(now);
-        let idle = self.idle_at(now);
-        match self
-            .table
-            .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
-        {
-            Entry::Found(slot) | Entry::Inserted(slot) => {
-                if let Some(answer) = slot.update(tag, recording(algorithm, now, n, wrote)) {
-                    return answer;
-                }
-                // Tags change only under the lock we hold, so the key is still there; were it
-                // not, this answers as a new bucket would, writing nothing.
-                *wrote = None;
-                algorithm.check(fresh(), now, n).answer()
-            }
-            Entry::Denied(refused) => Err(refused),
-            Entry::Full => self.full(&mut held, algorithm, now, n),
-        }
-    }
-
-    /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
-    /// certain to be created or admitted untracked, so that no cell ever has to be given back
-    /// (a GCRA refund is exact only while the cell's reservation has not run out).
-    fn new_key(&self, now: u64) -> Result<(), Refused> {
-        match &self.new_keys {
-            Some(gate) => gate
-                .check_at(now)
-                .map(|_| ())
-                .map_err(|refused| refused.because(Cause::NewKeys)),
-            None => Ok(()),
-        }
-    }
-
-    /// A new key found no room.
-    fn full(
-        &self,
-        held: &mut Held<'_>,
-        algorithm: &A,
-        now: u64,
-        n: u32,
-    ) -> Result<Allowed, Refused> {
-        match self.when_full {
-            WhenFull::AdmitUntracked => {
-                let answer = algorithm
-                    .check(algorithm.initial_word(now), now, n)
-                    .answer();
-                if answer.is_ok() {
-                    // An untracked admission takes a new-key cell; a refusal takes none.
-                    self.new_key(now)?;
-                    held.state.untracked += 1;
-                }
-                answer
-            }
-            WhenFull::Refuse => {
-                held.state.refused += 1;
-                let limit = algorithm.capacity();
-                let hint = algorithm.quota().interval_nanos().max(1);
-                let gauge = Gauge::new(u64::from(limit), 1, limit, hint);
-                Err(Refused::new(gauge, hint).because(Cause::TableFull))
-            }
-        }
-    }
-
-    /// After a refusal flagged "clock behind", clamps the key's bucket against a fresh reading,
-    /// as [`RateLimiter`] does.
-    #[cold]
-    #[inline(never)]
-    fn catch_up(&self, shard: &Shard, tag: Tag, algorithm: &A) {
-        let skew = self.clock.skew_nanos();
-        if let Some(slot) = self.table.find(shard, tag) {
-            // The clock is read inside, after each Acquire load of the word (see `cell`).
-            slot.clamp(tag, |word| algorithm.catch_up(word, self.clock.now(), skew));
-        }
-    }
-
-    /// The word of `tag`'s bucket, if the table holds it (exact: a miss is confirmed under the
-    /// lock).
-    pub(crate) fn word_of(&self, tag: Tag) -> Option<u64> {
-        let shard = self.table.shard(tag);
-        if let Some(word) = self.table.find(shard, tag).and_then(|s| s.word(tag)) {
-            return Some(word);
-        }
-        let held = shard.lock();
-        self.table
-            .find_locked(shard, &held, tag)
-            .and_then(|slot| slot.word(tag))
-    }
-}
-
-/// # Tags, for policies
-///
-/// A policy (see [`crate::policy`]) hashes a request's key once and asks one table per quota
-/// with the same tag, passing each quota's algorithm in (a policy's quotas can be replaced while
-/// the tables keep their buckets). These calls ignore the limiter's tiers.
-impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
-    /// Takes `n` cells (`1 ≤ n ≤ capacity`) from the bucket `tag` with `algorithm` at `now`,
-    /// creating the bucket if the table does not hold it. `wrote` receives the bucket's word
-    /// before and after, if the decision wrote one, for [`restore_tag`](Self::restore_tag).
-    #[inline]
-    pub(crate) fn commit_tag(
-        &self,
-        tag: Tag,
-        algorithm: &A,
-        n: u32,
-        now: u64,
-        wrote: &mut Wrote,
-    ) -> Result<Allowed, Refused> {
-        self.decide(tag, algorithm, n, || now, wrote)
-    }
-
-    /// The slot of the bucket `tag`, if a lock-free probe finds it there (not found: a new key,
-    /// or one being moved; the caller takes the slow path, [`commit_tag`](Self::commit_tag)).
-    /// A found slot may stop holding `tag` at any time: [`Slot::update`] says so.
-    #[inline(always)]
-    pub(crate) fn probe_tag(&self, tag: Tag) -> Option<&slot::Slot> {
-        self.table.find(self.table.shard(tag), tag)
-    }
-
-    /// [`check_key_n_at`](Self::check_key_n_at) with `n ≥ 1`, noting in `wrote` the bucket's
-    /// words before and after a write; with the key's tag, and whether its algorithm shapes
-    /// (admits with a delay), for the waits (`crate::wait`).
-    pub(crate) fn check_key_recording(
-        &self,
-        key: &K,
-        n: u32,
-        now: u64,
-        wrote: &mut Wrote,
-    ) -> Result<(Result<Allowed, Refused>, Tag, bool), InsufficientCapacity> {
-        let (tag, algorithm) = self.locate(key);
-        InsufficientCapacity::check(n, algorithm.capacity())?;
-        let answer = self.decide(tag, algorithm, n, || now, wrote);
-        Ok((answer, tag, algorithm.max_delay_nanos() > 0))
-    }
-
-    /// After a refusal flagged "clock behind" of the bucket `tag` seen by a peek, clamps it
-    /// against a fresh reading, as a refused check does.
-    pub(crate) fn catch_up_tag(&self, tag: Tag, algorithm: &A) {
-        self.catch_up(self.table.shard(tag), tag, algorithm);
-    }
-
-    /// Undoes a write of [`commit_tag`](Self::commit_tag): puts `before` back if the bucket `tag`
-    /// still holds `after`, following the key if the table moved it. Whether it did; a bucket
-    /// that changed since (another request built on the write) or went away is left alone.
-    pub(crate) fn restore_tag(&self, tag: Tag, before: u64, after: u64) -> bool {
-        let shard = self.table.shard(tag);
-        if let Some(done) = self
-            .table
-            .find(shard, tag)
-            .and_then(|slot| slot.restore(tag, after, before))
-        {
-            return done;
-        }
-        // Moving, or moved: nothing moves while the lock is held.
-        let held = shard.lock();
-        self.table
-            .find_locked(shard, &held, tag)
-            .and_then(|slot| slot.restore(tag, after, before))
-            .unwrap_or(false)
+        self.store
+            .decide(tag, (algorithm, &self.tiers), n, now, wrote)
     }
 }
 
 /// # Eviction and size
 impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
-    /// Visits the next `budget` slots of the table (continuing where the last sweep stopped, and
-    /// wrapping around) and forgets the idle buckets among them; returns how many. Holds a
-    /// shard's lock for 256 slots at a time (and, in the rare step where a probe chain wraps
-    /// around a shard's end, looks at that shard's last slots again). `sweep(self.slots())`
-    /// visits every slot.
-    pub fn sweep(&self, budget: usize) -> usize {
-        // A fresh reading per step: later readings only find more buckets idle.
-        self.sweep_with(budget, || self.clock.now())
-    }
-
-    /// [`sweep`](Self::sweep) judging idleness at `now` (a reading of this limiter's clock).
-    pub fn sweep_at(&self, budget: usize, now: u64) -> usize {
-        self.sweep_with(budget, || now)
-    }
-
-    /// Sweeps `budget` slots, each step judging idleness at the reading `now()`.
-    fn sweep_with(&self, budget: usize, now: impl Fn() -> u64) -> usize {
-        let mut evicted = 0;
-        for (shard, range) in self.table.claim_sweep(budget) {
-            let now = now();
-            let mut held = shard.lock();
-            evicted += self
-                .table
-                .sweep_shard(shard, &mut held, range, self.idle_at(now));
-        }
-        evicted
-    }
-
-    /// Whether a slot's bucket is idle at `now`, judged by the algorithm of its tag's tier.
-    fn idle_at(&self, now: u64) -> impl Fn(Tag, u64) -> bool + '_ {
-        move |tag, word| self.tier_of(tag).is_idle(word, now)
-    }
-
     /// Keys held now (takes each shard's lock in turn).
     pub fn len(&self) -> usize {
         self.stats().keys
@@ -594,78 +335,65 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
 
     /// The most keys the table holds.
     pub fn max_keys(&self) -> usize {
-        self.table.max_keys()
+        self.store.table().max_keys()
     }
 
     /// Slots in the table (a [`sweep`](Self::sweep) of this many visits them all).
     pub fn slots(&self) -> usize {
-        self.table.slots()
+        self.store.table().slots()
     }
 
     /// Shards in the table.
     pub fn shards(&self) -> usize {
-        self.table.shards().len()
+        self.store.table().shards().len()
     }
 
     /// The shard `key` lives in (for diagnostics: shard balance, and tests of the hash seed).
     pub fn shard_of(&self, key: &K) -> usize {
-        self.table.shard_index(self.locate(key).0)
+        self.store.table().shard_index(self.locate(key).0)
     }
 
-    /// Where `key`'s bucket is now, as (shard, slot), if the table holds it. For tests of the
-    /// table's moves; not a stable interface.
+    /// Where `key`'s bucket is now, as (shard, slot), if the table holds it (tests of the
+    /// table's moves, and the loom models).
+    #[cfg(any(test, flowgate_loom))]
     #[doc(hidden)]
     pub fn position_of(&self, key: &K) -> Option<(usize, usize)> {
-        let (tag, _) = self.locate(key);
-        let shard = self.table.shard(tag);
-        let held = shard.lock();
-        let slot = self.table.find_locked(shard, &held, tag)?;
-        Some((
-            self.table.shard_index(tag),
-            self.table.position(shard, slot),
-        ))
+        self.store.table().position_of(self.locate(key).0)
     }
 
-    /// `key`'s home: the (shard, slot) its probe starts from. For tests; not a stable interface.
+    /// `key`'s home: the (shard, slot) its probe starts from (tests, and the loom models).
+    #[cfg(any(test, flowgate_loom))]
     #[doc(hidden)]
     pub fn home_of(&self, key: &K) -> (usize, usize) {
-        let (tag, _) = self.locate(key);
-        (self.table.shard_index(tag), self.table.home(tag))
+        let tag = self.locate(key).0;
+        let table = self.store.table();
+        (table.shard_index(tag), table.home(tag))
     }
 
     /// Bytes of the table: slots and shard headers, all allocated at construction (the limiter's
     /// algorithms and clock are not counted).
     pub fn memory_bytes(&self) -> usize {
-        self.table.memory_bytes()
+        self.store.table().memory_bytes()
     }
 
     /// What the table has done so far (takes each shard's lock in turn).
     pub fn stats(&self) -> KeyedStats {
-        let mut stats = KeyedStats::default();
-        for shard in self.table.shards() {
-            let held = shard.lock();
-            stats.keys += held.state.live;
-            stats.created += held.state.created;
-            stats.evicted += held.state.evicted;
-            stats.untracked += held.state.untracked;
-            stats.refused_full += held.state.refused;
-        }
-        stats
+        self.store.stats()
     }
 
     /// The limiter's clock, whose readings the `*_at` methods expect.
     pub fn clock(&self) -> &C {
-        &self.clock
+        self.store.clock()
     }
 
     /// The algorithm of tier `tier` (0 is the default), if there is one.
     pub fn tier(&self, tier: usize) -> Option<&A> {
-        self.tiers.get(tier)
+        self.tiers.algorithms.get(tier)
     }
 
     /// What a full table does with a new key.
     pub fn when_full(&self) -> WhenFull {
-        self.when_full
+        self.store.when_full()
     }
 }
 
@@ -673,45 +401,17 @@ impl<K: ?Sized, C: Clock + fmt::Debug, A: Algorithm + fmt::Debug> fmt::Debug
     for KeyedRateLimiter<K, C, A>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let table = self.store.table();
         f.debug_struct("KeyedRateLimiter")
-            .field("tiers", &self.tiers)
-            .field("max_keys", &self.table.max_keys())
-            .field("shards", &self.table.shards().len())
-            .field("when_full", &self.when_full)
-            .field("new_keys", &self.new_keys.as_ref().map(RateLimiter::quota))
-            .field("clock", &self.clock)
+            .field("tiers", &self.tiers.algorithms)
+            .field("max_keys", &table.max_keys())
+            .field("shards", &table.shards().len())
+            .field("when_full", &self.store.when_full())
+            .field("new_keys", &self.store.new_keys())
+            .field("clock", self.store.clock())
             .finish_non_exhaustive()
     }
 }
 
 #[cfg(all(test, not(flowgate_loom)))]
-mod tests {
-    use super::*;
-    use crate::clock::ManualClock;
-
-    /// `wrote` reports only a word that was written: an untracked admission of a new key (no
-    /// room) writes none, whatever a failed lock-free attempt left in `wrote` before the slow
-    /// path. A policy's undo would otherwise compare-and-swap words nobody wrote.
-    #[test]
-    fn an_untracked_admission_reports_no_write() {
-        let quota = Quota::per_hour(10).unwrap();
-        let table = KeyedRateLimiter::<(), _, _>::builder(Gcra::new(&quota))
-            .clock(ManualClock::new())
-            .max_keys(1)
-            .when_full(WhenFull::AdmitUntracked)
-            .build()
-            .unwrap();
-        let gcra = Gcra::new(&quota);
-        let mut wrote = None;
-        assert!(table
-            .commit_tag(tag_of(1 << 40), &gcra, 1, 1_000, &mut wrote)
-            .is_ok());
-        assert!(wrote.is_some(), "the first key is inserted and written");
-        // As a lock-free attempt that lost its slot leaves it.
-        let mut wrote = Some((7, 8));
-        assert!(table
-            .commit_tag(tag_of(2 << 40), &gcra, 1, 1_000, &mut wrote)
-            .is_ok());
-        assert_eq!(wrote, None, "no room: admitted untracked, nothing written");
-    }
-}
+mod tests;

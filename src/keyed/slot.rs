@@ -31,6 +31,9 @@
 //!   clamps' CAS all are. A refusal (no write) is answered only if a third load finds the word
 //!   unchanged, so a closed word read just before a re-publication is not taken for the key's
 //!   own (unless the word comes back to that exact value: the nonce's 2⁻⁶³ coincidence).
+//!   These loads, the step and the CAS are the crate's one loop (`cell::Cell::update_as`), run
+//!   with the slot's key as the word's owner: the owner's check is the tag load, its mask the
+//!   tag's, its orderings `Acquire`.
 //!
 //! # Reuse
 //! A slot whose key was closed may be published again for another key while a check of the old
@@ -38,16 +41,15 @@
 //! can succeed on the new key's word only if `new_word ^ mask(new_tag) == old_word ^
 //! mask(old_tag)`: the two algorithm words must differ by exactly the XOR of the masks of two
 //! distinct, randomly seeded hashes, which differ from their lowest differing bit up; for a
-//! given pair of words that happens with probability on the order of 2⁻⁶⁰. Likewise a closed word equals an earlier word of the slot only by a 2⁻⁶³
-//! coincidence (the nonce's low bit is always set). These are the same order as the collision of
-//! two keys' fingerprints, which the table already accepts (see the keyed module's docs); no
-//! ordering of events is needed for them.
-
-use crossbeam_utils::Backoff;
+//! given pair of words that happens with probability on the order of 2⁻⁶⁰. Likewise a closed
+//! word equals an earlier word of the slot only by a 2⁻⁶³ coincidence (the nonce's low bit is
+//! always set). These are the same order as the collision of two keys' fingerprints, which the
+//! table already accepts (see the keyed module's docs); no ordering of events is needed for
+//! them.
 
 use crate::algorithm::Step;
-use crate::cell::contended;
-use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
+use crate::cell::{Cell, Owner};
+use crate::primitive::{AtomicU64, Ordering};
 
 /// A key's tag: its 64-bit hash (with the tier in the low bits), never below [`FIRST_TAG`].
 pub(crate) type Tag = u64;
@@ -74,7 +76,32 @@ fn mask(tag: Tag) -> u64 {
 #[repr(C, align(16))]
 pub(crate) struct Slot {
     tag: AtomicU64,
-    word: AtomicU64,
+    word: Cell,
+}
+
+/// The key `tag` deciding on `slot`'s word through the cell's loop: the word is the key's while
+/// the slot's tag names it (checked before every step, and again by a second load of the word
+/// before a refusal is answered), and it is stored masked with the tag's mask.
+struct Tagged<'a> {
+    slot: &'a Slot,
+    tag: Tag,
+}
+
+impl Owner for Tagged<'_> {
+    // Acquire: pairs with the Release of a close, so a closed word is seen with its BUSY tag
+    // (and with a publication's, so the word read after the tag is the published one or later).
+    const LOAD: Ordering = Ordering::Acquire;
+    const CONFIRM_KEEP: bool = true;
+
+    #[inline(always)]
+    fn holds(&self) -> bool {
+        self.slot.tag() == self.tag
+    }
+
+    #[inline(always)]
+    fn mask(&self) -> u64 {
+        mask(self.tag)
+    }
 }
 
 impl Slot {
@@ -82,7 +109,7 @@ impl Slot {
     pub(crate) fn empty() -> Self {
         Self {
             tag: AtomicU64::new(EMPTY),
-            word: AtomicU64::new(0),
+            word: Cell::new(0),
         }
     }
 
@@ -94,77 +121,29 @@ impl Slot {
         self.tag.load(Ordering::Acquire)
     }
 
-    /// Applies `step` to the key `tag`'s algorithm word atomically, as `Cell::update` does for a
-    /// single bucket. `None` if the slot stopped holding `tag` (closed or moved): look again.
     #[inline(always)]
-    pub(crate) fn update<T>(&self, tag: Tag, mut step: impl FnMut(u64) -> Step<T>) -> Option<T> {
-        // Acquire: pairs with the Release of a close, so a closed word is seen with its BUSY tag.
-        let mut raw = self.word.load(Ordering::Acquire);
-        let backoff = Backoff::new();
-        loop {
-            if self.tag() != tag {
-                return None;
-            }
-            match step(raw ^ mask(tag)) {
-                Step::Keep(answer) => {
-                    // Acquire: as above; an unchanged word was the key's when the tag was read.
-                    let again = self.word.load(Ordering::Acquire);
-                    if again == raw {
-                        return Some(answer);
-                    }
-                    raw = again;
-                }
-                Step::Write(new, answer) => {
-                    // Release on success: publishes the clock reading behind `new` (see `cell`).
-                    // Acquire on failure: the fresh word may be a close's; see `update`'s load.
-                    match compare_exchange_weak(
-                        &self.word,
-                        raw,
-                        new ^ mask(tag),
-                        Ordering::Release,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => return Some(answer),
-                        Err(actual) => {
-                            raw = actual;
-                            contended(&backoff);
-                        }
-                    }
-                }
-            }
-        }
+    fn owner(&self, tag: Tag) -> Tagged<'_> {
+        Tagged { slot: self, tag }
+    }
+
+    /// Applies `step` to the key `tag`'s algorithm word atomically, through the cell's loop.
+    /// `None` if the slot stopped holding `tag` (closed or moved): look again.
+    #[inline(always)]
+    pub(crate) fn update<T>(&self, tag: Tag, step: impl FnMut(u64) -> Step<T>) -> Option<T> {
+        self.word.update_as(&self.owner(tag), step)
     }
 
     /// Puts the key `tag`'s word back to `before` if it still holds `after`, a word this thread
-    /// wrote (the undo of a multi-quota decision). `Some(true)` if it did, `Some(false)` if the
-    /// key's word changed since (another request built on it: left alone), `None` if the slot no
-    /// longer holds `tag` (look for the key again: a move carries its word unchanged).
+    /// wrote (see `Cell::restore_as`). `None` if the slot no longer holds `tag` (look for the key
+    /// again: a move carries its word unchanged).
     pub(crate) fn restore(&self, tag: Tag, after: u64, before: u64) -> Option<bool> {
-        let expected = after ^ mask(tag);
-        loop {
-            // Release on success: publishes the clock reading behind `before` (see `cell`), as
-            // every word write must. Acquire on failure: the fresh word may be a close's, whose
-            // BUSY tag the load below must then see (see `update`).
-            match compare_exchange_weak(
-                &self.word,
-                expected,
-                before ^ mask(tag),
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(true),
-                // A weak CAS may fail spuriously, reporting the very word it expected.
-                Err(actual) if actual == expected => continue,
-                Err(_) => return (self.tag() == tag).then_some(false),
-            }
-        }
+        self.word.restore_as(&self.owner(tag), after, before)
     }
 
-    /// The key `tag`'s algorithm word, or `None` if the slot no longer holds it. For the lock
-    /// holder (whose view of tags is stable) and for peeks.
-    #[inline]
-    pub(crate) fn word(&self, tag: Tag) -> Option<u64> {
-        self.update(tag, Step::Keep)
+    /// Replaces the key `tag`'s word by `clamp(word)` while that returns `Some` (see
+    /// `Cell::clamp_as`); gives up if the slot stops holding `tag`.
+    pub(crate) fn clamp(&self, tag: Tag, clamp: impl FnMut(u64) -> Option<u64>) {
+        self.word.clamp_as(&self.owner(tag), clamp);
     }
 
     /// The key `tag`'s algorithm word as last written, for the lock holder, who knows the slot
@@ -173,8 +152,7 @@ impl Slot {
     pub(crate) fn word_locked(&self, tag: Tag) -> u64 {
         // Relaxed: a debug check of a tag only the lock holder, this thread, writes.
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
-        // Relaxed: only a filter; `close` returns the word for certain.
-        self.word.load(Ordering::Relaxed) ^ mask(tag)
+        self.word.load_relaxed() ^ mask(tag)
     }
 
     /// Closes the slot (lock holder only): no check of its key can write to it any more. Returns
@@ -184,21 +162,22 @@ impl Slot {
         // Relaxed: a debug check of a tag only the lock holder, this thread, writes.
         debug_assert_eq!(self.tag.load(Ordering::Relaxed), tag);
         debug_assert_ne!(nonce, 0);
-        // Relaxed: the Release of the XOR below publishes this store to whoever sees its result.
+        // Relaxed: the Release of the flip below publishes this store to whoever sees its
+        // result.
         self.tag.store(BUSY, Ordering::Relaxed);
-        // Release: a check that loads the closed word then sees BUSY (module docs).
-        self.word.fetch_xor(nonce, Ordering::Release) ^ mask(tag)
+        // The flip is Release: a check that loads the closed word then sees BUSY.
+        self.word.flip(nonce) ^ mask(tag)
     }
 
     /// Publishes `word` for the key `tag` in this slot (lock holder only; the slot is `EMPTY` or
     /// closed).
     pub(crate) fn publish(&self, tag: Tag, word: u64) {
         debug_assert!(tag >= FIRST_TAG);
-        // Release: a check of the slot's previous key that loads this word (Acquire) must then
-        // see a tag other than its own when it validates; this store is what it synchronizes
-        // with (the lock holder saw the close, and a Relaxed store would end the close's release
-        // sequence). Loom found the Relaxed version feeding the new key's word to the old key.
-        self.word.store(word ^ mask(tag), Ordering::Release);
+        // The word's store is Release: a check of the slot's previous key that loads this word
+        // (Acquire) must then see a tag other than its own when it validates; this store is what
+        // it synchronizes with (the lock holder saw the close, and a Relaxed store would end the
+        // close's release sequence).
+        self.word.store(word ^ mask(tag));
         // Release: a check that reads this tag with Acquire reads this word or a later one.
         self.tag.store(tag, Ordering::Release);
     }
@@ -207,34 +186,6 @@ impl Slot {
     pub(crate) fn clear(&self) {
         // Release: orders the close before the slot can be seen free.
         self.tag.store(EMPTY, Ordering::Release);
-    }
-
-    /// Replaces the key `tag`'s word by `clamp(word)` while that returns `Some`, loading the word
-    /// with `Acquire` before each call (see `Cell::clamp`); gives up if the slot stops holding
-    /// `tag`.
-    pub(crate) fn clamp(&self, tag: Tag, mut clamp: impl FnMut(u64) -> Option<u64>) {
-        loop {
-            // Acquire: pairs with the Release of the write that produced this word (see `cell`).
-            let raw = self.word.load(Ordering::Acquire);
-            if self.tag() != tag {
-                return;
-            }
-            let Some(new) = clamp(raw ^ mask(tag)) else {
-                return;
-            };
-            // Release: as in `update`. Relaxed on failure: the loop reloads with Acquire.
-            if compare_exchange_weak(
-                &self.word,
-                raw,
-                new ^ mask(tag),
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-            {
-                return;
-            }
-        }
     }
 }
 
@@ -252,25 +203,25 @@ mod tests {
     fn a_closed_slot_refuses_its_old_key() {
         let slot = Slot::empty();
         slot.publish(7, 100);
-        assert_eq!(slot.word(7), Some(100));
-        assert_eq!(slot.word(8), None);
+        assert_eq!(slot.update(7, Step::Keep), Some(100));
+        assert_eq!(slot.update(8, Step::Keep), None);
         assert_eq!(slot.close(7, 0x5a5a), 100);
-        assert_eq!(slot.word(7), None);
+        assert_eq!(slot.update(7, Step::Keep), None);
         assert_eq!(slot.update(7, |w| Step::Write(w + 1, ())), None);
         slot.clear();
         slot.publish(9, 100);
         assert_eq!(slot.update(9, |w| Step::Write(w + 1, w)), Some(100));
-        assert_eq!(slot.word(9), Some(101));
+        assert_eq!(slot.update(9, Step::Keep), Some(101));
     }
 
     #[test]
     fn equal_words_of_two_keys_are_different_values() {
         let slot = Slot::empty();
         slot.publish(7, 5);
-        let raw_seven = slot.word.load(Ordering::Relaxed);
+        let raw_seven = slot.word.load_relaxed();
         slot.close(7, 1);
         slot.clear();
         slot.publish(9, 5);
-        assert_ne!(slot.word.load(Ordering::Relaxed), raw_seven);
+        assert_ne!(slot.word.load_relaxed(), raw_seven);
     }
 }

@@ -5,8 +5,7 @@
 //! most 3/4 full, laid out four to a 64-byte cache line. A key's shard comes from its tag's
 //! high bits and its home from the bits below them: the first slot of a cache line (a
 //! multiply-shift, so shard lengths need not be powers of two), so that a probe usually loads
-//! one line (with the line-wise probe, this took a million-key check from 0.55 to 0.39–0.45 of
-//! governor's time, paired; see BENCHMARKS.md). Deletion shifts the rest of the probe chain
+//! one line (BENCHMARKS.md measures what that saves). Deletion shifts the rest of the probe chain
 //! back instead of leaving tombstones, so probe chains stay as short as the load factor makes
 //! them however many keys come and go.
 //!
@@ -508,8 +507,17 @@ impl Table {
         }
     }
 
+    /// Where the key `tag` is now, as (shard, slot), if the table holds it.
+    #[cfg(any(test, flowgate_loom))]
+    pub(crate) fn position_of(&self, tag: Tag) -> Option<(usize, usize)> {
+        let shard = self.shard(tag);
+        let held = shard.lock();
+        let slot = self.find_locked(shard, &held, tag)?;
+        Some((self.shard_index(tag), self.position(shard, slot)))
+    }
+
     /// The index of `slot` in `shard`.
-    pub(crate) fn position(&self, shard: &Shard, slot: &Slot) -> usize {
+    fn position(&self, shard: &Shard, slot: &Slot) -> usize {
         let base = shard.lines.as_ptr() as usize;
         (slot as *const Slot as usize - base) / core::mem::size_of::<Slot>()
     }

@@ -1,5 +1,5 @@
 //! [`Policy`] and [`PoliciesBuilder`]: what a policy set is made of, validated once by
-//! [`PoliciesBuilder::build`], and the [`PolicyError`]s that reject a bad one.
+//! [`PoliciesBuilder::build`].
 
 use core::fmt;
 use core::hash::Hash;
@@ -7,14 +7,17 @@ use core::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use super::error::PolicyError;
 use super::key::{Extract, Key};
-use super::layer::{Layer, Store, Table};
+use super::layer::{Buckets, Layer};
 use super::live::LiveQuota;
 use super::{Policies, MAX_QUOTAS};
-use crate::algorithm::{Algorithm, Gcra};
+use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::cell::Cell;
 use crate::clock::{Clock, QuantaClock};
-use crate::keyed::{KeyedError, KeyedRateLimiter, WhenFull};
+use crate::keyed::{self, Options, Store, WhenFull};
+use crate::observe::TableMetrics;
+use crate::outcome::intern;
 use crate::primitive::{AtomicU64, Mutex};
 use crate::quota::Quota;
 
@@ -26,7 +29,7 @@ pub const DEFAULT_POLICY_KEYS: usize = 1 << 16;
 pub struct Policy<R: ?Sized> {
     pub(crate) name: String,
     pub(crate) extract: Option<Extract<R>>,
-    pub(crate) quotas: Vec<Quota>,
+    pub(crate) quotas: Vec<AnyAlgorithm>,
     pub(crate) dry_run: bool,
     pub(crate) jitter: (Duration, Duration),
     pub(crate) max_keys: usize,
@@ -80,15 +83,35 @@ impl<R: ?Sized> Policy<R> {
         }
     }
 
-    /// Adds a quota: a request must conform to every quota of the policy.
-    pub fn quota(mut self, quota: Quota) -> Self {
-        self.quotas.push(quota);
+    /// Adds a quota, enforced with GCRA: a request must conform to every quota of the policy.
+    pub fn quota(self, quota: Quota) -> Self {
+        self.algorithm(quota)
+    }
+
+    /// Adds several quotas, each enforced with GCRA.
+    pub fn quotas(mut self, quotas: impl IntoIterator<Item = Quota>) -> Self {
+        self.quotas
+            .extend(quotas.into_iter().map(AnyAlgorithm::from));
         self
     }
 
-    /// Adds several quotas.
-    pub fn quotas(mut self, quotas: impl IntoIterator<Item = Quota>) -> Self {
-        self.quotas.extend(quotas);
+    /// Adds a quota enforced with any one-word algorithm: a fixed window for a calendar-like
+    /// daily limit, a sliding window counter for a login route, a leaky-bucket shaper whose
+    /// admissions carry a delay. `"20000/day fixed".parse()` gives one from text (see
+    /// [`AnyAlgorithm`]).
+    ///
+    /// ```
+    /// use flowgate::algorithm::{FixedWindow, SlidingWindow};
+    /// use flowgate::policy::Policy;
+    ///
+    /// struct Login { user: String }
+    /// let per_user = Policy::keyed("login", |r: &Login| &r.user)
+    ///     .algorithm(SlidingWindow::new(&"5/min".parse()?)?)
+    ///     .algorithm(FixedWindow::new(&"20/day".parse()?)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn algorithm(mut self, algorithm: impl Into<AnyAlgorithm>) -> Self {
+        self.quotas.push(algorithm.into());
         self
     }
 
@@ -100,8 +123,8 @@ impl<R: ?Sized> Policy<R> {
     }
 
     /// Adds a uniform random jitter in `[min, max]` to the retry-after of this policy's
-    /// refusals, so that refused clients do not all come back at once (the users' C# article's
-    /// `MinRetryAfterMs` / `MaxRetryAfterMs`). None by default.
+    /// refusals, so that refused clients do not all come back at once (a minimum and maximum
+    /// retry-after, as ASP.NET rate-limiting samples configure them). None by default.
     pub fn jitter(mut self, min: Duration, max: Duration) -> Self {
         self.jitter = (min, max);
         self
@@ -198,82 +221,14 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
             return Err(PolicyError::TooManyQuotas { quotas: total });
         }
         let now = self.clock.now();
-        let mut layers = Vec::with_capacity(self.policies.len());
+        let mut layers: Vec<Layer<R, C>> = Vec::with_capacity(self.policies.len());
         for (index, policy) in self.policies.into_iter().enumerate() {
-            if policy.name.is_empty() {
-                return Err(PolicyError::NoName { index });
-            }
-            if layers.iter().any(|l: &Layer<R, C>| *l.name == *policy.name) {
+            if layers.iter().any(|l| *l.name == *policy.name) {
                 return Err(PolicyError::DuplicateName {
                     policy: policy.name,
                 });
             }
-            if policy.quotas.is_empty() {
-                return Err(PolicyError::NoQuotas {
-                    policy: policy.name,
-                });
-            }
-            let jitter = match jitter_nanos(policy.jitter) {
-                Some(jitter) => jitter,
-                None => {
-                    return Err(PolicyError::Jitter {
-                        policy: policy.name,
-                    })
-                }
-            };
-            let store = match policy.extract {
-                None => Store::Global(
-                    policy
-                        .quotas
-                        .iter()
-                        .map(|q| CachePadded::new(Cell::new(Gcra::new(q).initial_word(now))))
-                        .collect(),
-                ),
-                Some(extract) => {
-                    let tables = policy
-                        .quotas
-                        .iter()
-                        .enumerate()
-                        .map(|(index, q)| {
-                            let mut builder = KeyedRateLimiter::<(), _, _>::builder(Gcra::new(q))
-                                .clock(self.clock.clone())
-                                .max_keys(policy.max_keys)
-                                .when_full(policy.when_full)
-                                .policy_metrics(&policy.name, index);
-                            if let Some(seed) = self.hash_seed {
-                                builder = builder.hash_seed(seed);
-                            }
-                            builder.build()
-                        })
-                        .collect::<Result<Box<[Table<C>]>, _>>()
-                        .map_err(|error| PolicyError::Keyed {
-                            policy: policy.name.clone(),
-                            error,
-                        })?;
-                    let hasher = match self.hash_seed {
-                        Some(seed) => ahash::RandomState::with_seeds(seed, !seed, seed ^ 1, 7),
-                        None => ahash::RandomState::new(),
-                    };
-                    Store::Keyed {
-                        extract,
-                        hasher,
-                        tables,
-                    }
-                }
-            };
-            let quotas = (policy.quotas.iter().enumerate())
-                .map(|(q, quota)| {
-                    LiveQuota::new(quota, &policy.name, (layers.len(), q), policy.dry_run)
-                })
-                .collect();
-            layers.push(Layer {
-                name: policy.name.into_boxed_str(),
-                dry_run: policy.dry_run,
-                jitter,
-                quotas,
-                store,
-                refused: CachePadded::new(AtomicU64::new(0)),
-            });
+            layers.push(layer(policy, index, now, &self.clock, self.hash_seed)?);
         }
         Ok(Policies {
             layers: layers.into_boxed_slice(),
@@ -281,6 +236,82 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
             replacing: Mutex::new(()),
         })
     }
+}
+
+/// Policy `index` of a set, validated, with its buckets created at `now` on `clock`.
+fn layer<R: ?Sized, C: Clock + Clone>(
+    policy: Policy<R>,
+    index: usize,
+    now: u64,
+    clock: &C,
+    hash_seed: Option<u64>,
+) -> Result<Layer<R, C>, PolicyError> {
+    if policy.name.is_empty() {
+        return Err(PolicyError::NoName { index });
+    }
+    if policy.quotas.is_empty() {
+        return Err(PolicyError::NoQuotas {
+            policy: policy.name,
+        });
+    }
+    let Some(jitter) = jitter_nanos(policy.jitter) else {
+        return Err(PolicyError::Jitter {
+            policy: policy.name,
+        });
+    };
+    let quotas = (policy.quotas.iter().enumerate())
+        .map(|(q, quota)| LiveQuota::new(quota, &policy.name, (index, q), policy.dry_run))
+        .collect();
+    let name = intern(&policy.name);
+    let dry_run = policy.dry_run;
+    let buckets = buckets(policy, now, clock, hash_seed)?;
+    Ok(Layer {
+        name,
+        dry_run,
+        jitter,
+        quotas,
+        buckets,
+        refused: CachePadded::new(AtomicU64::new(0)),
+    })
+}
+
+/// Where `policy`'s buckets will live, created at `now`: a cell per quota, or a store per quota
+/// keyed by the policy's extractor (the stores of one policy share its key hash; their close
+/// nonces come from it too, as unknown outside the process as the hash).
+fn buckets<R: ?Sized, C: Clock + Clone>(
+    policy: Policy<R>,
+    now: u64,
+    clock: &C,
+    hash_seed: Option<u64>,
+) -> Result<Buckets<R, C>, PolicyError> {
+    let Some(extract) = policy.extract else {
+        let cells = policy.quotas.iter();
+        let cells = cells.map(|q| CachePadded::new(Cell::new(q.initial_word(now))));
+        return Ok(Buckets::Global(cells.collect()));
+    };
+    let hasher = keyed::hasher(hash_seed);
+    let stores = (0..policy.quotas.len())
+        .map(|q| {
+            let options = Options {
+                max_keys: policy.max_keys,
+                shards: None,
+                when_full: policy.when_full,
+                new_keys: None,
+                metrics: TableMetrics::of_policy(&policy.name, q),
+            };
+            let seed = hasher.hash_one((0x6e6f_6e63_6573_u64, q));
+            Store::new(options, seed, clock.clone())
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|error| PolicyError::Keyed {
+            policy: policy.name.clone(),
+            error,
+        })?;
+    Ok(Buckets::Keyed {
+        extract,
+        hasher,
+        stores,
+    })
 }
 
 /// A jitter range in nanoseconds, if `min ≤ max` and both fit in 292 years.
@@ -298,90 +329,3 @@ impl<R: ?Sized, C: Clock + fmt::Debug> fmt::Debug for PoliciesBuilder<R, C> {
             .finish_non_exhaustive()
     }
 }
-
-/// Why a policy set could not be built, or a replacement was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PolicyError {
-    /// The set has no policy.
-    NoPolicies,
-    /// The policy at `index` has an empty name.
-    NoName {
-        /// Its place in the set.
-        index: usize,
-    },
-    /// Two policies have this name.
-    DuplicateName {
-        /// The name.
-        policy: String,
-    },
-    /// The policy has no quota.
-    NoQuotas {
-        /// The policy.
-        policy: String,
-    },
-    /// More than [`MAX_QUOTAS`] quotas over all policies.
-    TooManyQuotas {
-        /// How many there were.
-        quotas: usize,
-    },
-    /// The policy's jitter has its minimum above its maximum, or lasts more than 292 years.
-    Jitter {
-        /// The policy.
-        policy: String,
-    },
-    /// A keyed policy's table could not be built.
-    Keyed {
-        /// The policy.
-        policy: String,
-        /// Why.
-        error: KeyedError,
-    },
-    /// No policy has this name.
-    UnknownPolicy {
-        /// The name asked for.
-        policy: String,
-    },
-    /// A replacement must keep the policy's number of quotas.
-    QuotaCount {
-        /// The policy.
-        policy: String,
-        /// Its number of quotas.
-        expected: usize,
-        /// The number given.
-        found: usize,
-    },
-}
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoPolicies => f.write_str("a policy set needs at least one policy"),
-            Self::NoName { index } => write!(f, "policy #{index} has an empty name"),
-            Self::DuplicateName { policy } => write!(f, "two policies are named '{policy}'"),
-            Self::NoQuotas { policy } => write!(f, "policy '{policy}' has no quota"),
-            Self::TooManyQuotas { quotas } => write!(
-                f,
-                "{quotas} quotas in all; a policy set holds at most {MAX_QUOTAS}"
-            ),
-            Self::Jitter { policy } => write!(
-                f,
-                "policy '{policy}': the jitter's minimum is above its maximum, or it is longer \
-                 than 292 years"
-            ),
-            Self::Keyed { policy, error } => write!(f, "policy '{policy}': {error}"),
-            Self::UnknownPolicy { policy } => write!(f, "no policy is named '{policy}'"),
-            Self::QuotaCount {
-                policy,
-                expected,
-                found,
-            } => write!(
-                f,
-                "policy '{policy}' has {expected} quotas; a replacement must give as many, not \
-                 {found}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for PolicyError {}

@@ -1,6 +1,7 @@
 //! Policy sets from configuration files (feature `serde`): [`PoliciesConfig`] reads from TOML,
-//! JSON or any serde format, with quotas in the core's string grammar, and reports every
-//! mistake as a [`ConfigError`] naming the policy and the field.
+//! JSON or any serde format, with quotas in the core's string grammar (an algorithm's name may
+//! follow a quota: `"20000/day fixed"`; GCRA otherwise), and reports every mistake as a
+//! [`ConfigError`] naming the policy and the field.
 //!
 //! ```
 //! use flowgate::clock::ManualClock;
@@ -11,7 +12,7 @@
 //! let config: PoliciesConfig = serde_json::from_str(r#"{
 //!     "policies": [
 //!         { "name": "per-user", "key": "user",
-//!           "quotas": ["200/10s", "5000/h", "20000/day"], "jitter": ["1ms", "5ms"] },
+//!           "quotas": ["200/10s", "5000/h", "20000/day fixed"], "jitter": ["1ms", "5ms"] },
 //!         { "name": "per-endpoint", "key": "endpoint", "quotas": ["3000/min burst 4000"],
 //!           "dry_run": true },
 //!         { "name": "server", "quotas": ["100000/10s"] }
@@ -32,7 +33,7 @@
 //! [[policies]]
 //! name = "per-user"
 //! key = "user"
-//! quotas = ["200/10s", "5000/h", "20000/day"]
+//! quotas = ["200/10s", "5000/h", "20000/day fixed"]
 //! jitter = ["1ms", "5ms"]
 //!
 //! [[policies]]
@@ -46,12 +47,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::builder::{PoliciesBuilder, Policy, PolicyError};
+use super::builder::{PoliciesBuilder, Policy};
+use super::error::PolicyError;
 use super::key::Key;
 use super::Policies;
+use crate::algorithm::AnyAlgorithm;
 use crate::clock::Clock;
 use crate::keyed::WhenFull;
-use crate::quota::{parse_duration, Quota};
+use crate::quota::parse_duration;
 
 /// A policy set as written in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -71,7 +74,9 @@ pub struct PolicyConfig {
     /// a global policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// Quotas in the quota grammar: `"200/10s"`, `"5000/h"`, `"100/s burst 20"`.
+    /// Quotas in the quota grammar, each optionally followed by its algorithm: `"200/10s"`,
+    /// `"5000/h"`, `"100/s burst 20"`, `"20000/day fixed"`, `"10/min sliding"` (see
+    /// [`AnyAlgorithm`]).
     pub quotas: Vec<String>,
     /// Dry-run mode: evaluated and counted, never refusing.
     #[serde(default)]
@@ -171,18 +176,22 @@ impl PoliciesConfig {
     }
 
     /// Replaces the quotas of every policy in `policies` with this configuration's, keeping
-    /// every bucket (see [`Policies::replace_quotas`]): a configuration reload. Every quota is
+    /// every bucket (see [`Policies::replace`]): a configuration reload. Every quota is
     /// checked before any is replaced, so a bad file changes nothing.
     ///
     /// # Errors
     /// A [`ConfigError`] if a quota is invalid, a policy is not in the set (or the set has one
-    /// the file lacks), or a policy's number of quotas changed. Other fields (key, dry run,
-    /// jitter, table sizes) are fixed when the set is built and are not compared.
+    /// the file lacks), a policy's number of quotas changed, or a quota's algorithm would read
+    /// its buckets differently (another family, or another window length: see
+    /// [`AnyAlgorithm::reads_buckets_of`]). Other fields (key, dry run, jitter, table sizes)
+    /// are fixed when the set is built and are not compared.
     pub fn apply<R: ?Sized, C: Clock>(&self, policies: &Policies<R, C>) -> Result<(), ConfigError> {
         let mut all = Vec::with_capacity(self.policies.len());
         for (index, policy) in self.policies.iter().enumerate() {
             let quotas = policy.quotas(index)?;
-            let current = policies.quotas(&policy.name).map_err(|e| self.blame(e))?;
+            let current = policies
+                .algorithms(&policy.name)
+                .map_err(|e| self.blame(e))?;
             if current.len() != quotas.len() {
                 return Err(policy.error(
                     index,
@@ -190,6 +199,17 @@ impl PoliciesConfig {
                     format!(
                         "the policy has {} quotas; a reload must keep their number",
                         current.len()
+                    ),
+                ));
+            }
+            if let Some(q) = (0..quotas.len()).find(|&q| !current[q].reads_buckets_of(&quotas[q])) {
+                return Err(policy.error(
+                    index,
+                    format!("quotas[{q}]"),
+                    format!(
+                        "`{}` cannot take over the buckets of `{}` (another kind of algorithm, or \
+                         another window length): it needs a new set",
+                        quotas[q], current[q]
                     ),
                 ));
             }
@@ -206,9 +226,7 @@ impl PoliciesConfig {
             });
         }
         for (name, quotas) in all {
-            policies
-                .replace_quotas(name, &quotas)
-                .map_err(|e| self.blame(e))?;
+            policies.replace(name, &quotas).map_err(|e| self.blame(e))?;
         }
         Ok(())
     }
@@ -222,6 +240,9 @@ impl PoliciesConfig {
                 (format!("'{policy}'"), "name")
             }
             PolicyError::NoQuotas { policy } | PolicyError::QuotaCount { policy, .. } => {
+                (format!("'{policy}'"), "quotas")
+            }
+            PolicyError::Quota { policy, .. } | PolicyError::Incompatible { policy, .. } => {
                 (format!("'{policy}'"), "quotas")
             }
             PolicyError::TooManyQuotas { .. } => (String::from("(all)"), "quotas"),
@@ -250,12 +271,12 @@ impl PolicyConfig {
         }
     }
 
-    fn quotas(&self, index: usize) -> Result<Vec<Quota>, ConfigError> {
+    fn quotas(&self, index: usize) -> Result<Vec<AnyAlgorithm>, ConfigError> {
         self.quotas
             .iter()
             .enumerate()
             .map(|(i, text)| {
-                text.parse::<Quota>().map_err(|e| {
+                text.parse::<AnyAlgorithm>().map_err(|e| {
                     self.error(index, format!("quotas[{i}]"), format!("{text:?}: {e}"))
                 })
             })
@@ -282,7 +303,10 @@ impl PolicyConfig {
                 Policy::keyed_with(self.name.clone(), move |r: &R, k: &mut Key| extract(r, k))
             }
         };
-        policy = policy.quotas(self.quotas(index)?).dry_run(self.dry_run);
+        for algorithm in self.quotas(index)? {
+            policy = policy.algorithm(algorithm);
+        }
+        policy = policy.dry_run(self.dry_run);
         if let Some([min, max]) = &self.jitter {
             let duration = |i: usize, text: &String| {
                 parse_duration(text)

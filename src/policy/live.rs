@@ -1,6 +1,5 @@
-//! [`LiveQuota`]: a quota that can be replaced while decisions read it, without a lock on the
-//! read side: a sequence lock over the words of its [`Rule`] (the quota prepared for the hot
-//! path) and of the quota itself.
+//! [`LiveQuota`]: a policy's quota, an [`AnyAlgorithm`], that can be replaced while decisions
+//! read it, without a lock on the read side: a sequence lock over the algorithm's words.
 //!
 //! # Protocol
 //! A writer (serialized by the policy set's replacement lock) makes the sequence odd, writes the
@@ -19,84 +18,22 @@
 //!
 //! On x86-64 the fences and the `Acquire`/`Release` accesses compile to plain loads and stores.
 
-use crate::decision::Gauge;
+use crate::algorithm::{AnyAlgorithm, WORDS};
 use crate::observe::QuotaMetrics;
+use crate::outcome::{intern, Source};
 use crate::primitive::{fence, spin_loop, AtomicU64, Ordering};
-use crate::quota::Quota;
 
-/// Words of a [`Rule`], then the quota's own words.
-const RULE_WORDS: usize = 3;
-const WORDS: usize = RULE_WORDS + 4;
-
-/// A quota as a policy decision's hot path uses it: GCRA's numbers worked out once, when the
-/// quota is stored, so that a decision reads three words instead of deriving them. The quota
-/// itself (for reports, new buckets and refusals) is read apart, with [`LiveQuota::full`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rule {
-    /// The emission interval `T`, in ns.
-    interval: u64,
-    /// `τ = burst·T`: the largest debt GCRA admits.
-    window: u64,
-    burst: u32,
-}
-
-impl Rule {
-    pub(crate) fn new(quota: &Quota) -> Self {
-        Self {
-            interval: quota.interval_nanos(),
-            window: quota.window_nanos(),
-            burst: quota.burst(),
-        }
-    }
-
-    fn to_words(self) -> [u64; RULE_WORDS] {
-        [self.interval, self.window, u64::from(self.burst)]
-    }
-
-    #[inline(always)]
-    fn from_words(words: [u64; RULE_WORDS]) -> Self {
-        let [interval, window, burst] = words;
-        Self {
-            interval,
-            window,
-            burst: burst as u32,
-        }
-    }
-
-    /// The emission interval `T`, in ns.
-    #[inline(always)]
-    pub(crate) fn interval(&self) -> u64 {
-        self.interval
-    }
-
-    /// `τ = burst·T`: the largest debt admitted.
-    #[inline(always)]
-    pub(crate) fn window(&self) -> u64 {
-        self.window
-    }
-
-    #[inline(always)]
-    pub(crate) fn burst(&self) -> u32 {
-        self.burst
-    }
-
-    /// The gauge of a bucket booked `debt` ns ahead (full again in `debt` ns).
-    #[inline(always)]
-    pub(crate) fn gauge(&self, debt: u64) -> Gauge {
-        Gauge::new(debt, self.interval, self.burst, debt)
-    }
-}
-
-/// A quota readable without a lock while [`store`](Self::store) replaces it, and which quota of
-/// which policy it is (so that a decision can name it from a reference alone).
+/// A policy's quota, readable without a lock while [`store`](Self::store) replaces it, and which
+/// quota of which policy it is (so that a decision can name it from a reference alone).
 #[derive(Debug)]
 pub(crate) struct LiveQuota {
     seq: AtomicU64,
-    /// The [`Rule`]'s words, then the quota's (`Quota::to_words`).
+    /// The algorithm's words (`AnyAlgorithm::to_words`).
     words: [AtomicU64; WORDS],
-    policy: Box<str>,
+    /// The policy's name, interned (outcomes that name it own it).
+    policy: &'static str,
     /// The policy's place in its set, and the quota's in its policy.
-    at: (usize, usize),
+    at: (u16, u16),
     /// Whether the policy is in dry-run mode.
     dry_run: bool,
     /// Its cells admitted, refused and dry-run-refused (nothing without the `metrics` feature).
@@ -104,19 +41,19 @@ pub(crate) struct LiveQuota {
 }
 
 impl LiveQuota {
-    /// A live quota holding `quota`, quota `q` of policy `index` (named `policy`, in dry-run
-    /// mode if `dry_run`).
+    /// A live quota holding `algorithm`, quota `q` of policy `index` (named `policy`, in dry-run
+    /// mode if `dry_run`). A set holds at most 32 quotas, so the places fit in 16 bits.
     pub(crate) fn new(
-        quota: &Quota,
+        algorithm: &AnyAlgorithm,
         policy: &str,
         (index, q): (usize, usize),
         dry_run: bool,
     ) -> Self {
         Self {
             seq: AtomicU64::new(0),
-            words: Self::words_of(quota).map(AtomicU64::new),
-            policy: policy.into(),
-            at: (index, q),
+            words: algorithm.to_words().map(AtomicU64::new),
+            policy: intern(policy),
+            at: (index as u16, q as u16),
             dry_run,
             metrics: QuotaMetrics::new(policy, q),
         }
@@ -128,49 +65,33 @@ impl LiveQuota {
         self.dry_run
     }
 
-    /// The policy's name.
-    pub(crate) fn policy(&self) -> &str {
-        &self.policy
-    }
-
     /// The policy's place in its set, and this quota's in the policy.
+    #[inline(always)]
     pub(crate) fn at(&self) -> (usize, usize) {
-        self.at
+        (usize::from(self.at.0), usize::from(self.at.1))
     }
 
-    fn words_of(quota: &Quota) -> [u64; WORDS] {
-        let mut words = [0; WORDS];
-        words[..RULE_WORDS].copy_from_slice(&Rule::new(quota).to_words());
-        words[RULE_WORDS..].copy_from_slice(&quota.to_words());
-        words
+    /// This quota, as `algorithm` (a value read from it) enforces it, named for an outcome.
+    #[inline]
+    pub(crate) fn source(&self, algorithm: &AnyAlgorithm) -> Source {
+        use crate::Algorithm;
+        Source {
+            policy: self.policy,
+            policy_index: self.at.0,
+            quota_index: self.at.1,
+            quota: *algorithm.quota(),
+        }
     }
 
-    /// The quota now.
-    pub(crate) fn load(&self) -> Quota {
-        self.full().1
-    }
-
-    /// The rule now: the last one stored, never a mixture of two; and its version, which
-    /// changes with every store.
+    /// The algorithm now: the last one stored, never a mixture of two.
     #[inline(always)]
-    pub(crate) fn rule(&self) -> (Rule, u64) {
-        let (words, version) = self.read();
-        (Rule::from_words(words), version)
+    pub(crate) fn load(&self) -> AnyAlgorithm {
+        AnyAlgorithm::from_words(self.read())
     }
 
-    /// The rule and the quota now, from the same store, and its version.
-    pub(crate) fn full(&self) -> (Rule, Quota, u64) {
-        let (words, version): ([u64; WORDS], _) = self.read();
-        let mut rule = [0; RULE_WORDS];
-        rule.copy_from_slice(&words[..RULE_WORDS]);
-        let mut quota = [0; 4];
-        quota.copy_from_slice(&words[RULE_WORDS..]);
-        (Rule::from_words(rule), Quota::from_words(quota), version)
-    }
-
-    /// The first `N` words as one store left them, and the sequence number they were read at.
+    /// The words as one store left them.
     #[inline(always)]
-    fn read<const N: usize>(&self) -> ([u64; N], u64) {
+    fn read(&self) -> [u64; WORDS] {
         loop {
             // Acquire: pairs with the writer's closing Release store (module docs).
             let before = self.seq.load(Ordering::Acquire);
@@ -182,17 +103,17 @@ impl LiveQuota {
             // Relaxed: ordered after the word loads by the fence above.
             let after = self.seq.load(Ordering::Relaxed);
             if before == after && before & 1 == 0 {
-                return (words, before);
+                return words;
             }
             spin_loop();
         }
     }
 
-    /// Replaces the quota. Writers must be serialized by the caller (the policy set holds a lock
-    /// around every replacement).
-    pub(crate) fn store(&self, quota: &Quota) {
+    /// Replaces the algorithm. Writers must be serialized by the caller (the policy set holds a
+    /// lock around every replacement).
+    pub(crate) fn store(&self, algorithm: &AnyAlgorithm) {
         // Worked out before the sequence turns odd, so that readers wait only for the stores.
-        let words = Self::words_of(quota);
+        let words = algorithm.to_words();
         // Relaxed: only this (serialized) writer changes the sequence.
         let seq = self.seq.load(Ordering::Relaxed);
         // Relaxed: the fence below orders it before the word stores.
@@ -211,28 +132,23 @@ impl LiveQuota {
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
     use super::*;
-    use crate::quota::Initial;
-    use core::time::Duration;
 
     #[test]
-    fn every_quota_survives_the_round_trip() {
-        let quotas = [
-            "200/10s".parse::<Quota>().unwrap(),
-            "5000/h burst 7 initial 3".parse().unwrap(),
-            Quota::per_day(20_000)
-                .unwrap()
-                .with_initial(Initial::Empty)
-                .unwrap(),
-            Quota::from_nanos(u32::MAX, u64::from(u32::MAX)).unwrap(),
-            Quota::with_period(Duration::from_secs(1 << 30)).unwrap(),
-        ];
-        let live = LiveQuota::new(&quotas[0], "p", (0, 0), false);
-        for quota in quotas {
-            live.store(&quota);
-            assert_eq!(live.load(), quota);
-            let (rule, version) = live.rule();
-            assert_eq!(rule, Rule::new(&quota));
-            assert_eq!(live.full(), (rule, quota, version));
+    fn every_algorithm_survives_the_round_trip() {
+        let algorithms: Vec<AnyAlgorithm> = [
+            "200/10s",
+            "5000/h burst 7 initial 3",
+            "20000/day fixed",
+            "10/s burst 1 shaper 250ms",
+            "100/min sliding",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        let live = LiveQuota::new(&algorithms[0], "p", (0, 0), false);
+        for algorithm in algorithms {
+            live.store(&algorithm);
+            assert_eq!(live.load(), algorithm);
         }
     }
 }

@@ -1,9 +1,14 @@
-//! The quota string grammar: `"100/s"`, `"5000/h"`, `"10/500ms"`, `"100/s burst 20"`.
+//! The quota string grammar: `"100/s"`, `"5000/h"`, `"10/500ms"`, `"100/s burst 20"`, and, where
+//! an algorithm is chosen with the quota (a policy's quotas, configuration files),
+//! `"20000/day fixed"` or `"10/s burst 1 shaper 250ms"`.
 //!
 //! ```text
-//! quota   = count "/" period [ option ] [ option ]    ; each option at most once
-//! option  = "burst" count | "initial" count
-//! period  = [ count ] unit
+//! quota     = count "/" period [ option ] [ option ]    ; each option at most once
+//! option    = "burst" count | "initial" count
+//! spec      = quota [ algorithm ]                     ; a quota and its algorithm
+//! algorithm = "gcra" | "leaky" | "shaper" period | "credit" period
+//!           | "interval" | "fixed" | "sliding"
+//! period    = [ count ] unit
 //! count   = 1*DIGIT                      ; a whole number, 0 ..= 4 294 967 295
 //! unit    = "ns" | "us" | "µs" | "μs" | "ms"
 //!         | "s" | "sec" | "secs" | "second" | "seconds"
@@ -15,7 +20,15 @@
 //! case-insensitive, except that `M`, `Ms` and `MS` are rejected (month? mega?): write `min` or
 //! `ms`. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
 //! 10⁹/s, the 292-year window) are those of [`Quota`](super::Quota) and are reported as
-//! [`ParseQuotaErrorKind::Invalid`].
+//! [`ParseQuotaErrorKind::Invalid`]; an algorithm's own limits (a window counter has no
+//! separate burst, …) as [`ParseQuotaErrorKind::InvalidFor`], naming the algorithm.
+//!
+//! The algorithms are those of [`crate::algorithm`]: `gcra` (the default when none is named),
+//! `leaky` ([`LeakyBucket::meter`](crate::algorithm::LeakyBucket::meter)), `shaper` with its
+//! maximum queueing delay, `credit` with its maximum debt, `interval`
+//! ([`IntervalRefill`](crate::algorithm::IntervalRefill)), `fixed`
+//! ([`FixedWindow`](crate::algorithm::FixedWindow)) and `sliding`
+//! ([`SlidingWindow`](crate::algorithm::SlidingWindow)).
 
 use core::fmt;
 use core::str::FromStr;
@@ -45,13 +58,32 @@ pub enum ParseQuotaErrorKind {
     UnknownUnit,
     /// The period does not fit in 584 years of nanoseconds.
     PeriodTooLong,
-    /// Text after the quota that is not `burst N` or `initial N` (each at most once).
+    /// Text after the quota that is not `burst N` or `initial N` (each at most once), or, where
+    /// an algorithm may follow, the algorithm and its setting.
     TrailingInput,
     /// The string is well formed but the quota is invalid.
     Invalid(QuotaError),
+    /// A word where an algorithm's name was expected that names none.
+    UnknownAlgorithm,
+    /// An algorithm's name where only a quota is read ([`Quota`](super::Quota)'s own parser: a
+    /// quota is a rate and a burst; the algorithm is chosen where the quota is used).
+    AlgorithmNotExpected,
+    /// The quota is valid, but not for the algorithm named (`"100/min burst 20 fixed"`: a window
+    /// counter has no separate burst).
+    InvalidFor {
+        /// The algorithm's name, as written in the grammar.
+        algorithm: &'static str,
+        /// What it rejects.
+        error: QuotaError,
+    },
 }
 
 impl ParseQuotaError {
+    /// An error of `kind` at byte `position`.
+    pub(crate) fn new(kind: ParseQuotaErrorKind, position: usize) -> Self {
+        Self { kind, position }
+    }
+
     /// What is wrong.
     pub fn kind(&self) -> ParseQuotaErrorKind {
         self.kind
@@ -67,6 +99,17 @@ impl fmt::Display for ParseQuotaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match self.kind {
             ParseQuotaErrorKind::Invalid(e) => return write!(f, "{e}"),
+            ParseQuotaErrorKind::InvalidFor { algorithm, error } => {
+                return write!(f, "algorithm `{algorithm}`: {error}")
+            }
+            ParseQuotaErrorKind::UnknownAlgorithm => {
+                "expected an algorithm: gcra, leaky, shaper DELAY, credit DEBT, interval, fixed or \
+                 sliding"
+            }
+            ParseQuotaErrorKind::AlgorithmNotExpected => {
+                "a quota is a rate and a burst; the algorithm is chosen where the quota is used \
+                 (a policy's quota, a configuration file)"
+            }
             ParseQuotaErrorKind::Empty => "the quota string is empty",
             ParseQuotaErrorKind::ExpectedCount => "expected a whole number of cells",
             ParseQuotaErrorKind::CountTooLarge => "the number is above 4294967295",
@@ -207,25 +250,78 @@ pub(crate) fn parse_duration(s: &str) -> Result<u64, ParseQuotaError> {
     Ok(nanos)
 }
 
-impl FromStr for Quota {
-    type Err = ParseQuotaError;
+/// The algorithm a quota string names after its quota (see the grammar above), with its
+/// setting in nanoseconds where it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Named {
+    Gcra,
+    Leaky,
+    Shaper(u64),
+    Credit(u64),
+    Interval,
+    Fixed,
+    Sliding,
+}
 
-    /// Parses the grammar of the [`quota` module](crate::quota):
-    /// `"100/s"`, `"5000/h"`, `"20000/day"`, `"10/500ms"`, `"100/s burst 20"`,
-    /// `"60/min burst 10 initial 0"`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut cur = Cursor { input: s, at: 0 };
-        cur.skip_ws();
-        if cur.rest().is_empty() {
-            return Err(cur.error(ParseQuotaErrorKind::Empty));
+impl Named {
+    /// The algorithms' names, as written in the grammar.
+    const NAMES: [&'static str; 7] = [
+        "gcra", "leaky", "shaper", "credit", "interval", "fixed", "sliding",
+    ];
+
+    /// The name as written in the grammar.
+    pub(crate) fn name(self) -> &'static str {
+        let i = match self {
+            Named::Gcra => 0,
+            Named::Leaky => 1,
+            Named::Shaper(_) => 2,
+            Named::Credit(_) => 3,
+            Named::Interval => 4,
+            Named::Fixed => 5,
+            Named::Sliding => 6,
+        };
+        Self::NAMES[i]
+    }
+}
+
+/// A parsed `spec`: the quota, and the algorithm named after it (if any) with its position.
+pub(crate) struct Spec {
+    pub(crate) quota: Quota,
+    pub(crate) algorithm: Option<(Named, usize)>,
+}
+
+/// Parses the `spec` rule of the grammar.
+pub(crate) fn parse_spec(s: &str) -> Result<Spec, ParseQuotaError> {
+    let mut cur = Cursor { input: s, at: 0 };
+    let quota = cur.quota()?;
+    cur.skip_ws();
+    let at = cur.at;
+    let algorithm = if cur.rest().is_empty() {
+        None
+    } else {
+        Some((cur.algorithm()?, at))
+    };
+    cur.skip_ws();
+    if !cur.rest().is_empty() {
+        return Err(cur.error(ParseQuotaErrorKind::TrailingInput));
+    }
+    Ok(Spec { quota, algorithm })
+}
+
+impl<'a> Cursor<'a> {
+    /// The `quota` rule, up to whatever follows it.
+    fn quota(&mut self) -> Result<Quota, ParseQuotaError> {
+        self.skip_ws();
+        if self.rest().is_empty() {
+            return Err(self.error(ParseQuotaErrorKind::Empty));
         }
-        let count = cur.count()?;
-        cur.skip_ws();
-        if !cur.rest().starts_with('/') {
-            return Err(cur.error(ParseQuotaErrorKind::ExpectedSlash));
+        let count = self.count()?;
+        self.skip_ws();
+        if !self.rest().starts_with('/') {
+            return Err(self.error(ParseQuotaErrorKind::ExpectedSlash));
         }
-        cur.at += 1;
-        let period = cur.period()?;
+        self.at += 1;
+        let period = self.period()?;
         let invalid = |position: usize| {
             move |e: QuotaError| ParseQuotaError {
                 kind: ParseQuotaErrorKind::Invalid(e),
@@ -235,15 +331,15 @@ impl FromStr for Quota {
         let mut quota = Quota::from_nanos(count, period).map_err(invalid(0))?;
         let (mut burst, mut initial) = (None, None);
         loop {
-            let slot = if burst.is_none() && cur.keyword("burst") {
+            let slot = if burst.is_none() && self.keyword("burst") {
                 &mut burst
-            } else if initial.is_none() && cur.keyword("initial") {
+            } else if initial.is_none() && self.keyword("initial") {
                 &mut initial
             } else {
                 break;
             };
-            cur.skip_ws();
-            *slot = Some((cur.at, cur.count()?));
+            self.skip_ws();
+            *slot = Some((self.at, self.count()?));
         }
         if let Some((at, burst)) = burst {
             quota = quota.with_burst(burst).map_err(invalid(at))?;
@@ -253,16 +349,58 @@ impl FromStr for Quota {
                 .with_initial(Initial::Cells(cells))
                 .map_err(invalid(at))?;
         }
-        cur.skip_ws();
-        if !cur.rest().is_empty() {
-            return Err(cur.error(ParseQuotaErrorKind::TrailingInput));
-        }
         Ok(quota)
+    }
+
+    /// The `algorithm` rule.
+    fn algorithm(&mut self) -> Result<Named, ParseQuotaError> {
+        let at = self.at;
+        let word = self.take_while(char::is_alphabetic);
+        let Some(i) = Named::NAMES
+            .iter()
+            .position(|name| name.eq_ignore_ascii_case(word))
+        else {
+            self.at = at;
+            return Err(self.error(ParseQuotaErrorKind::UnknownAlgorithm));
+        };
+        Ok(match i {
+            0 => Named::Gcra,
+            1 => Named::Leaky,
+            2 => Named::Shaper(self.period()?),
+            3 => Named::Credit(self.period()?),
+            4 => Named::Interval,
+            5 => Named::Fixed,
+            _ => Named::Sliding,
+        })
+    }
+}
+
+impl FromStr for Quota {
+    type Err = ParseQuotaError;
+
+    /// Parses the grammar of the [`quota` module](crate::quota):
+    /// `"100/s"`, `"5000/h"`, `"20000/day"`, `"10/500ms"`, `"100/s burst 20"`,
+    /// `"60/min burst 10 initial 0"`. An algorithm's name after the quota is an error
+    /// ([`ParseQuotaErrorKind::AlgorithmNotExpected`]): see
+    /// [`AnyAlgorithm`](crate::algorithm::AnyAlgorithm), which reads one.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut cur = Cursor { input: s, at: 0 };
+        let quota = cur.quota()?;
+        cur.skip_ws();
+        if cur.rest().is_empty() {
+            return Ok(quota);
+        }
+        let at = cur.at;
+        let kind = match cur.algorithm() {
+            Ok(_) => ParseQuotaErrorKind::AlgorithmNotExpected,
+            Err(_) => ParseQuotaErrorKind::TrailingInput,
+        };
+        Err(ParseQuotaError { kind, position: at })
     }
 }
 
 /// Writes `nanos` as `[multiplier]unit` with the largest unit that divides it exactly.
-pub(super) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Result {
+pub(crate) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Result {
     let (name, unit) = [
         ("d", 86_400_000_000_000),
         ("h", 3_600_000_000_000),

@@ -4,7 +4,7 @@
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::decision::Gauge;
+use crate::outcome::Gauge;
 use crate::quota::Quota;
 
 use super::RedisConfigError;

@@ -92,9 +92,9 @@ use std::sync::Arc;
 use ::redis::aio::ConnectionManager;
 
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Allowed, Gauge, InsufficientCapacity, Refused};
 use crate::observe::RedisMetrics;
-use crate::policy::decision::is_tighter;
+use crate::outcome::is_tighter;
+use crate::outcome::{Allowed, Gauge, InsufficientCapacity, Refused};
 use crate::policy::Policies;
 use crate::quota::Quota;
 
@@ -446,20 +446,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             (OnFailure::Local { .. }, Some(local)) => {
                 add(&counters.local, 1);
                 shared.metrics.local.increment(1);
+                // The local policies name themselves `redis:{prefix}:{level}`.
                 let outcome = match local.check_n(request, n) {
-                    Ok(Ok(admitted)) => {
-                        let gauge = admitted.tightest().map_or(UNLIMITED, |s| s.gauge());
-                        Ok(Allowed::new(gauge))
-                    }
-                    Ok(Err(rejected)) => Err(Refused::new(
-                        rejected.by().gauge(),
-                        rejected.retry_after_nanos(),
-                    )
-                    .because(rejected.cause())),
+                    Ok(answer) => answer,
                     // n fits every quota in Redis but not this process's share of one: never,
                     // locally.
-                    Err(oversized) => {
-                        let burst = oversized.capacity().burst;
+                    Err(capacity) => {
+                        let burst = capacity.burst;
                         Err(Refused::new(
                             Gauge::new(u64::from(burst), 1, burst, 0),
                             u64::MAX,

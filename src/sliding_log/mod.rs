@@ -36,7 +36,7 @@ use crossbeam_utils::Backoff;
 
 use crate::cell::contended;
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Allowed, Gauge, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Gauge, InsufficientCapacity, Refused};
 use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
 use crate::quota::{Quota, QuotaError};
 use slot::Slot;
@@ -250,12 +250,7 @@ impl<C: Clock> SlidingLog<C> {
         n: u32,
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        if n > self.limit {
-            return Err(InsufficientCapacity {
-                requested: n,
-                burst: self.limit,
-            });
-        }
+        InsufficientCapacity::check(n, self.limit)?;
         if n == 0 {
             return Ok(Ok(Allowed::new(self.gauge(self.place(self.head()), now))));
         }

@@ -1,4 +1,5 @@
-//! [`Sweeper`]: a thread that sweeps a keyed limiter's whole table periodically.
+//! Forgetting idle keys: [`KeyedRateLimiter::sweep`], and [`Sweeper`], a thread that sweeps a
+//! keyed limiter's whole table periodically.
 
 use core::hash::Hash;
 use core::time::Duration;
@@ -10,6 +11,25 @@ use super::table::SWEEP_CHUNK;
 use super::KeyedRateLimiter;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
+
+/// # Sweeping
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
+    /// Visits the next `budget` slots of the table (continuing where the last sweep stopped, and
+    /// wrapping around) and forgets the idle buckets among them; returns how many. Holds a
+    /// shard's lock for 256 slots at a time (and, in the rare step where a probe chain wraps
+    /// around a shard's end, looks at that shard's last slots again). `sweep(self.slots())`
+    /// visits every slot.
+    pub fn sweep(&self, budget: usize) -> usize {
+        // A fresh reading per step: later readings only find more buckets idle.
+        self.store
+            .sweep(budget, &self.tiers, || self.store.clock().now())
+    }
+
+    /// [`sweep`](Self::sweep) judging idleness at `now` (a reading of this limiter's clock).
+    pub fn sweep_at(&self, budget: usize, now: u64) -> usize {
+        self.store.sweep(budget, &self.tiers, || now)
+    }
+}
 
 /// A background sweeper, from [`KeyedRateLimiter::spawn_sweeper`]. Dropping it stops the thread
 /// (and waits for the step under way, 256 slots); so does dropping the limiter.

@@ -1,12 +1,13 @@
 //! [`RateLimiter`]: one bucket (one `AtomicU64`), its algorithm and clock, and what users call.
 
+mod wait;
+
 use core::time::Duration;
 
 use crate::algorithm::{Algorithm, Gcra};
 use crate::cell::Cell;
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Allowed, InsufficientCapacity, Refused};
-use crate::keyed::{recording, Wrote};
+use crate::outcome::{Allowed, InsufficientCapacity, Refused};
 use crate::quota::Quota;
 
 /// A rate limiter for one stream of requests: a single bucket whose whole state is one
@@ -196,24 +197,6 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
             .store(self.algorithm.initial_word(self.clock.now()));
     }
 
-    /// [`check_n_at`](Self::check_n_at) with `n ≥ 1`, noting in `wrote` the bucket's words
-    /// before and after a write, for [`restore`](Self::restore) (the blocking waits give back a
-    /// reservation that would wait too long).
-    pub(crate) fn check_recording(
-        &self,
-        n: u32,
-        now: u64,
-        wrote: &mut Wrote,
-    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.within_burst(n)?;
-        Ok(self.answer(self.cell.update(recording(&self.algorithm, now, n, wrote))))
-    }
-
-    /// Puts `before` back if the bucket still holds `after` (see `Cell::restore`): whether it did.
-    pub(crate) fn restore(&self, before: u64, after: u64) -> bool {
-        self.cell.restore(after, before)
-    }
-
     /// Passes the answer on; first, if it was refused because the bucket is booked more than a
     /// window ahead of the reading, clamps the bucket against a fresh reading (see
     /// [`Gcra::catch_up`]).
@@ -240,8 +223,8 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
 /// # Token-bucket vocabulary
 ///
 /// GCRA *is* a token bucket with lazy refill, described by one timestamp instead of a
-/// (tokens, last refill) pair. These methods give the same state the token-bucket names the
-/// users' articles use: a bucket of [`capacity`](Self::capacity) tokens, refilled with one token
+/// (tokens, last refill) pair. These methods give the same state in token-bucket terms: a
+/// bucket of [`capacity`](Self::capacity) tokens, refilled with one token
 /// every [`refill_interval`](Self::refill_interval), from which
 /// [`try_consume`](Self::try_consume) takes tokens.
 ///

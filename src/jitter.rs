@@ -1,5 +1,5 @@
-//! The jitter added to a refusal's retry-after: uniform in a policy's `[min, max]`, drawn from
-//! a per-thread generator that tests seed with [`seed_jitter`].
+//! Random jitter: uniform draws in `[min, max]` from a per-thread generator that tests seed with
+//! [`seed_jitter`], for a policy's retry-after and for the retries of a wait.
 //!
 //! The generator is wyrand (a 64-bit Weyl sequence through a 128-bit multiply): a handful of
 //! instructions, no lock, no shared state, and statistically sound for spreading retries. It is
@@ -14,7 +14,8 @@ std::thread_local! {
 }
 
 /// Seeds this thread's jitter generator: the same seed gives the same jitter afterwards, on this
-/// thread (for tests and reproducible simulations).
+/// thread (for tests and reproducible simulations). The generator serves a policy's
+/// [`jitter`](crate::Policy::jitter) and [`WaitOptions::jitter`](crate::WaitOptions::jitter).
 ///
 /// ```
 /// use core::time::Duration;

@@ -1,0 +1,337 @@
+//! [`AnyAlgorithm`]: one of flowgate's one-word algorithms, chosen at run time: a policy's quota,
+//! a line of a configuration file.
+
+use core::fmt;
+use core::str::FromStr;
+use core::time::Duration;
+
+use super::{
+    Algorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow, Step,
+};
+use crate::outcome::{Allowed, Refused};
+use crate::quota::{
+    parse_spec, write_period, Named, ParseQuotaError, ParseQuotaErrorKind, Quota, QuotaError,
+};
+
+/// Words of an algorithm as a live quota stores it: a kind, two words of settings, and the
+/// quota's four.
+pub(crate) const WORDS: usize = 7;
+
+/// One of flowgate's one-word algorithms, chosen at run time: what a policy's quota is (see
+/// [`Policy::algorithm`](crate::Policy::algorithm)), and what a quota string with an algorithm
+/// name parses into.
+///
+/// ```
+/// use flowgate::algorithm::{AnyAlgorithm, FixedWindow};
+/// use flowgate::Algorithm;
+///
+/// let daily: AnyAlgorithm = "20000/day fixed".parse()?;
+/// assert_eq!(daily, AnyAlgorithm::from(FixedWindow::new(&"20000/day".parse()?)?));
+/// assert_eq!(daily.to_string(), "20000/day fixed");
+/// let gcra: AnyAlgorithm = "200/10s".parse()?; // no name: GCRA
+/// assert_eq!(gcra.name(), "gcra");
+/// assert_eq!(gcra.capacity(), 200);
+///
+/// let err = "100/min burst 20 fixed".parse::<AnyAlgorithm>().unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "algorithm `fixed`: invalid quota for this algorithm: a window counter has no separate \
+///      burst (burst must equal the count)"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnyAlgorithm {
+    /// [`Gcra`], the default.
+    Gcra(Gcra),
+    /// A [`LeakyBucket`], meter or shaper.
+    LeakyBucket(LeakyBucket),
+    /// [`Credit`].
+    Credit(Credit),
+    /// [`IntervalRefill`].
+    IntervalRefill(IntervalRefill),
+    /// [`FixedWindow`].
+    FixedWindow(FixedWindow),
+    /// [`SlidingWindow`].
+    SlidingWindow(SlidingWindow),
+}
+
+/// Calls `$f` on the algorithm inside `$any`, whatever its kind.
+macro_rules! each {
+    ($any:expr, $a:ident => $f:expr) => {
+        match $any {
+            AnyAlgorithm::Gcra($a) => $f,
+            AnyAlgorithm::LeakyBucket($a) => $f,
+            AnyAlgorithm::Credit($a) => $f,
+            AnyAlgorithm::IntervalRefill($a) => $f,
+            AnyAlgorithm::FixedWindow($a) => $f,
+            AnyAlgorithm::SlidingWindow($a) => $f,
+        }
+    };
+}
+
+impl AnyAlgorithm {
+    /// The algorithm's name in the quota grammar: `gcra`, `leaky`, `shaper`, `credit`,
+    /// `interval`, `fixed` or `sliding`.
+    pub fn name(&self) -> &'static str {
+        self.named().name()
+    }
+
+    fn named(&self) -> Named {
+        match self {
+            Self::Gcra(_) => Named::Gcra,
+            Self::LeakyBucket(a) if a.max_delay().is_zero() => Named::Leaky,
+            Self::LeakyBucket(a) => Named::Shaper(a.schedule.slack()),
+            Self::Credit(a) => Named::Credit(a.schedule.slack()),
+            Self::IntervalRefill(_) => Named::Interval,
+            Self::FixedWindow(_) => Named::Fixed,
+            Self::SlidingWindow(_) => Named::Sliding,
+        }
+    }
+
+    /// The algorithm `named` enforcing `quota`.
+    fn build(named: Named, quota: &Quota) -> Result<Self, QuotaError> {
+        let nanos = Duration::from_nanos;
+        Ok(match named {
+            Named::Gcra => Self::Gcra(Gcra::new(quota)),
+            Named::Leaky => Self::LeakyBucket(LeakyBucket::meter(quota)),
+            Named::Shaper(delay) => Self::LeakyBucket(LeakyBucket::shaper(quota, nanos(delay))?),
+            Named::Credit(debt) => Self::Credit(Credit::new(quota, nanos(debt))?),
+            Named::Interval => Self::IntervalRefill(IntervalRefill::new(quota)?),
+            Named::Fixed => Self::FixedWindow(FixedWindow::new(quota)?),
+            Named::Sliding => Self::SlidingWindow(SlidingWindow::new(quota)?),
+        })
+    }
+
+    /// The same algorithm, with the same settings (a shaper's delay, a credit's debt), enforcing
+    /// `quota` instead.
+    ///
+    /// # Errors
+    /// The [`QuotaError`] of an algorithm that rejects `quota` (a window counter given a
+    /// separate burst, …).
+    pub fn with_quota(&self, quota: &Quota) -> Result<Self, QuotaError> {
+        Self::build(self.named(), quota)
+    }
+
+    /// Whether a bucket written by `self` means the same to `other`, so that `other` can take
+    /// over `self`'s buckets: both keep a theoretical arrival time (GCRA, the leaky bucket,
+    /// credit), or both count in windows of the same length (the interval refill and the fixed
+    /// window; the sliding window with itself).
+    pub fn reads_buckets_of(&self, other: &Self) -> bool {
+        use AnyAlgorithm as A;
+        match (self, other) {
+            (A::Gcra(_) | A::LeakyBucket(_) | A::Credit(_), b) => {
+                matches!(b, A::Gcra(_) | A::LeakyBucket(_) | A::Credit(_))
+            }
+            (
+                A::IntervalRefill(_) | A::FixedWindow(_),
+                A::IntervalRefill(_) | A::FixedWindow(_),
+            )
+            | (A::SlidingWindow(_), A::SlidingWindow(_)) => {
+                self.to_words()[1] == other.to_words()[1]
+            }
+            _ => false,
+        }
+    }
+
+    /// The algorithm as words, for a quota replaced while decisions read it (a policy's live
+    /// quota): its kind, its settings and its quota.
+    pub(crate) fn to_words(&self) -> [u64; WORDS] {
+        let (kind, [a, b]) = match self {
+            Self::Gcra(g) => (0, g.schedule.to_words()),
+            Self::LeakyBucket(l) => (1, l.schedule.to_words()),
+            Self::Credit(c) => (2, c.schedule.to_words()),
+            Self::IntervalRefill(i) => (3, i.stepped.to_words()),
+            Self::FixedWindow(f) => (4, f.stepped.to_words()),
+            Self::SlidingWindow(s) => (5, s.to_words()),
+        };
+        let [q0, q1, q2, q3] = self.quota().to_words();
+        [kind, a, b, q0, q1, q2, q3]
+    }
+
+    /// The algorithm [`to_words`](Self::to_words) wrote. Only ever given words it wrote.
+    #[inline(always)]
+    pub(crate) fn from_words(words: [u64; WORDS]) -> Self {
+        use super::schedule::Schedule;
+        use super::stepped::Stepped;
+        let [kind, a, b, q0, q1, q2, q3] = words;
+        let quota = Quota::from_words([q0, q1, q2, q3]);
+        let schedule = || Schedule::from_words(&quota, [a, b]);
+        let stepped = || Stepped::from_words(&quota, [a, b]);
+        match kind {
+            0 => Self::Gcra(Gcra {
+                schedule: schedule(),
+            }),
+            1 => Self::LeakyBucket(LeakyBucket {
+                schedule: schedule(),
+            }),
+            2 => Self::Credit(Credit {
+                schedule: schedule(),
+            }),
+            3 => Self::IntervalRefill(IntervalRefill { stepped: stepped() }),
+            4 => Self::FixedWindow(FixedWindow { stepped: stepped() }),
+            _ => Self::SlidingWindow(SlidingWindow::from_words(&quota, [a, b])),
+        }
+    }
+}
+
+impl Algorithm for AnyAlgorithm {
+    fn quota(&self) -> &Quota {
+        each!(self, a => a.quota())
+    }
+
+    #[inline(always)]
+    fn capacity(&self) -> u32 {
+        each!(self, a => a.capacity())
+    }
+
+    fn initial_word(&self, now: u64) -> u64 {
+        each!(self, a => a.initial_word(now))
+    }
+
+    #[inline(always)]
+    fn check(&self, word: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
+        each!(self, a => a.check(word, now, n))
+    }
+
+    #[inline]
+    fn peek(&self, word: u64, now: u64, n: u32) -> Result<Allowed, Refused> {
+        each!(self, a => a.peek(word, now, n))
+    }
+
+    #[inline]
+    fn state(&self, word: u64, now: u64) -> Allowed {
+        each!(self, a => a.state(word, now))
+    }
+
+    #[inline]
+    fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
+        each!(self, a => a.refund(word, now, n))
+    }
+
+    #[inline]
+    fn is_idle(&self, word: u64, now: u64) -> bool {
+        each!(self, a => a.is_idle(word, now))
+    }
+
+    #[inline]
+    fn max_delay_nanos(&self) -> u64 {
+        each!(self, a => a.max_delay_nanos())
+    }
+
+    #[inline]
+    fn catch_up(&self, word: u64, fresh: u64, skew: u64) -> Option<u64> {
+        each!(self, a => a.catch_up(word, fresh, skew))
+    }
+}
+
+macro_rules! from {
+    ($($variant:ident),*) => {
+        $(impl From<$variant> for AnyAlgorithm {
+            fn from(algorithm: $variant) -> Self {
+                Self::$variant(algorithm)
+            }
+        })*
+    };
+}
+from!(
+    Gcra,
+    LeakyBucket,
+    Credit,
+    IntervalRefill,
+    FixedWindow,
+    SlidingWindow
+);
+
+/// A quota alone is GCRA.
+impl From<Quota> for AnyAlgorithm {
+    fn from(quota: Quota) -> Self {
+        Self::Gcra(Gcra::new(&quota))
+    }
+}
+
+impl FromStr for AnyAlgorithm {
+    type Err = ParseQuotaError;
+
+    /// Parses a quota and, after it, the algorithm's name (GCRA if none): `"200/10s"`,
+    /// `"20000/day fixed"`, `"100/min sliding"`, `"10/s burst 1 shaper 250ms"`,
+    /// `"10/s credit 1s"`; see the [`quota` module](crate::quota) for the grammar.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let spec = parse_spec(s)?;
+        let (named, at) = spec.algorithm.unwrap_or((Named::Gcra, 0));
+        Self::build(named, &spec.quota).map_err(|error| {
+            ParseQuotaError::new(
+                ParseQuotaErrorKind::InvalidFor {
+                    algorithm: named.name(),
+                    error,
+                },
+                at,
+            )
+        })
+    }
+}
+
+impl fmt::Display for AnyAlgorithm {
+    /// Writes the algorithm in the grammar [`from_str`](#impl-FromStr-for-AnyAlgorithm) reads
+    /// (GCRA without a name).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.quota())?;
+        match self.named() {
+            Named::Gcra => Ok(()),
+            Named::Shaper(nanos) | Named::Credit(nanos) => {
+                write!(f, " {} ", self.name())?;
+                write_period(f, nanos)
+            }
+            named => write!(f, " {}", named.name()),
+        }
+    }
+}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_algorithm_survives_words_and_text() {
+        for text in [
+            "200/10s",
+            "5000/h burst 7 initial 3",
+            "100/s leaky",
+            "10/s burst 1 shaper 250ms",
+            "10/s credit 1s",
+            "5/s burst 10 interval",
+            "20000/day fixed",
+            "100/min sliding",
+        ] {
+            let algorithm: AnyAlgorithm = text.parse().unwrap();
+            assert_eq!(algorithm.to_string(), text);
+            assert_eq!(AnyAlgorithm::from_words(algorithm.to_words()), algorithm);
+            assert_eq!(algorithm.with_quota(algorithm.quota()).unwrap(), algorithm);
+        }
+    }
+
+    #[test]
+    fn bad_algorithms_are_named() {
+        let err = "10/s bucket".parse::<AnyAlgorithm>().unwrap_err();
+        assert_eq!(err.kind(), ParseQuotaErrorKind::UnknownAlgorithm);
+        assert_eq!(err.position(), 5);
+        let err = "10/s sliding burst 2".parse::<AnyAlgorithm>().unwrap_err();
+        assert_eq!(err.kind(), ParseQuotaErrorKind::TrailingInput);
+        let err = "10/s shaper".parse::<AnyAlgorithm>().unwrap_err();
+        assert_eq!(err.kind(), ParseQuotaErrorKind::UnknownUnit);
+        let err = "10/h fixed".parse::<Quota>().unwrap_err();
+        assert_eq!(err.kind(), ParseQuotaErrorKind::AlgorithmNotExpected);
+        assert!(err.to_string().contains("where the quota is used"));
+    }
+
+    #[test]
+    fn only_the_same_word_layout_takes_buckets_over() {
+        let any = |s: &str| s.parse::<AnyAlgorithm>().unwrap();
+        assert!(any("10/s").reads_buckets_of(&any("10/s burst 1 shaper 1s")));
+        assert!(any("10/s fixed").reads_buckets_of(&any("20/s burst 30 interval")));
+        assert!(!any("10/s fixed").reads_buckets_of(&any("10/min fixed")));
+        assert!(!any("10/s fixed").reads_buckets_of(&any("10/s sliding")));
+        assert!(!any("10/s").reads_buckets_of(&any("10/s fixed")));
+    }
+}

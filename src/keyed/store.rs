@@ -1,0 +1,342 @@
+//! [`Store`]: a bounded table of tagged bucket words, with the rule for a full table and the
+//! quota on new keys. It speaks tags, not keys: a keyed limiter hashes its keys into tags, a
+//! policy derives its own, and both ask the same store, passing the algorithm each bucket runs
+//! ([`Tiers`]).
+//!
+//! This is the surface the keyed limiter and the policies share; nothing else of the table is
+//! visible outside `keyed`.
+
+use super::builder::KeyedError;
+use super::slot::{Tag, FIRST_TAG};
+use super::table::{Entry, Held, Shard, SizeError, Table};
+use super::{KeyedStats, WhenFull};
+use crate::algorithm::{Algorithm, Gcra, Step};
+use crate::cell::{recording, Wrote};
+use crate::clock::Clock;
+use crate::limiter::RateLimiter;
+use crate::observe::TableMetrics;
+use crate::outcome::{Allowed, Cause, Gauge, Refused};
+use crate::quota::Quota;
+
+/// Most keys: 2⁴⁰ (a table of about 23 TB), far beyond any machine, to keep sizes in range.
+const MAX_KEYS: usize = 1 << 40;
+/// Fewest keys per shard when the shard count is chosen automatically.
+const MIN_KEYS_PER_SHARD: usize = 64;
+/// Most shards chosen automatically.
+const MAX_AUTO_SHARDS: usize = 256;
+
+/// The algorithm each bucket of a store runs, by its tag: what a store asks when it decides
+/// for one key and when it judges other keys idle (to reuse their slots, or in a sweep).
+pub(crate) trait Tiers {
+    /// The algorithm type.
+    type Algorithm: Algorithm;
+
+    /// The algorithm of the bucket `tag`.
+    fn of(&self, tag: Tag) -> &Self::Algorithm;
+}
+
+/// One algorithm for every bucket of a store (a policy's quota).
+pub(crate) struct One<'a, A>(pub(crate) &'a A);
+
+impl<A: Algorithm> Tiers for One<'_, A> {
+    type Algorithm = A;
+
+    #[inline(always)]
+    fn of(&self, _tag: Tag) -> &A {
+        self.0
+    }
+}
+
+/// How a store is sized and what it does with new keys.
+pub(crate) struct Options {
+    pub(crate) max_keys: usize,
+    /// A power of two, or `None` for the default (four per CPU).
+    pub(crate) shards: Option<usize>,
+    pub(crate) when_full: WhenFull,
+    pub(crate) new_keys: Option<Quota>,
+    pub(crate) metrics: TableMetrics,
+}
+
+/// The buckets of a keyed limiter or of one quota of a keyed policy; see the
+/// [module docs](self) and the [`keyed` module docs](super) for the table's guarantees.
+pub(crate) struct Store<C: Clock> {
+    table: Table,
+    when_full: WhenFull,
+    new_keys: Option<RateLimiter<C, Gcra>>,
+    clock: C,
+}
+
+impl<C: Clock> Store<C> {
+    /// A store sized by `options`, its close nonces seeded by `seed` (which should be as
+    /// unknown outside the process as the key hash).
+    ///
+    /// # Errors
+    /// [`KeyedError`] for a zero or impossible `max_keys`, or a shard count that is not a
+    /// power of two.
+    pub(crate) fn new(options: Options, seed: u64, clock: C) -> Result<Self, KeyedError>
+    where
+        C: Clone,
+    {
+        let max_keys = options.max_keys;
+        if max_keys == 0 {
+            return Err(KeyedError::NoKeys);
+        }
+        if max_keys > MAX_KEYS {
+            return Err(KeyedError::TooManyKeys { max_keys });
+        }
+        let (shards, min_per_shard) = match options.shards {
+            Some(shards) if !shards.is_power_of_two() || shards > MAX_KEYS => {
+                return Err(KeyedError::Shards { shards })
+            }
+            Some(shards) => (shards.min(max_keys.next_power_of_two()), 1),
+            None => (default_shards(), MIN_KEYS_PER_SHARD),
+        };
+        let table = Table::new(max_keys, shards, min_per_shard, seed, options.metrics)
+            .map_err(|SizeError::TooLarge| KeyedError::TooManyKeys { max_keys })?;
+        Ok(Self {
+            table,
+            when_full: options.when_full,
+            new_keys: options
+                .new_keys
+                .map(|quota| RateLimiter::with_clock(quota, clock.clone())),
+            clock,
+        })
+    }
+
+    /// The tag of a key whose hash (tier bits included) is `hash`: hashes below [`FIRST_TAG`]
+    /// (only 0 and 1, with tier 0) join bit 62's keys.
+    #[inline(always)]
+    pub(crate) fn tag(hash: u64) -> Tag {
+        if hash < FIRST_TAG {
+            hash | 1 << 62
+        } else {
+            hash
+        }
+    }
+
+    /// Decides `n` cells (`1 ≤ n ≤ capacity`) for the bucket `tag` with `algorithm` (its tier
+    /// in `tiers`) at the reading `now()`, taken after the probe for the key's slot has issued
+    /// its loads (so that the clock read overlaps a miss on the slot). Creates the bucket if
+    /// the table does not hold it. `wrote` ends up holding the bucket's word before and after
+    /// the decision's write, if it wrote one, for [`restore`](Self::restore).
+    #[inline(always)]
+    pub(crate) fn decide<T: Tiers>(
+        &self,
+        tag: Tag,
+        (algorithm, tiers): (&T::Algorithm, &T),
+        n: u32,
+        now: impl FnOnce() -> u64,
+        wrote: &mut Wrote,
+    ) -> Result<Allowed, Refused> {
+        let shard = self.table.shard(tag);
+        let slot = self.table.find(shard, tag);
+        let now = now();
+        let answer = match slot.and_then(|s| s.update(tag, recording(algorithm, now, n, wrote))) {
+            Some(answer) => answer,
+            None => self.insert(shard, tag, (algorithm, tiers), now, n, wrote),
+        };
+        if let Err(refused) = &answer {
+            if refused.clock_behind {
+                self.catch_up(tag, algorithm);
+            }
+        }
+        answer
+    }
+
+    /// The slow path: the key was not found without the lock. Look again under it, and insert.
+    #[cold]
+    #[inline(never)]
+    fn insert<T: Tiers>(
+        &self,
+        shard: &Shard,
+        tag: Tag,
+        (algorithm, tiers): (&T::Algorithm, &T),
+        now: u64,
+        n: u32,
+        wrote: &mut Wrote,
+    ) -> Result<Allowed, Refused> {
+        // A lock-free attempt that ran the step and then lost the slot (closed or moved) left
+        // its words here; they were never written, and an untracked admission below must not
+        // hand them to an undo, which could then take back another request's cells.
+        *wrote = None;
+        let mut held = shard.lock();
+        let fresh = || algorithm.initial_word(now);
+        let idle = |t: Tag, word: u64| tiers.of(t).is_idle(word, now);
+        match self
+            .table
+            .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
+        {
+            Entry::Found(slot) | Entry::Inserted(slot) => {
+                if let Some(answer) = slot.update(tag, recording(algorithm, now, n, wrote)) {
+                    return answer;
+                }
+                // Tags change only under the lock we hold, so the key is still there; were it
+                // not, this answers as a new bucket would, writing nothing.
+                *wrote = None;
+                algorithm.check(fresh(), now, n).answer()
+            }
+            Entry::Denied(refused) => Err(refused),
+            Entry::Full => self.full(&mut held, algorithm, now, n),
+        }
+    }
+
+    /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
+    /// certain to be created or admitted untracked, so that no cell ever has to be given back
+    /// (a GCRA refund is exact only while the cell's reservation has not run out).
+    fn new_key(&self, now: u64) -> Result<(), Refused> {
+        match &self.new_keys {
+            Some(gate) => gate
+                .check_at(now)
+                .map(|_| ())
+                .map_err(|refused| refused.because(Cause::NewKeys)),
+            None => Ok(()),
+        }
+    }
+
+    /// A new key found no room.
+    fn full<A: Algorithm>(
+        &self,
+        held: &mut Held<'_>,
+        algorithm: &A,
+        now: u64,
+        n: u32,
+    ) -> Result<Allowed, Refused> {
+        match self.when_full {
+            WhenFull::AdmitUntracked => {
+                let answer = algorithm
+                    .check(algorithm.initial_word(now), now, n)
+                    .answer();
+                if answer.is_ok() {
+                    // An untracked admission takes a new-key cell; a refusal takes none.
+                    self.new_key(now)?;
+                    held.state.untracked += 1;
+                }
+                answer
+            }
+            WhenFull::Refuse => {
+                held.state.refused += 1;
+                let limit = algorithm.capacity();
+                let hint = algorithm.quota().interval_nanos().max(1);
+                let gauge = Gauge::new(u64::from(limit), 1, limit, hint);
+                Err(Refused::new(gauge, hint).because(Cause::TableFull))
+            }
+        }
+    }
+
+    /// After a refusal flagged "clock behind" (by a decision, or by a peek at
+    /// [`word`](Self::word)), clamps the bucket `tag` against a fresh reading of the store's
+    /// clock, as a single limiter does.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn catch_up<A: Algorithm>(&self, tag: Tag, algorithm: &A) {
+        let skew = self.clock.skew_nanos();
+        if let Some(slot) = self.table.find(self.table.shard(tag), tag) {
+            // The clock is read inside, after each Acquire load of the word (see `cell`).
+            slot.clamp(tag, |word| algorithm.catch_up(word, self.clock.now(), skew));
+        }
+    }
+
+    /// Applies `step` to the bucket `tag` if the table holds it (exact: a miss is confirmed
+    /// under the shard's lock); `None` if it does not. Creates nothing.
+    pub(crate) fn update<T>(&self, tag: Tag, mut step: impl FnMut(u64) -> Step<T>) -> Option<T> {
+        let shard = self.table.shard(tag);
+        if let Some(answer) = self
+            .table
+            .find(shard, tag)
+            .and_then(|s| s.update(tag, &mut step))
+        {
+            return Some(answer);
+        }
+        // Moving, or absent: nothing moves while the lock is held.
+        let held = shard.lock();
+        self.table
+            .find_locked(shard, &held, tag)
+            .and_then(|slot| slot.update(tag, step))
+    }
+
+    /// The word of the bucket `tag`, if the table holds it.
+    pub(crate) fn word(&self, tag: Tag) -> Option<u64> {
+        self.update(tag, Step::Keep)
+    }
+
+    /// Undoes a write of [`decide`](Self::decide): puts `before` back if the bucket `tag` still
+    /// holds `after`, following the key if the table moved it. Whether it did; a bucket that
+    /// changed since (another request built on the write) or went away is left alone.
+    pub(crate) fn restore(&self, tag: Tag, before: u64, after: u64) -> bool {
+        let shard = self.table.shard(tag);
+        if let Some(done) = self
+            .table
+            .find(shard, tag)
+            .and_then(|slot| slot.restore(tag, after, before))
+        {
+            return done;
+        }
+        // Moving, or moved: nothing moves while the lock is held.
+        let held = shard.lock();
+        self.table
+            .find_locked(shard, &held, tag)
+            .and_then(|slot| slot.restore(tag, after, before))
+            .unwrap_or(false)
+    }
+
+    /// Forgets the bucket `tag`; whether the table held it.
+    pub(crate) fn remove(&self, tag: Tag) -> bool {
+        let shard = self.table.shard(tag);
+        let mut held = shard.lock();
+        self.table.remove(shard, &mut held, tag)
+    }
+
+    /// Visits the next `budget` slots of the table (continuing where the last sweep stopped,
+    /// and wrapping around) and forgets the buckets idle at the reading `now()` (one per step
+    /// of 256 slots) by their algorithm in `tiers`; returns how many.
+    pub(crate) fn sweep<T: Tiers>(&self, budget: usize, tiers: &T, now: impl Fn() -> u64) -> usize {
+        let mut evicted = 0;
+        for (shard, range) in self.table.claim_sweep(budget) {
+            let now = now();
+            let mut held = shard.lock();
+            let idle = |tag: Tag, word: u64| tiers.of(tag).is_idle(word, now);
+            evicted += self.table.sweep_shard(shard, &mut held, range, idle);
+        }
+        evicted
+    }
+
+    /// What the table has done so far (takes each shard's lock in turn).
+    pub(crate) fn stats(&self) -> KeyedStats {
+        let mut stats = KeyedStats::default();
+        for shard in self.table.shards() {
+            let held = shard.lock();
+            stats.keys += held.state.live;
+            stats.created += held.state.created;
+            stats.evicted += held.state.evicted;
+            stats.untracked += held.state.untracked;
+            stats.refused_full += held.state.refused;
+        }
+        stats
+    }
+
+    /// The table: its sizes and layout.
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The store's clock (fresh readings for clamps, the quota on new keys).
+    pub(crate) fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// What a full table does with a new key.
+    pub(crate) fn when_full(&self) -> WhenFull {
+        self.when_full
+    }
+
+    /// The quota on new keys, if there is one.
+    pub(crate) fn new_keys(&self) -> Option<&Quota> {
+        self.new_keys.as_ref().map(RateLimiter::quota)
+    }
+}
+
+/// Four shards per available CPU, as a power of two, at most 256.
+fn default_shards() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus * 4).next_power_of_two().min(MAX_AUTO_SHARDS)
+}

@@ -1,0 +1,118 @@
+//! Unit tests of the keyed table that look at where keys are (their home and slot), which the
+//! public surface does not show.
+
+use core::time::Duration;
+
+use super::store::{One, Options, Store};
+use super::{KeyedRateLimiter, WhenFull};
+use crate::algorithm::Gcra;
+use crate::clock::ManualClock;
+use crate::observe::TableMetrics;
+use crate::quota::Quota;
+
+/// `wrote` reports only a word that was written: an untracked admission of a new key (no room)
+/// writes none, whatever a failed lock-free attempt left in `wrote` before the slow path. A
+/// policy's undo would otherwise compare-and-swap words nobody wrote.
+#[test]
+fn an_untracked_admission_reports_no_write() {
+    let options = Options {
+        max_keys: 1,
+        shards: Some(1),
+        when_full: WhenFull::AdmitUntracked,
+        new_keys: None,
+        metrics: TableMetrics::none(),
+    };
+    let store = Store::new(options, 7, ManualClock::new()).unwrap();
+    let gcra = Gcra::new(&Quota::per_hour(10).unwrap());
+    let tiers = One(&gcra);
+    let mut wrote = None;
+    let first = Store::<ManualClock>::tag(1 << 40);
+    assert!(store
+        .decide(first, (&gcra, &tiers), 1, || 1_000, &mut wrote)
+        .is_ok());
+    assert!(wrote.is_some(), "the first key is inserted and written");
+    // As a lock-free attempt that lost its slot leaves it.
+    let mut wrote = Some((7, 8));
+    let second = Store::<ManualClock>::tag(2 << 40);
+    assert!(store
+        .decide(second, (&gcra, &tiers), 1, || 1_000, &mut wrote)
+        .is_ok());
+    assert_eq!(wrote, None, "no room: admitted untracked, nothing written");
+}
+
+/// A key found again after an idle neighbour left keeps its place in the probe chain or moves
+/// back, and answers from its own bucket either way.
+#[test]
+fn a_new_key_takes_the_slot_of_an_idle_one() {
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&Quota::per_second(2).unwrap()))
+        .clock(clock.clone())
+        .max_keys(1)
+        .shards(1)
+        .build()
+        .unwrap();
+    assert!(limiter.check_key(&1).is_ok());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(limiter.check_key(&2).unwrap().remaining(), 1);
+    assert!(limiter.position_of(&2).is_some());
+    assert_eq!(limiter.position_of(&1), None);
+}
+
+/// Three threads check key 0 while another removes the two keys ahead of it on its probe
+/// chain, so key 0 moves back twice during the checks (each round rebuilds that layout). The
+/// clock stands still and the burst is large, so every check is admitted and writes; after each
+/// round key 0's bucket must hold exactly its burst minus the admissions (an update lost in a
+/// move leaves more; one applied twice leaves less).
+#[test]
+fn moves_under_contention_lose_nothing_and_admit_nothing_twice() {
+    const BURST: u32 = 1_000_000;
+    const CHECKS: u32 = 40;
+    let quota = Quota::per_hour(1).unwrap().with_burst(BURST).unwrap();
+    // A seed under which keys 0, 1 and 2 share a home line.
+    let limiter = (0..)
+        .map(|seed| {
+            KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
+                .clock(ManualClock::new())
+                .max_keys(12)
+                .shards(1)
+                .hash_seed(seed)
+                .build()
+                .unwrap()
+        })
+        .find(|l| l.home_of(&0) == l.home_of(&1) && l.home_of(&0) == l.home_of(&2))
+        .unwrap();
+    let mut moved = 0;
+    for round in 0..300 {
+        for key in 0..3 {
+            limiter.reset_key(&key);
+        }
+        for key in [1, 2, 0] {
+            assert!(limiter.check_key(&key).is_ok());
+        }
+        let before = limiter.position_of(&0);
+        let barrier = std::sync::Barrier::new(4);
+        let admitted: u32 = std::thread::scope(|s| {
+            s.spawn(|| {
+                barrier.wait();
+                assert!(limiter.reset_key(&1));
+                assert!(limiter.reset_key(&2));
+            });
+            let checkers: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        (0..CHECKS)
+                            .map(|_| u32::from(limiter.check_key(&0).is_ok()))
+                            .sum::<u32>()
+                    })
+                })
+                .collect();
+            checkers.into_iter().map(|c| c.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 3 * CHECKS);
+        moved += u32::from(limiter.position_of(&0) != before);
+        let left = limiter.peek_key(&0, 0).unwrap().unwrap().remaining();
+        assert_eq!(BURST - 1 - left, admitted, "round {round}");
+    }
+    assert_eq!(moved, 300, "key 0 moved in every round");
+}

@@ -1,0 +1,127 @@
+//! [`InsufficientCapacity`] ("never") and [`Error`], the one owned error of a decision.
+
+use core::fmt;
+
+use super::decision::Refused;
+use super::policy::Source;
+use crate::quota::Quota;
+
+/// A request for more cells than a bucket can ever hold: it will never succeed, however long
+/// the caller waits. Nothing was consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InsufficientCapacity {
+    /// Cells requested.
+    pub requested: u32,
+    /// The bucket's capacity (its burst, for most algorithms).
+    pub burst: u32,
+    /// For a policy set: the quota too small for the request.
+    pub(crate) by: Option<Source>,
+}
+
+impl InsufficientCapacity {
+    /// `Ok` if `n` cells fit in a bucket of `capacity`; otherwise the error.
+    #[inline(always)]
+    pub(crate) fn check(n: u32, capacity: u32) -> Result<(), Self> {
+        if n > capacity {
+            return Err(Self {
+                requested: n,
+                burst: capacity,
+                by: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// For a policy set: the name of the policy whose quota is too small.
+    pub fn policy(&self) -> Option<&'static str> {
+        Some(self.by?.policy)
+    }
+
+    /// For a policy set: the too-small quota's place in its policy's list.
+    pub fn quota_index(&self) -> Option<usize> {
+        Some(usize::from(self.by?.quota_index))
+    }
+
+    /// For a policy set: the quota too small for the request.
+    pub fn quota(&self) -> Option<Quota> {
+        Some(self.by?.quota)
+    }
+}
+
+impl fmt::Display for InsufficientCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(by) = self.by {
+            write!(f, "policy '{}' ({}): ", by.policy, by.quota)?;
+        }
+        write!(
+            f,
+            "{} cells requested but the capacity is {}: the request can never succeed",
+            self.requested, self.burst
+        )
+    }
+}
+
+impl std::error::Error for InsufficientCapacity {}
+
+/// Why a request got no cells, as one owned error: refused for now, or never possible. What the
+/// waits return, and what `?` makes of either half of
+/// [`check_n`](crate::RateLimiter::check_n)'s answer in a function that returns
+/// `Result<_, flowgate::Error>`. `'static`, `Send` and `Sync`, so it also goes into
+/// `Box<dyn std::error::Error + Send + Sync>`.
+///
+/// ```
+/// use flowgate::{Quota, RateLimiter};
+///
+/// fn take(limiter: &RateLimiter, n: u32) -> Result<u32, flowgate::Error> {
+///     Ok(limiter.check_n(n)??.remaining())
+/// }
+///
+/// let limiter = RateLimiter::new(Quota::per_hour(10)?);
+/// assert_eq!(take(&limiter, 4)?, 6);
+/// assert!(matches!(take(&limiter, 7), Err(flowgate::Error::Refused(_))));
+/// assert!(matches!(take(&limiter, 11), Err(flowgate::Error::Capacity(_))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// Refused for now: the refusal says when to retry. From a wait: the wait would be longer
+    /// than allowed (the bound given, a shaping algorithm's queue, or the clock's horizon), and
+    /// nothing was taken.
+    Refused(Refused),
+    /// More cells than a bucket holds: the request can never succeed.
+    Capacity(InsufficientCapacity),
+}
+
+impl Error {
+    /// The refusal, if the request was refused for now.
+    pub fn refused(&self) -> Option<&Refused> {
+        match self {
+            Self::Refused(refused) => Some(refused),
+            Self::Capacity(_) => None,
+        }
+    }
+}
+
+impl From<Refused> for Error {
+    fn from(refused: Refused) -> Self {
+        Self::Refused(refused)
+    }
+}
+
+impl From<InsufficientCapacity> for Error {
+    fn from(capacity: InsufficientCapacity) -> Self {
+        Self::Capacity(capacity)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refused(refused) => refused.fmt(f),
+            Self::Capacity(capacity) => capacity.fmt(f),
+        }
+    }
+}
+
+/// Transparent: the message is the inner error's, so an error chain does not repeat it.
+impl std::error::Error for Error {}

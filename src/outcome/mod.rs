@@ -1,0 +1,125 @@
+//! What a decision reports, for every limiter kind: [`Allowed`], [`Refused`] ("not yet"),
+//! [`InsufficientCapacity`] ("never"), and [`Error`], the one owned error that holds either.
+//!
+//! A [`RateLimiter`](crate::RateLimiter), a [`KeyedRateLimiter`](crate::KeyedRateLimiter) and a
+//! [`Policies`](crate::Policies) set answer in these same types. An outcome of a policy set also
+//! says which quota of which policy it describes ([`Refused::by`], [`Allowed::by`]) and what a
+//! dry-run policy would have done ([`Allowed::dry_run`]); for a single or keyed limiter those
+//! are `None`.
+//!
+//! Outcomes are small `Copy` values that own everything in them (a policy's name is kept as a
+//! `&'static str`, see [`QuotaState::policy`]), so they outlive the limiter, cross threads, and
+//! return with `?` into `Box<dyn Error + Send + Sync>`. They carry the bucket's state as a
+//! [`Gauge`] relative to the moment of the decision and derive `remaining` from it only when
+//! asked: the division it needs is not paid by callers that only want yes or no.
+//!
+//! ```
+//! use flowgate::policy::{Policies, Policy};
+//! use flowgate::{clock::ManualClock, Quota, RateLimiter};
+//!
+//! fn handle(limiter: &RateLimiter<ManualClock>, policies: &Policies<str, ManualClock>)
+//!     -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+//! {
+//!     limiter.check()?;
+//!     policies.check("alice")?; // a refusal names its policy and quota
+//!     Ok(())
+//! }
+//!
+//! let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+//! let policies = Policies::<str>::builder()
+//!     .clock(ManualClock::new())
+//!     .policy(Policy::keyed("per-user", |user: &str| user).quota(Quota::per_hour(1)?))
+//!     .build()?;
+//! assert!(handle(&limiter, &policies).is_ok());
+//! let refused = handle(&limiter, &policies).unwrap_err();
+//! assert_eq!(refused.to_string(), "rate limited by policy 'per-user' (1/h): retry after 3600s");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod decision;
+mod error;
+mod policy;
+
+pub use decision::{Allowed, Refused};
+pub use error::{Error, InsufficientCapacity};
+pub use policy::{DryRun, QuotaState};
+
+pub(crate) use decision::{Admission, Rejection};
+pub(crate) use policy::{intern, Source};
+
+/// How full a bucket is at the moment of a decision, in the algorithm's own unit: `used` units
+/// of `unit` each, out of `limit` cells, and how long until it is fully available again.
+///
+/// GCRA measures in nanoseconds (`used` is the schedule's lead over `now`, `unit` the emission
+/// interval); counting algorithms measure in cells (`unit` = 1). Either way the whole cells
+/// remaining are `limit − ⌈used / unit⌉`, computed only when asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gauge {
+    used: u64,
+    unit: u64,
+    limit: u32,
+    reset: u64,
+}
+
+impl Gauge {
+    /// A gauge of `used` units of `unit` (≥ 1) out of `limit` cells, full again in
+    /// `reset_after_nanos`.
+    #[inline(always)]
+    pub const fn new(used: u64, unit: u64, limit: u32, reset_after_nanos: u64) -> Self {
+        Self {
+            used,
+            unit,
+            limit,
+            reset: reset_after_nanos,
+        }
+    }
+
+    /// The gauge of an admission no quota describes (a policy set none of whose enforcing
+    /// policies applied): nothing used of `u32::MAX` cells.
+    pub(crate) const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
+
+    /// Whole cells available: `limit − ⌈used / unit⌉`, at least 0.
+    pub fn remaining(&self) -> u32 {
+        let used = self.used.div_ceil(self.unit.max(1));
+        self.limit
+            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+    }
+
+    /// The bucket's capacity: the `limit` of rate-limit headers.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Nanoseconds until the bucket is fully available again if nothing else is taken.
+    pub fn reset_after_nanos(&self) -> u64 {
+        self.reset
+    }
+
+    /// Whether at least four fifths of the bucket are in use (Envoy's "near limit"), without a
+    /// division.
+    pub(crate) fn near_limit(&self) -> bool {
+        u128::from(self.used) * 5 >= u128::from(self.unit) * u128::from(self.limit) * 4
+    }
+}
+
+/// Whether a quota with `(remaining, reset_after_nanos)` is tighter than `than`: fewer cells
+/// left, then the longer reset. What an admission of several quotas and the legacy rate-limit
+/// headers report.
+pub(crate) fn is_tighter(quota: (u32, u64), than: (u32, u64)) -> bool {
+    (quota.0, core::cmp::Reverse(quota.1)) < (than.0, core::cmp::Reverse(than.1))
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The bucket does not hold the cells yet: [`Refused::retry_after`] is exact.
+    Quota,
+    /// The key is new and the keyed table is full, with nothing idle to make room for it (see
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter)). [`Refused::retry_after`] is only a hint
+    /// (one emission interval of the key's quota): room appears when another key goes idle.
+    TableFull,
+    /// The key is new and the quota on new keys refused to create it; the refusal's gauge and
+    /// [`Refused::retry_after`] are that quota's.
+    NewKeys,
+}

@@ -1,0 +1,173 @@
+//! Looking inside a running [`Policies`] set and changing it: its quotas (replaced while
+//! requests are decided), names, counters, and the sweeps that forget idle keys.
+
+use core::fmt;
+
+use super::error::PolicyError;
+use super::layer::Layer;
+use super::Policies;
+use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::clock::Clock;
+use crate::keyed::One;
+use crate::primitive::{lock, Ordering};
+use crate::quota::Quota;
+
+/// What a policy has done, from [`Policies::stats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PolicyStats {
+    /// The policy's name.
+    pub name: String,
+    /// Whether it is in dry-run mode.
+    pub dry_run: bool,
+    /// Requests it refused; for a dry-run policy, requests it would have refused.
+    pub refused: u64,
+    /// Keys its tables hold now, summed over its quotas' tables (0 for a global policy).
+    pub keys: usize,
+}
+
+/// # Replacing quotas, and looking inside
+impl<R: ?Sized, C: Clock> Policies<R, C> {
+    /// Replaces the quotas of the policy `name` while requests go on, keeping every bucket and
+    /// each quota's algorithm (and its settings: a shaper's delay, a credit's debt); see the
+    /// [module docs](super#replacing-quotas-at-run-time).
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`] if no policy has that name, [`PolicyError::QuotaCount`]
+    /// if `quotas` does not have as many quotas as the policy, [`PolicyError::Quota`] if an
+    /// algorithm rejects its new quota, and [`PolicyError::Incompatible`] if a window counter's
+    /// window length would change. Nothing is replaced unless everything is valid.
+    pub fn replace_quotas(&self, name: &str, quotas: &[Quota]) -> Result<(), PolicyError> {
+        let layer = self.layer(name)?;
+        self.count_matches(layer, quotas.len())?;
+        let mut algorithms = Vec::with_capacity(quotas.len());
+        for (q, (live, quota)) in layer.quotas.iter().zip(quotas).enumerate() {
+            let algorithm = live
+                .load()
+                .with_quota(quota)
+                .map_err(|error| PolicyError::Quota {
+                    policy: name.into(),
+                    quota: q,
+                    error,
+                })?;
+            algorithms.push(algorithm);
+        }
+        self.replace(name, &algorithms)
+    }
+
+    /// Replaces the algorithms of the policy `name` (quotas and all) while requests go on,
+    /// keeping every bucket: each new algorithm must read the buckets the old one wrote
+    /// ([`AnyAlgorithm::reads_buckets_of`]: GCRA, the leaky bucket and credit among themselves;
+    /// window counters with the same window length). See the
+    /// [module docs](super#replacing-quotas-at-run-time).
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`], [`PolicyError::QuotaCount`], and
+    /// [`PolicyError::Incompatible`] for an algorithm that cannot take over its buckets.
+    /// Nothing is replaced unless everything is valid.
+    pub fn replace(&self, name: &str, algorithms: &[AnyAlgorithm]) -> Result<(), PolicyError> {
+        let layer = self.layer(name)?;
+        self.count_matches(layer, algorithms.len())?;
+        let _replacing = lock(&self.replacing);
+        for (q, (live, new)) in layer.quotas.iter().zip(algorithms).enumerate() {
+            let old = live.load();
+            if !old.reads_buckets_of(new) {
+                return Err(PolicyError::Incompatible {
+                    policy: name.into(),
+                    quota: q,
+                    from: old.to_string(),
+                    to: new.to_string(),
+                });
+            }
+        }
+        for (live, new) in layer.quotas.iter().zip(algorithms) {
+            live.store(new);
+        }
+        Ok(())
+    }
+
+    /// The quotas of the policy `name` now.
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
+    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
+        let algorithms = self.algorithms(name)?;
+        Ok(algorithms.iter().map(|a| *a.quota()).collect())
+    }
+
+    /// The algorithms (quotas included) of the policy `name` now.
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
+    pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, PolicyError> {
+        Ok(self.layer(name)?.quotas.iter().map(|q| q.load()).collect())
+    }
+
+    /// The policies' names, in evaluation order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.layers.iter().map(|layer| layer.name)
+    }
+
+    /// What each policy has done, in evaluation order (takes each keyed table's shard locks in
+    /// turn).
+    pub fn stats(&self) -> Vec<PolicyStats> {
+        self.layers
+            .iter()
+            .map(|layer| PolicyStats {
+                name: layer.name.to_string(),
+                dry_run: layer.dry_run,
+                // Relaxed: a statistic.
+                refused: layer.refused.load(Ordering::Relaxed),
+                keys: layer.stores().map(|(store, _)| store.stats().keys).sum(),
+            })
+            .collect()
+    }
+
+    /// Forgets idle keys: sweeps the next `budget` slots of every keyed policy's tables (see
+    /// [`KeyedRateLimiter::sweep`](crate::KeyedRateLimiter::sweep)), each judged by its quota's
+    /// algorithm in force. Returns how many keys went.
+    pub fn sweep(&self, budget: usize) -> usize {
+        let now = || self.clock.now();
+        let stores = self.layers.iter().flat_map(Layer::stores);
+        stores
+            .map(|(store, live)| store.sweep(budget, &One(&live.load()), now))
+            .sum()
+    }
+
+    /// Slots in the largest keyed table: a [`sweep`](Self::sweep) of this many visits them all.
+    pub fn slots(&self) -> usize {
+        let stores = self.layers.iter().flat_map(Layer::stores);
+        stores.map(|(s, _)| s.table().slots()).max().unwrap_or(0)
+    }
+
+    fn layer(&self, name: &str) -> Result<&Layer<R, C>, PolicyError> {
+        self.layers
+            .iter()
+            .find(|layer| layer.name == name)
+            .ok_or_else(|| PolicyError::UnknownPolicy {
+                policy: name.into(),
+            })
+    }
+
+    fn count_matches(&self, layer: &Layer<R, C>, found: usize) -> Result<(), PolicyError> {
+        if found == layer.quotas.len() {
+            return Ok(());
+        }
+        Err(PolicyError::QuotaCount {
+            policy: layer.name.into(),
+            expected: layer.quotas.len(),
+            found,
+        })
+    }
+}
+
+impl<R: ?Sized, C: Clock + fmt::Debug> fmt::Debug for Policies<R, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut list = f.debug_struct("Policies");
+        for layer in self.layers.iter() {
+            let quotas: Vec<String> = layer.quotas.iter().map(|q| q.load().to_string()).collect();
+            list.field(layer.name, &quotas);
+        }
+        list.field("clock", &self.clock).finish()
+    }
+}

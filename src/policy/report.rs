@@ -1,0 +1,121 @@
+//! What an admission of a policy set reports, chosen by its caller: [`Tightest`] (the
+//! [`Allowed`] that [`Policies::check`](super::Policies::check) returns), [`Silent`] (a yes and
+//! nothing more), or [`Visit`] (every enforcing quota's state, for headers that list them all).
+//! A decision tells its report of each enforcing quota as the quota admits the request, so that
+//! no report keeps more than it needs.
+
+use super::decide::Undo;
+use super::live::LiveQuota;
+use crate::algorithm::AnyAlgorithm;
+#[cfg(feature = "tower")]
+use crate::outcome::QuotaState;
+use crate::outcome::{is_tighter, Admission, Allowed, DryRun, Gauge, Source};
+
+/// What an admission of a policy set reports.
+pub(crate) trait Report<'p> {
+    /// The report of an admission.
+    type Output;
+
+    /// The enforcing quota `live`, deciding with `algorithm`, admitted the request, leaving its
+    /// bucket as `gauge`.
+    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge);
+
+    /// The admission, once every quota has taken its cells.
+    fn finish(self, summary: Summary<'_, 'p>) -> Self::Output;
+}
+
+/// What a whole admission adds to the quotas' reports.
+pub(crate) struct Summary<'a, 'p> {
+    /// The longest delay any quota asked for (a shaping one).
+    pub(crate) delay: u64,
+    /// The first dry-run policy that would have refused.
+    pub(crate) dry_run: Option<DryRun>,
+    /// The writes the admission made, for a wait that may have to give them back.
+    pub(crate) undo: &'a [Undo<'p>],
+}
+
+/// The tightest enforcing quota (fewest cells left, then the longest reset, then the first):
+/// an [`Allowed`] that describes it.
+#[derive(Default)]
+pub(crate) struct Tightest {
+    best: Option<(Source, Gauge, u32)>,
+}
+
+impl Tightest {
+    /// A quota left as `gauge`, which `source` names: kept if it is the tightest so far.
+    #[inline(always)]
+    pub(crate) fn offer(&mut self, gauge: Gauge, source: impl FnOnce() -> Source) {
+        let remaining = gauge.remaining();
+        let tighter = self.best.map_or(true, |(_, best, left)| {
+            is_tighter(
+                (remaining, gauge.reset_after_nanos()),
+                (left, best.reset_after_nanos()),
+            )
+        });
+        if tighter {
+            self.best = Some((source(), gauge, remaining));
+        }
+    }
+
+    /// The admission describing the tightest quota offered (none: nothing applied), to go
+    /// ahead after `delay`, with the first dry-run policy that would have refused.
+    #[inline(always)]
+    pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed {
+        let (by, gauge) = match self.best {
+            Some((source, gauge, _)) => (Some(source), gauge),
+            None => (None, Gauge::UNLIMITED),
+        };
+        Allowed {
+            gauge,
+            delay,
+            policy: Some(Admission { by, dry_run }),
+        }
+    }
+}
+
+impl<'p> Report<'p> for Tightest {
+    type Output = Allowed;
+
+    #[inline(always)]
+    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge) {
+        self.offer(gauge, || live.source(algorithm));
+    }
+
+    #[inline(always)]
+    fn finish(self, summary: Summary<'_, 'p>) -> Allowed {
+        self.allowed(summary.delay, summary.dry_run)
+    }
+}
+
+/// A yes and nothing more (the HTTP middleware without quota headers).
+#[cfg(feature = "tower")]
+pub(crate) struct Silent;
+
+#[cfg(feature = "tower")]
+impl<'p> Report<'p> for Silent {
+    type Output = ();
+
+    #[inline(always)]
+    fn taken(&mut self, _: &'p LiveQuota, _: &AnyAlgorithm, _: Gauge) {}
+
+    #[inline(always)]
+    fn finish(self, _: Summary<'_, 'p>) {}
+}
+
+/// Every enforcing quota's state, in evaluation order, to `visit` (headers that list them).
+/// A refused decision has visited the quotas before the refusing one: the caller discards them.
+#[cfg(feature = "tower")]
+pub(crate) struct Visit<F>(pub(crate) F);
+
+#[cfg(feature = "tower")]
+impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
+    type Output = ();
+
+    #[inline]
+    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge) {
+        (self.0)(QuotaState::new(live.source(algorithm), gauge));
+    }
+
+    #[inline(always)]
+    fn finish(self, _: Summary<'_, 'p>) {}
+}

@@ -1,0 +1,150 @@
+//! Waiting on a [`Policies`] set: as a single limiter waits (see the
+//! [`wait` module docs](crate::wait)), on every quota that applies at once. A refusal is waited
+//! out for its [`retry_after`](crate::Refused::retry_after), which covers every refusing quota
+//! and carries the refusing policy's jitter; an admission with a delay (a shaping quota) is a
+//! reservation on every quota it took from, given back whole if the wait is abandoned.
+
+use core::future::Future;
+use core::time::Duration;
+
+use super::decide::UndoLog;
+use super::live::LiveQuota;
+use super::report::{Report, Summary, Tightest};
+use super::Policies;
+use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::clock::Clock;
+use crate::outcome::{Allowed, Error, Gauge, Refused};
+use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
+
+/// A reservation on a policy set: every write of the admission, to undo whole.
+pub(crate) struct Booked<'p, R: ?Sized, C: Clock> {
+    set: &'p Policies<R, C>,
+    undo: UndoLog<'p>,
+}
+
+impl<R: ?Sized, C: Clock> GiveBack for Booked<'_, R, C> {
+    fn give_back(mut self) {
+        self.set.undo(&mut self.undo, 0);
+    }
+}
+
+/// The admission, and the writes it made (for a reservation that may be given back).
+struct Reserving(Tightest);
+
+impl<'p> Report<'p> for Reserving {
+    type Output = (Allowed, UndoLog<'p>);
+
+    #[inline(always)]
+    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge) {
+        self.0.taken(live, algorithm, gauge);
+    }
+
+    fn finish(self, summary: Summary<'_, 'p>) -> Self::Output {
+        let undo = summary.undo.iter().copied().collect();
+        (self.0.finish(summary), undo)
+    }
+}
+
+/// # Waiting
+impl<R: ?Sized, C: Clock> Policies<R, C> {
+    /// Takes `n` cells from every quota that applies to `request`, sleeping (through the clock)
+    /// until all are available at once.
+    ///
+    /// # Errors
+    /// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity (naming it);
+    /// [`Error::Refused`] only past the clock's horizon, or when a shaping quota's queue is
+    /// full.
+    pub fn wait(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+        self.wait_with(request, n, WaitOptions::new())
+    }
+
+    /// [`wait`](Self::wait) as `options` say (a bound, jitter on retries on top of the
+    /// policies' own).
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub fn wait_with(&self, request: &R, n: u32, options: WaitOptions) -> Result<Allowed, Error> {
+        block(self.clock(), options, |now, left| {
+            self.attempt(request, n, now, left)
+        })
+    }
+
+    /// [`wait`](Self::wait) for at most `max_wait`: a wait known to be longer returns
+    /// [`Error::Refused`] at once, taking nothing.
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait), and [`Error::Refused`] when the wait would exceed `max_wait`.
+    pub fn try_wait_for(&self, request: &R, n: u32, max_wait: Duration) -> Result<Allowed, Error> {
+        self.wait_with(request, n, WaitOptions::new().at_most(max_wait))
+    }
+
+    /// [`wait_with`](Self::wait_with) without blocking a thread, sleeping through `sleep`.
+    /// Cancellation-safe: between attempts it holds nothing, and a reservation it sleeps on is
+    /// given back if it is dropped.
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub async fn until_ready_with<F: Future<Output = ()>>(
+        &self,
+        request: &R,
+        n: u32,
+        options: WaitOptions,
+        sleep: impl FnMut(Duration) -> F,
+    ) -> Result<Allowed, Error> {
+        let attempt = |now, left| self.attempt(request, n, now, left);
+        until(self.clock(), options, attempt, sleep).await
+    }
+
+    fn attempt(&self, request: &R, n: u32, now: u64, left: u64) -> Attempt<Booked<'_, R, C>> {
+        if n == 0 {
+            return as_is(self.check_n_at(request, 0, now));
+        }
+        let answer = match self.decide(request, n, || now, Reserving(Tightest::default())) {
+            Ok(answer) => answer,
+            Err(capacity) => return Attempt::Fail(Error::Capacity(capacity)),
+        };
+        let (answer, reserved) = match answer {
+            Ok((allowed, undo)) => (Ok(allowed), Some(Booked { set: self, undo })),
+            Err(refused) => (Err(refused), None),
+        };
+        judge(answer, reserved, left, |refused| self.queue_full(refused))
+    }
+
+    /// Whether `refused` came from a shaping quota, whose refusal means its queue is full.
+    fn queue_full(&self, refused: &Refused) -> bool {
+        let Some(by) = refused.by() else {
+            return false;
+        };
+        let layer = &self.layers[by.policy_index()];
+        let live = &layer.quotas[by.quota_index()];
+        live.load().max_delay_nanos() > 0
+    }
+}
+
+/// # Waiting on tokio's timer (feature `tokio`)
+#[cfg(feature = "tokio")]
+impl<R: ?Sized, C: Clock> Policies<R, C> {
+    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound.
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait).
+    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+        self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
+            .await
+    }
+
+    /// [`until_ready`](Self::until_ready) for at most `max_wait`.
+    ///
+    /// # Errors
+    /// As [`try_wait_for`](Self::try_wait_for).
+    pub async fn until_ready_within(
+        &self,
+        request: &R,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Allowed, Error> {
+        let options = WaitOptions::new().at_most(max_wait);
+        self.until_ready_with(request, n, options, tokio::time::sleep)
+            .await
+    }
+}

@@ -1,0 +1,257 @@
+//! The waiting loops: what one attempt found ([`Attempt`]), how a decision's answer becomes one
+//! ([`judge`]), and the blocking ([`block`]) and asynchronous ([`until`]) loops that sleep
+//! between attempts and give a reservation back when a wait is abandoned.
+
+use core::future::Future;
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::jitter;
+use crate::outcome::{Allowed, Cause, Error, InsufficientCapacity, Refused};
+
+/// How a wait behaves: how long it may last, and the jitter its retries add.
+///
+/// ```
+/// use core::time::Duration;
+/// use flowgate::WaitOptions;
+///
+/// let patient = WaitOptions::new()
+///     .at_most(Duration::from_secs(2))
+///     .jitter(Duration::ZERO, Duration::from_millis(50));
+/// # let _ = patient;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitOptions {
+    max_wait: u64,
+    jitter: (u64, u64),
+}
+
+impl WaitOptions {
+    /// No bound and no jitter: what `wait` and `until_ready` use.
+    pub const fn new() -> Self {
+        Self {
+            max_wait: u64::MAX,
+            jitter: (0, 0),
+        }
+    }
+
+    /// Waits at most `max_wait`: a wait known to be longer ends at once with
+    /// [`Error::Refused`], taking nothing.
+    pub fn at_most(self, max_wait: Duration) -> Self {
+        Self {
+            max_wait: nanos(max_wait),
+            ..self
+        }
+    }
+
+    /// Each retry (the retry discipline) sleeps the refusal's `retry_after` plus a uniform draw
+    /// from `[min, max]` (the bounds swapped if given the wrong way round), so that waiters
+    /// refused together do not come back together (governor's remedy for a thundering herd).
+    /// A draw never makes a wait exceed its bound. The generator is the per-thread one that
+    /// [`seed_jitter`](crate::policy::seed_jitter) seeds; a policy's own jitter, already in its
+    /// refusals, comes on top.
+    pub fn jitter(self, min: Duration, max: Duration) -> Self {
+        let (min, max) = (nanos(min), nanos(max));
+        Self {
+            jitter: (min.min(max), min.max(max)),
+            ..self
+        }
+    }
+
+    /// The sleep before a retry due in `wait` ns, with `left` ns of the bound left
+    /// (`wait ≤ left`). Out of line: an uncontended wait never retries.
+    #[cold]
+    #[inline(never)]
+    fn retry_sleep(&self, wait: u64, left: u64) -> Duration {
+        let (min, max) = self.jitter;
+        let extra = if max == 0 { 0 } else { jitter::draw(min, max) };
+        Duration::from_nanos(wait.saturating_add(extra.min(left.saturating_sub(wait))))
+    }
+}
+
+impl Default for WaitOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one attempt of a wait found; `G` is what gives a reservation back.
+pub(crate) enum Attempt<G> {
+    /// Admitted: go ahead after `delay` ns. `reserved` holds what gives the cells back if the
+    /// wait is abandoned while it sleeps on them (a reservation: a delay > 0).
+    Ready {
+        value: Allowed,
+        delay: u64,
+        reserved: Option<G>,
+    },
+    /// Refused for now: sleep this many ns and ask again.
+    Retry(u64),
+    /// The wait ends without cells.
+    Fail(Error),
+}
+
+/// The attempt an answer makes, with `left` ns of the budget left. `reserved` gives back what
+/// the decision wrote (`None` if it wrote nothing); it is used at once for a reservation beyond
+/// the budget. A refusal that `queue_full` says comes from a shaping quota (its queue is full)
+/// ends the wait.
+pub(crate) fn judge<G: GiveBack>(
+    answer: Result<Allowed, Refused>,
+    reserved: Option<G>,
+    left: u64,
+    queue_full: impl FnOnce(&Refused) -> bool,
+) -> Attempt<G> {
+    match answer {
+        Ok(allowed) => {
+            let delay = allowed.delay_nanos();
+            if delay > left {
+                if let Some(reserved) = reserved {
+                    reserved.give_back();
+                }
+                return Attempt::Fail(Error::Refused(Refused::new(allowed.gauge(), delay)));
+            }
+            Attempt::Ready {
+                value: allowed,
+                delay,
+                reserved: reserved.filter(|_| delay > 0),
+            }
+        }
+        Err(refused) => {
+            // At least 1 ns: a custom algorithm's zero wait must not spin. A keyed table's
+            // refusals (full table, new-key quota) are waited out like any other.
+            let conforms = refused.conforms_after_nanos().max(1);
+            let full = refused.cause() == Cause::Quota && queue_full(&refused);
+            if full || conforms == u64::MAX || conforms > left {
+                Attempt::Fail(Error::Refused(refused))
+            } else {
+                // A policy's jitter (in `retry_after`) only as far as the bound allows.
+                Attempt::Retry(refused.retry_after_nanos().clamp(conforms, left))
+            }
+        }
+    }
+}
+
+/// The attempt of a wait for zero cells, which takes nothing and never waits: the bucket as
+/// `state` (a zero-cell check or peek) found it.
+pub(crate) fn as_is<G>(
+    state: Result<Result<Allowed, Refused>, InsufficientCapacity>,
+) -> Attempt<G> {
+    match state {
+        Ok(Ok(state)) => Attempt::Ready {
+            value: state,
+            delay: 0,
+            reserved: None,
+        },
+        Ok(Err(refused)) => Attempt::Fail(Error::Refused(refused)),
+        Err(capacity) => Attempt::Fail(Error::Capacity(capacity)),
+    }
+}
+
+/// Nanoseconds of a `Duration`, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Gives a reservation's cells back: an exact undo of what the decision wrote.
+pub(crate) trait GiveBack {
+    /// Undoes the reservation (each write it made, if the bucket still holds it).
+    fn give_back(self);
+}
+
+/// The blocking loop: attempts (given the reading and what is left of `max_wait`) until one is
+/// ready or fails, sleeping through `clock` in between and before going ahead.
+pub(crate) fn block<C: Clock, G: GiveBack>(
+    clock: &C,
+    options: WaitOptions,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G>,
+) -> Result<Allowed, Error> {
+    let start = clock.now();
+    let mut now = start;
+    loop {
+        // A clock that steps back counts as no time spent.
+        let left = options.max_wait.saturating_sub(now.saturating_sub(start));
+        match attempt(now, left) {
+            Attempt::Ready { value, delay, .. } => {
+                if delay > 0 {
+                    clock.sleep(Duration::from_nanos(delay));
+                }
+                return Ok(value);
+            }
+            Attempt::Retry(wait) => clock.sleep(options.retry_sleep(wait, left)),
+            Attempt::Fail(error) => return Err(error),
+        }
+        now = clock.now();
+    }
+}
+
+/// Gives a reservation back when dropped, unless the wait completed.
+struct Reservation<G: GiveBack> {
+    reserved: Option<G>,
+}
+
+impl<G: GiveBack> Drop for Reservation<G> {
+    fn drop(&mut self) {
+        if let Some(reserved) = self.reserved.take() {
+            reserved.give_back();
+        }
+    }
+}
+
+/// The asynchronous loop: as [`block`], sleeping through `sleep`; a reservation is given back
+/// if the future is dropped while it sleeps on it.
+pub(crate) async fn until<C: Clock, G: GiveBack, F: Future<Output = ()>>(
+    clock: &C,
+    options: WaitOptions,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G>,
+    sleep: impl FnMut(Duration) -> F,
+) -> Result<Allowed, Error> {
+    let start = clock.now();
+    match attempt(start, options.max_wait) {
+        // The uncontended case: nothing to sleep for, and the future stays small (the waiting
+        // loop is boxed, allocated only by a wait that sleeps).
+        Attempt::Ready {
+            value, delay: 0, ..
+        } => Ok(value),
+        Attempt::Fail(error) => Err(error),
+        first => Box::pin(sleeping(clock, options, start, first, attempt, sleep)).await,
+    }
+}
+
+/// [`until`] once its first attempt asked for a sleep.
+async fn sleeping<C: Clock, G: GiveBack, F: Future<Output = ()>>(
+    clock: &C,
+    options: WaitOptions,
+    start: u64,
+    first: Attempt<G>,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G>,
+    mut sleep: impl FnMut(Duration) -> F,
+) -> Result<Allowed, Error> {
+    let mut now = start;
+    let mut next = Some(first);
+    loop {
+        let left = options.max_wait.saturating_sub(now.saturating_sub(start));
+        let this = match next.take() {
+            Some(first) => first,
+            None => attempt(now, left),
+        };
+        match this {
+            Attempt::Ready {
+                value,
+                delay,
+                reserved,
+            } => {
+                // Armed before the sleep: however the rest goes (the future dropped while it
+                // sleeps), the reservation is given back unless the wait completes.
+                let mut guard = Reservation { reserved };
+                if delay > 0 {
+                    sleep(Duration::from_nanos(delay)).await;
+                }
+                // Slept through: the reservation is the caller's to use.
+                guard.reserved = None;
+                return Ok(value);
+            }
+            Attempt::Retry(wait) => sleep(options.retry_sleep(wait, left)).await,
+            Attempt::Fail(error) => return Err(error),
+        }
+        now = clock.now();
+    }
+}
