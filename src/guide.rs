@@ -148,7 +148,7 @@
 //! let second = policies.check(&r).expect("admitted");
 //! assert_eq!(second.dry_run().map(|d| d.state().policy()), Some("stricter, on trial"));
 //! let third = policies.check(&r).unwrap_err();
-//! assert_eq!(third.by().policy(), "user-endpoint");
+//! assert_eq!(third.policy(), Some("user-endpoint"));
 //! assert!(third.retry_after() >= Duration::from_millis(100));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -397,7 +397,7 @@ async fn routes_key_their_bucket_and_the_body_is_configurable() {
         )
         .build()
         .unwrap();
-    let layer = RateLimitLayer::new(policies).refusal_body(|refusal: &Refusal<'_>| {
+    let layer = RateLimitLayer::new(policies).refusal_body(|refusal: &Refusal| {
         let text = format!("slow down ({})", refusal.policy().unwrap_or("-"));
         (http::HeaderValue::from_static("text/plain"), text.into())
     });

@@ -191,12 +191,9 @@ fn tighter(
 }
 
 fn outcome_of(
-    answer: Result<
-        Result<flowgate::policy::Admitted<'_>, flowgate::policy::Rejected<'_>>,
-        flowgate::policy::Oversized<'_>,
-    >,
+    answer: Result<Result<flowgate::Allowed, flowgate::Refused>, flowgate::InsufficientCapacity>,
 ) -> Outcome {
-    let dry = |d: Option<flowgate::policy::DryRun<'_>>| {
+    let dry = |d: Option<flowgate::policy::DryRun>| {
         d.map(|d| {
             (
                 d.state().policy_index(),
@@ -207,7 +204,7 @@ fn outcome_of(
     };
     match answer {
         Ok(Ok(a)) => Outcome::Admitted(
-            a.tightest().map(|t| {
+            a.by().map(|t| {
                 (
                     t.policy_index(),
                     t.quota_index(),
@@ -219,8 +216,8 @@ fn outcome_of(
             dry(a.dry_run()),
         ),
         Ok(Err(r)) => Outcome::Refused(
-            r.by().policy_index(),
-            r.by().quota_index(),
+            r.by().unwrap().policy_index(),
+            r.by().unwrap().quota_index(),
             r.retry_after_nanos(),
             r.remaining(),
             r.limit(),
@@ -229,9 +226,9 @@ fn outcome_of(
         Err(o) => Outcome::Oversized(
             ["user-endpoint", "endpoint", "global"]
                 .iter()
-                .position(|&p| p == o.policy())
+                .position(|&p| Some(p) == o.policy())
                 .unwrap(),
-            o.quota_index(),
+            o.quota_index().unwrap(),
         ),
     }
 }

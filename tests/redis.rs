@@ -180,11 +180,15 @@ async fn conform<R, Q>(
         let local = twin.check_n(r, n);
         let context = format!("step {step}: {r:?} n={n}");
         match (remote, local) {
-            (Err(never), Err(oversized)) => assert_eq!(never, oversized.capacity(), "{context}"),
+            (Err(never), Err(oversized)) => assert_eq!(
+                (never.requested, never.burst),
+                (oversized.requested, oversized.burst),
+                "{context}"
+            ),
             (Ok(verdict), Ok(Ok(admission))) => {
                 assert_eq!(verdict.source(), Source::Redis, "{context}");
                 let a = allowed(&verdict);
-                let tightest = admission.tightest().expect("an enforcing policy applied");
+                let tightest = admission.by().expect("an enforcing policy applied");
                 assert_eq!(a.gauge(), tightest.gauge(), "{context}");
                 assert_eq!(
                     verdict.quota(),
@@ -200,10 +204,11 @@ async fn conform<R, Q>(
                     rejection.retry_after_nanos(),
                     "{context}"
                 );
-                assert_eq!(r.gauge(), rejection.by().gauge(), "{context}");
+                let by = rejection.by().expect("a policy refused");
+                assert_eq!(r.gauge(), by.gauge(), "{context}");
                 assert_eq!(
                     verdict.quota(),
-                    Some((rejection.by().policy_index(), rejection.by().quota_index())),
+                    Some((by.policy_index(), by.quota_index())),
                     "{context}"
                 );
                 refusals += 1;

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use flowgate::algorithm::LeakyBucket;
 use flowgate::clock::ManualClock;
-use flowgate::{Quota, RateLimiter, WaitError};
+use flowgate::{Error, Quota, RateLimiter};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -30,8 +30,7 @@ fn a_wait_sleeps_exactly_until_the_cell_returns() {
 #[test]
 fn a_bounded_wait_that_would_be_too_long_fails_at_once_and_takes_nothing() {
     let (clock, limiter) = spent(1);
-    let Err(WaitError::TooLong(refused)) = limiter.try_wait_for(1, Duration::from_millis(999))
-    else {
+    let Err(Error::Refused(refused)) = limiter.try_wait_for(1, Duration::from_millis(999)) else {
         panic!("a second's wait does not fit in 999 ms");
     };
     assert_eq!(refused.retry_after(), Duration::from_secs(1));
@@ -44,7 +43,7 @@ fn a_bounded_wait_that_would_be_too_long_fails_at_once_and_takes_nothing() {
 #[test]
 fn more_than_the_burst_is_a_capacity_error_without_waiting() {
     let (clock, limiter) = spent(2);
-    let Err(WaitError::Capacity(capacity)) = limiter.wait(3) else {
+    let Err(Error::Capacity(capacity)) = limiter.wait(3) else {
         panic!("3 cells never fit a burst of 2");
     };
     assert_eq!((capacity.requested, capacity.burst), (3, 2));
@@ -104,7 +103,7 @@ fn reservations_are_first_come_first_served_and_bounded() {
     let refused = limiter.reserve(1).unwrap().unwrap_err();
     assert_eq!(refused.retry_after(), Duration::from_secs(1));
     // The refusal booked nothing: the queue is still four long.
-    let Err(WaitError::TooLong(_)) = limiter.try_wait_for(1, Duration::from_secs(10)) else {
+    let Err(Error::Refused(_)) = limiter.try_wait_for(1, Duration::from_secs(10)) else {
         panic!("the queue is full");
     };
 }
@@ -120,8 +119,7 @@ fn a_reservation_beyond_the_budget_is_given_back() {
         Duration::from_secs(1)
     );
     // The next slot is 2 s away: more than 1.5 s.
-    let Err(WaitError::TooLong(refused)) = limiter.try_wait_for(1, Duration::from_millis(1500))
-    else {
+    let Err(Error::Refused(refused)) = limiter.try_wait_for(1, Duration::from_millis(1500)) else {
         panic!("a 2 s reservation does not fit in 1.5 s");
     };
     assert_eq!(refused.retry_after(), Duration::from_secs(2));
@@ -145,8 +143,7 @@ fn keyed_waits_are_per_key() {
     limiter.wait_key("alice", 1).unwrap();
     limiter.wait_key("bob", 1).unwrap();
     assert_eq!(clock.get(), 0, "two keys, one cell each: no wait");
-    let Err(WaitError::TooLong(_)) =
-        limiter.try_wait_key_for("alice", 1, Duration::from_millis(10))
+    let Err(Error::Refused(_)) = limiter.try_wait_key_for("alice", 1, Duration::from_millis(10))
     else {
         panic!("alice's next cell is a second away");
     };
@@ -169,17 +166,17 @@ fn policy_waits_wait_for_the_last_quota() {
     policies.wait(&2, 1).unwrap();
     assert_eq!(clock.get(), 0);
     // User 1's own cell is back after 1 s, the global one after 30 s: it waits 30 s.
-    let Err(WaitError::TooLong(rejected)) = policies.try_wait_for(&1, 1, Duration::from_secs(29))
+    let Err(Error::Refused(rejected)) = policies.try_wait_for(&1, 1, Duration::from_secs(29))
     else {
         panic!("the global quota is 30 s away");
     };
-    assert_eq!(rejected.policy(), "global");
+    assert_eq!(rejected.policy(), Some("global"));
     policies.wait(&1, 1).unwrap();
     assert_eq!(clock.get(), 30 * SECOND);
-    let Err(WaitError::Capacity(oversized)) = policies.wait(&1, 3) else {
+    let Err(Error::Capacity(oversized)) = policies.wait(&1, 3) else {
         panic!("3 cells never fit a burst of 1");
     };
-    assert_eq!(oversized.policy(), "per-user");
+    assert_eq!(oversized.policy(), Some("per-user"));
 }
 
 /// A retry sleeps the refusal's wait plus a draw from the jitter range, and a draw never makes

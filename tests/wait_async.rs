@@ -10,7 +10,7 @@ use std::time::Duration;
 use flowgate::algorithm::LeakyBucket;
 use flowgate::clock::TokioClock;
 use flowgate::policy::{Policies, Policy};
-use flowgate::{KeyedRateLimiter, Quota, RateLimiter, WaitError};
+use flowgate::{Error, KeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 
 const MS: u64 = 1_000_000;
@@ -63,7 +63,7 @@ async fn a_full_queue_refuses_at_once() {
         assert_eq!(allowed.delay(), Duration::from_millis(100 * k));
     }
     let start = Instant::now();
-    let Err(WaitError::TooLong(refused)) = limiter.until_ready(1).await else {
+    let Err(Error::Refused(refused)) = limiter.until_ready(1).await else {
         panic!("the queue is full");
     };
     assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");

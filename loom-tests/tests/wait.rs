@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use flowgate::algorithm::LeakyBucket;
 use flowgate::clock::ManualClock;
-use flowgate::{Quota, RateLimiter, WaitError};
+use flowgate::{Error, Quota, RateLimiter};
 use flowgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
@@ -34,7 +34,7 @@ fn a_given_back_reservation_never_frees_another_callers_slot() {
             thread::spawn(move || limiter.try_wait_for(1, Duration::ZERO))
         };
         let mine = limiter.reserve(1).unwrap().unwrap().delay();
-        let Err(WaitError::TooLong(_)) = other.join().unwrap() else {
+        let Err(Error::Refused(_)) = other.join().unwrap() else {
             panic!("a reservation 1 s or 2 s away does not fit a zero budget");
         };
         assert!(mine == second || mine == 2 * second, "B's slot: {mine:?}");

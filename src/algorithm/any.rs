@@ -10,7 +10,7 @@ use super::{
 };
 use crate::outcome::{Allowed, Refused};
 use crate::quota::{
-    parse_spec, write_period, Named, ParseQuotaError, ParseQuotaErrorKind, Quota, QuotaError,
+    parse_spec, write_duration, Named, ParseQuotaError, ParseQuotaErrorKind, Quota, QuotaError,
 };
 
 /// Words of an algorithm as a live quota stores it: a kind, two words of settings, and the
@@ -27,7 +27,7 @@ pub(crate) const WORDS: usize = 7;
 ///
 /// let daily: AnyAlgorithm = "20000/day fixed".parse()?;
 /// assert_eq!(daily, AnyAlgorithm::from(FixedWindow::new(&"20000/day".parse()?)?));
-/// assert_eq!(daily.to_string(), "20000/day fixed");
+/// assert_eq!(daily.to_string(), "20000/d fixed");
 /// let gcra: AnyAlgorithm = "200/10s".parse()?; // no name: GCRA
 /// assert_eq!(gcra.name(), "gcra");
 /// assert_eq!(gcra.capacity(), 200);
@@ -281,7 +281,7 @@ impl fmt::Display for AnyAlgorithm {
             Named::Gcra => Ok(()),
             Named::Shaper(nanos) | Named::Credit(nanos) => {
                 write!(f, " {} ", self.name())?;
-                write_period(f, nanos)
+                write_duration(f, nanos)
             }
             named => write!(f, " {}", named.name()),
         }
@@ -301,7 +301,7 @@ mod tests {
             "10/s burst 1 shaper 250ms",
             "10/s credit 1s",
             "5/s burst 10 interval",
-            "20000/day fixed",
+            "20000/d fixed",
             "100/min sliding",
         ] {
             let algorithm: AnyAlgorithm = text.parse().unwrap();

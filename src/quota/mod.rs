@@ -20,7 +20,7 @@ use core::time::Duration;
 
 #[cfg(feature = "serde")]
 pub(crate) use parse::parse_duration;
-pub(crate) use parse::{parse_spec, write_period, Named};
+pub(crate) use parse::{parse_spec, write_duration, Named};
 pub use parse::{ParseQuotaError, ParseQuotaErrorKind};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;

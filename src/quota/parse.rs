@@ -399,8 +399,24 @@ impl FromStr for Quota {
     }
 }
 
-/// Writes `nanos` as `[multiplier]unit` with the largest unit that divides it exactly.
+/// Writes `nanos` as `[multiplier]unit` with the largest unit that divides it exactly (a period:
+/// `s` for one second).
 pub(crate) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Result {
+    match unit_of(nanos) {
+        (name, 1) => f.write_str(name),
+        (name, n) => write!(f, "{n}{name}"),
+    }
+}
+
+/// Writes `nanos` as `count unit` with the largest unit that divides it exactly (a duration:
+/// `1s`, `250ms`, `0ns`).
+pub(crate) fn write_duration(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Result {
+    let (name, n) = unit_of(nanos);
+    write!(f, "{n}{name}")
+}
+
+/// The largest unit that divides `nanos` exactly, and how many of it.
+fn unit_of(nanos: u64) -> (&'static str, u64) {
     let (name, unit) = [
         ("d", 86_400_000_000_000),
         ("h", 3_600_000_000_000),
@@ -413,8 +429,5 @@ pub(crate) fn write_period(f: &mut fmt::Formatter<'_>, nanos: u64) -> fmt::Resul
     .into_iter()
     .find(|&(_, unit)| nanos % unit == 0)
     .unwrap_or(("ns", 1));
-    match nanos / unit {
-        1 => f.write_str(name),
-        n => write!(f, "{n}{name}"),
-    }
+    (name, nanos / unit)
 }
