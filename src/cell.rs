@@ -269,6 +269,28 @@ pub(crate) fn recording<'a, A: Algorithm>(
     }
 }
 
+/// `algorithm.take` of `n` cells at `now` (see [`Algorithm::take`]), noting in `wrote` the word
+/// it saw and the word it asked to write, as [`recording`] does; an admission answers its delay
+/// and the word the bucket holds after it.
+#[inline(always)]
+pub(crate) fn taking<'a, A: Algorithm>(
+    algorithm: &'a A,
+    now: u64,
+    n: u32,
+    wrote: &'a mut Wrote,
+) -> impl FnMut(u64) -> Step<Option<(u64, u64)>> + 'a {
+    move |word| match algorithm.take(word, now, n) {
+        Step::Write(new, delay) => {
+            *wrote = Some((word, new));
+            Step::Write(new, delay.map(|delay| (delay, new)))
+        }
+        Step::Keep(delay) => {
+            *wrote = None;
+            Step::Keep(delay.map(|delay| (delay, word)))
+        }
+    }
+}
+
 /// Spins a little after a failed CAS, longer after each failure: letting the winner's cache line
 /// settle instead of stealing it back at once (BENCHMARKS.md measures the contended case). Out
 /// of line, so the uncontended path carries only a call it never takes.

@@ -209,7 +209,7 @@ async fn the_burst_passes_then_429_with_exact_headers() {
     );
     assert_eq!(
         refused.body,
-        r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by policy 'per-client' (5/10s): retry after 2 s","policy":"per-client","retry_after":2}"#
+        r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by policy 'per-client': retry after 2 s","policy":"per-client","retry_after":2}"#
     );
 
     // A client that honours Retry-After is admitted.

@@ -196,8 +196,8 @@ fn outcome_of(
     let dry = |d: Option<flowgate::policy::DryRun>| {
         d.map(|d| {
             (
-                d.state().policy_index(),
-                d.state().quota_index(),
+                d.by().policy_index(),
+                d.by().quota_index(),
                 d.retry_after().as_nanos() as u64,
             )
         })
@@ -208,9 +208,9 @@ fn outcome_of(
                 (
                     t.policy_index(),
                     t.quota_index(),
-                    t.remaining(),
-                    t.limit(),
-                    t.reset_after_nanos(),
+                    a.remaining(),
+                    a.limit(),
+                    a.reset_after_nanos(),
                 )
             }),
             dry(a.dry_run()),
@@ -228,7 +228,7 @@ fn outcome_of(
                 .iter()
                 .position(|&p| Some(p) == o.policy())
                 .unwrap(),
-            o.quota_index().unwrap(),
+            o.by().unwrap().quota_index(),
         ),
     }
 }

@@ -189,7 +189,7 @@ async fn conform<R, Q>(
                 assert_eq!(verdict.source(), Source::Redis, "{context}");
                 let a = allowed(&verdict);
                 let tightest = admission.by().expect("an enforcing policy applied");
-                assert_eq!(a.gauge(), tightest.gauge(), "{context}");
+                assert_eq!(a.gauge(), admission.gauge(), "{context}");
                 assert_eq!(
                     verdict.quota(),
                     Some((tightest.policy_index(), tightest.quota_index())),
@@ -205,7 +205,7 @@ async fn conform<R, Q>(
                     "{context}"
                 );
                 let by = rejection.by().expect("a policy refused");
-                assert_eq!(r.gauge(), by.gauge(), "{context}");
+                assert_eq!(r.gauge(), rejection.gauge(), "{context}");
                 assert_eq!(
                     verdict.quota(),
                     Some((by.policy_index(), by.quota_index())),

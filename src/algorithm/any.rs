@@ -5,6 +5,7 @@ use core::fmt;
 use core::str::FromStr;
 use core::time::Duration;
 
+use super::gcra::Rule;
 use super::{
     Algorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow, Step,
 };
@@ -69,6 +70,17 @@ macro_rules! each {
             AnyAlgorithm::SlidingWindow($a) => $f,
         }
     };
+}
+
+/// Something to do with an algorithm whatever its type, so that it runs monomorphized for the
+/// algorithm [`AnyAlgorithm::apply_words`] decodes: one dispatch on the kind, outside any loop,
+/// and then the algorithm's own code inlined as in a limiter of that algorithm.
+pub(crate) trait Apply {
+    /// What it gives.
+    type Output;
+
+    /// Does it with `algorithm`.
+    fn apply<A: Algorithm>(self, algorithm: &A) -> Self::Output;
 }
 
 impl AnyAlgorithm {
@@ -174,6 +186,50 @@ impl AnyAlgorithm {
             _ => Self::SlidingWindow(SlidingWindow::from_words(&quota, [a, b])),
         }
     }
+
+    /// The quota of the algorithm [`to_words`](Self::to_words) wrote.
+    #[inline]
+    pub(crate) fn quota_of(words: &[u64; WORDS]) -> Quota {
+        let [_, _, _, q0, q1, q2, q3] = *words;
+        Quota::from_words([q0, q1, q2, q3])
+    }
+
+    /// If the algorithm [`to_words`](Self::to_words) wrote decides exactly as GCRA ([`Gcra`],
+    /// or a leaky-bucket meter), GCRA's numbers, read off the words without building it: the
+    /// policies' fast path.
+    #[inline(always)]
+    pub(crate) fn rule(words: &[u64; WORDS]) -> Option<Rule> {
+        let [kind, slack, _, counts, _, interval, _] = *words;
+        // Kinds 0 (GCRA) and 1 (the leaky bucket) with no slack beyond the burst (a meter).
+        (kind <= 1 && slack == 0).then(|| Rule::new(interval, counts as u32))
+    }
+
+    /// Runs `task` with the algorithm [`to_words`](Self::to_words) wrote, as its own type,
+    /// without building an `AnyAlgorithm` first (the policies' hot path). Only ever given words
+    /// it wrote.
+    #[inline(always)]
+    pub(crate) fn apply_words<T: Apply>(words: [u64; WORDS], task: T) -> T::Output {
+        use super::schedule::Schedule;
+        use super::stepped::Stepped;
+        let [kind, a, b, q0, q1, q2, q3] = words;
+        let quota = Quota::from_words([q0, q1, q2, q3]);
+        let schedule = || Schedule::from_words(&quota, [a, b]);
+        let stepped = || Stepped::from_words(&quota, [a, b]);
+        match kind {
+            0 => task.apply(&Gcra {
+                schedule: schedule(),
+            }),
+            1 => task.apply(&LeakyBucket {
+                schedule: schedule(),
+            }),
+            2 => task.apply(&Credit {
+                schedule: schedule(),
+            }),
+            3 => task.apply(&IntervalRefill { stepped: stepped() }),
+            4 => task.apply(&FixedWindow { stepped: stepped() }),
+            _ => task.apply(&SlidingWindow::from_words(&quota, [a, b])),
+        }
+    }
 }
 
 impl Algorithm for AnyAlgorithm {
@@ -193,6 +249,11 @@ impl Algorithm for AnyAlgorithm {
     #[inline(always)]
     fn check(&self, word: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
         each!(self, a => a.check(word, now, n))
+    }
+
+    #[inline]
+    fn take(&self, word: u64, now: u64, n: u32) -> Step<Option<u64>> {
+        each!(self, a => a.take(word, now, n))
     }
 
     #[inline]
@@ -308,6 +369,21 @@ mod tests {
             assert_eq!(algorithm.to_string(), text);
             assert_eq!(AnyAlgorithm::from_words(algorithm.to_words()), algorithm);
             assert_eq!(algorithm.with_quota(algorithm.quota()).unwrap(), algorithm);
+        }
+    }
+
+    #[test]
+    fn gcra_and_meters_read_as_a_rule() {
+        let rule = |s: &str| AnyAlgorithm::rule(&s.parse::<AnyAlgorithm>().unwrap().to_words());
+        assert_eq!(rule("10/s burst 4"), Some(Rule::new(100_000_000, 4)));
+        assert_eq!(rule("10/s burst 4 leaky"), Some(Rule::new(100_000_000, 4)));
+        for other in [
+            "10/s burst 4 shaper 1s",
+            "10/s credit 1s",
+            "10/s fixed",
+            "10/s sliding",
+        ] {
+            assert_eq!(rule(other), None, "{other}");
         }
     }
 

@@ -54,7 +54,8 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
-pub(crate) use any::WORDS;
+pub(crate) use any::{Apply, WORDS};
+pub(crate) use gcra::Rule;
 
 use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
@@ -99,6 +100,22 @@ pub trait Algorithm {
 
     /// Takes `n` cells, `1 ≤ n ≤ capacity`, from the bucket `word` at `now`.
     fn check(&self, word: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>>;
+
+    /// [`check`](Self::check) for a decision that takes several buckets all or nothing (a
+    /// policy set's), on its hot path: `Some(delay)` if admitted (the bucket's gauge after it is
+    /// then [`state`](Self::state) of the word written, at `now`), `None` if refused (the
+    /// decision asks `check` for the details on its cold path). Small enough to stay in
+    /// registers through a compare-and-swap loop. The default runs `check`, whose refusal and
+    /// gauge the compiler drops when inlined; an algorithm overrides it only to answer with less
+    /// work.
+    #[inline(always)]
+    fn take(&self, word: u64, now: u64, n: u32) -> Step<Option<u64>> {
+        match self.check(word, now, n) {
+            Step::Write(new, Ok(allowed)) => Step::Write(new, Some(allowed.delay_nanos())),
+            Step::Keep(Ok(allowed)) => Step::Keep(Some(allowed.delay_nanos())),
+            Step::Write(_, Err(_)) | Step::Keep(Err(_)) => Step::Keep(None),
+        }
+    }
 
     /// The decision [`check`](Self::check) would make, without taking anything.
     #[inline(always)]
@@ -172,7 +189,7 @@ macro_rules! delegate_algorithm {
                 self.$field.check(word, now, n)
             }
 
-            #[inline]
+            #[inline(always)]
             fn state(&self, word: u64, now: u64) -> $crate::Allowed {
                 self.$field.state(word, now)
             }

@@ -47,7 +47,7 @@ use super::Step;
 /// at least `now`; `None` past the 584-year horizon. The debt is the result minus `now`: the
 /// caller compares it with what it admits (`τ` for GCRA).
 #[inline(always)]
-fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
+pub(super) fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
     let base = if tat > now { tat } else { now };
     base.checked_add(cost)
 }

@@ -11,7 +11,6 @@ use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::Shared;
 use crate::clock::Clock;
 use crate::outcome::{Cause, InsufficientCapacity, Refused};
-use crate::quota::Quota;
 
 /// Why a request was answered by the middleware, for a custom body
 /// ([`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body)).
@@ -83,22 +82,21 @@ impl Refusal {
                 refused.policy().unwrap_or_default()
             ),
             Self::Limited(refused) => {
-                let (policy, quota) = named(refused.policy(), refused.by().map(|s| s.quota()));
+                let policy = refused.policy().unwrap_or_default();
                 match self.retry_after_secs() {
                     Some(secs) => {
-                        format!("rate limited by policy '{policy}' ({quota}): retry after {secs} s")
+                        format!("rate limited by policy '{policy}': retry after {secs} s")
                     }
-                    None => format!("rate limited by policy '{policy}' ({quota})"),
+                    None => format!("rate limited by policy '{policy}'"),
                 }
             }
-            Self::Oversized(capacity) => {
-                let (policy, quota) = named(capacity.policy(), capacity.quota());
-                format!(
-                    "the request costs {} cells, more than the burst of {} of policy '{policy}' \
-                     ({quota}): it can never be admitted",
-                    capacity.requested, capacity.burst,
-                )
-            }
+            Self::Oversized(capacity) => format!(
+                "the request costs {} cells, more than the {} a quota of policy '{}' ever holds: \
+                 it can never be admitted",
+                capacity.requested,
+                capacity.burst,
+                capacity.policy().unwrap_or_default(),
+            ),
             Self::Unkeyed(_) => "the client's address could not be determined".into(),
         };
         json_string(&mut json, &detail);
@@ -115,12 +113,6 @@ impl Refusal {
             Bytes::from(json),
         )
     }
-}
-
-/// A policy's name and quota as a refusal names them (always, from a policy set).
-fn named(policy: Option<&str>, quota: Option<Quota>) -> (&str, String) {
-    let quota = quota.map_or_else(String::new, |q| q.to_string());
-    (policy.unwrap_or_default(), quota)
 }
 
 /// The response for `refusal`: its status, body, `Retry-After`, and the quota headers of

@@ -105,9 +105,9 @@ impl<A: Algorithm> Tiers for TierSet<A> {
     type Algorithm = A;
 
     #[inline]
-    fn of(&self, tag: Tag) -> &A {
+    fn with<R>(&self, tag: Tag, f: impl FnOnce(&A) -> R) -> R {
         let tier = (tag & self.mask) as usize;
-        self.algorithms.get(tier).unwrap_or(&self.algorithms[0])
+        f(self.algorithms.get(tier).unwrap_or(&self.algorithms[0]))
     }
 }
 

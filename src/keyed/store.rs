@@ -7,7 +7,7 @@
 //! visible outside `keyed`.
 
 use super::builder::KeyedError;
-use super::slot::{Tag, FIRST_TAG};
+use super::slot::{Slot, Tag, FIRST_TAG};
 use super::table::{Entry, Held, Shard, SizeError, Table};
 use super::{KeyedStats, WhenFull};
 use crate::algorithm::{Algorithm, Gcra, Step};
@@ -25,25 +25,42 @@ const MIN_KEYS_PER_SHARD: usize = 64;
 /// Most shards chosen automatically.
 const MAX_AUTO_SHARDS: usize = 256;
 
-/// The algorithm each bucket of a store runs, by its tag: what a store asks when it decides
-/// for one key and when it judges other keys idle (to reuse their slots, or in a sweep).
+/// The algorithm each bucket of a store runs, by its tag: what a store asks on its cold paths
+/// (a key it must create, a bucket it must clamp after a clock step) and when it judges other
+/// keys idle (to reuse their slots, or in a sweep).
 pub(crate) trait Tiers {
     /// The algorithm type.
     type Algorithm: Algorithm;
 
-    /// The algorithm of the bucket `tag`.
-    fn of(&self, tag: Tag) -> &Self::Algorithm;
+    /// Calls `f` with the algorithm of the bucket `tag`.
+    fn with<R>(&self, tag: Tag, f: impl FnOnce(&Self::Algorithm) -> R) -> R;
 }
 
-/// One algorithm for every bucket of a store (a policy's quota).
+/// One algorithm for every bucket of a store (a sweep of a policy's quota).
 pub(crate) struct One<'a, A>(pub(crate) &'a A);
 
 impl<A: Algorithm> Tiers for One<'_, A> {
     type Algorithm = A;
 
     #[inline(always)]
-    fn of(&self, _tag: Tag) -> &A {
-        self.0
+    fn with<R>(&self, _tag: Tag, f: impl FnOnce(&A) -> R) -> R {
+        f(self.0)
+    }
+}
+
+/// A bucket a lock-free probe found ([`Store::find`]). Its slot may stop holding the key at any
+/// time (an eviction, a move): [`update`](Found::update) then answers `None`.
+pub(crate) struct Found<'a> {
+    slot: &'a Slot,
+    tag: Tag,
+}
+
+impl Found<'_> {
+    /// Applies `step` to the bucket's word through the cell's loop (see `keyed::slot`); `None`
+    /// if the slot stopped holding the key.
+    #[inline(always)]
+    pub(crate) fn update<T>(&self, step: impl FnMut(u64) -> Step<T>) -> Option<T> {
+        self.slot.update(self.tag, step)
     }
 }
 
@@ -114,33 +131,44 @@ impl<C: Clock> Store<C> {
         }
     }
 
-    /// Decides `n` cells (`1 ≤ n ≤ capacity`) for the bucket `tag` with `algorithm` (its tier
-    /// in `tiers`) at the reading `now()`, taken after the probe for the key's slot has issued
-    /// its loads (so that the clock read overlaps a miss on the slot). Creates the bucket if
-    /// the table does not hold it. `wrote` ends up holding the bucket's word before and after
-    /// the decision's write, if it wrote one, for [`restore`](Self::restore).
+    /// Decides `n` cells (`1 ≤ n ≤ capacity`) for the bucket `tag` with `algorithm` at the
+    /// reading `now()`, taken after the probe for the key's slot has issued its loads (so that
+    /// the clock read overlaps a miss on the slot). `wrote` ends up holding the bucket's word
+    /// before and after the decision's write, if it wrote one, for [`restore`](Self::restore).
+    ///
+    /// `algorithm` serves the lock-free path only, so that its fields can stay in registers;
+    /// the cold paths (a key the table does not hold, created here; a clamp after a clock step)
+    /// ask `tiers` for the bucket's algorithm, which must be `algorithm` or a newer version of
+    /// it (a policy's quota replaced in between: the cold path then decides under the new one).
     #[inline(always)]
-    pub(crate) fn decide<T: Tiers>(
+    pub(crate) fn decide<A: Algorithm, T: Tiers>(
         &self,
         tag: Tag,
-        (algorithm, tiers): (&T::Algorithm, &T),
+        (algorithm, tiers): (&A, &T),
         n: u32,
         now: impl FnOnce() -> u64,
         wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
-        let shard = self.table.shard(tag);
-        let slot = self.table.find(shard, tag);
+        let found = self.find(tag);
         let now = now();
-        let answer = match slot.and_then(|s| s.update(tag, recording(algorithm, now, n, wrote))) {
+        let answer = match found.and_then(|f| f.update(recording(algorithm, now, n, wrote))) {
             Some(answer) => answer,
-            None => self.insert(shard, tag, (algorithm, tiers), now, n, wrote),
+            None => self.insert(self.table.shard(tag), tag, tiers, now, n, wrote),
         };
         if let Err(refused) = &answer {
             if refused.clock_behind {
-                self.catch_up(tag, algorithm);
+                self.catch_up(tag, tiers);
             }
         }
         answer
+    }
+
+    /// The bucket `tag`, if a lock-free probe finds it. Not finding it is no proof of absence (a
+    /// key being moved): [`decide`](Self::decide) looks again under the shard's lock.
+    #[inline(always)]
+    pub(crate) fn find(&self, tag: Tag) -> Option<Found<'_>> {
+        let slot = self.table.find(self.table.shard(tag), tag)?;
+        Some(Found { slot, tag })
     }
 
     /// The slow path: the key was not found without the lock. Look again under it, and insert.
@@ -150,7 +178,7 @@ impl<C: Clock> Store<C> {
         &self,
         shard: &Shard,
         tag: Tag,
-        (algorithm, tiers): (&T::Algorithm, &T),
+        tiers: &T,
         now: u64,
         n: u32,
         wrote: &mut Wrote,
@@ -160,24 +188,26 @@ impl<C: Clock> Store<C> {
         // hand them to an undo, which could then take back another request's cells.
         *wrote = None;
         let mut held = shard.lock();
-        let fresh = || algorithm.initial_word(now);
-        let idle = |t: Tag, word: u64| tiers.of(t).is_idle(word, now);
-        match self
-            .table
-            .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
-        {
-            Entry::Found(slot) | Entry::Inserted(slot) => {
-                if let Some(answer) = slot.update(tag, recording(algorithm, now, n, wrote)) {
-                    return answer;
+        tiers.with(tag, |algorithm| {
+            let fresh = || algorithm.initial_word(now);
+            let idle = |t: Tag, word: u64| tiers.with(t, |a| a.is_idle(word, now));
+            match self
+                .table
+                .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
+            {
+                Entry::Found(slot) | Entry::Inserted(slot) => {
+                    if let Some(answer) = slot.update(tag, recording(algorithm, now, n, wrote)) {
+                        return answer;
+                    }
+                    // Tags change only under the lock we hold, so the key is still there; were
+                    // it not, this answers as a new bucket would, writing nothing.
+                    *wrote = None;
+                    algorithm.check(fresh(), now, n).answer()
                 }
-                // Tags change only under the lock we hold, so the key is still there; were it
-                // not, this answers as a new bucket would, writing nothing.
-                *wrote = None;
-                algorithm.check(fresh(), now, n).answer()
+                Entry::Denied(refused) => Err(refused),
+                Entry::Full => self.full(&mut held, algorithm, now, n),
             }
-            Entry::Denied(refused) => Err(refused),
-            Entry::Full => self.full(&mut held, algorithm, now, n),
-        }
+        })
     }
 
     /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
@@ -225,14 +255,16 @@ impl<C: Clock> Store<C> {
 
     /// After a refusal flagged "clock behind" (by a decision, or by a peek at
     /// [`word`](Self::word)), clamps the bucket `tag` against a fresh reading of the store's
-    /// clock, as a single limiter does.
+    /// clock with its algorithm in `tiers`, as a single limiter does.
     #[cold]
     #[inline(never)]
-    pub(crate) fn catch_up<A: Algorithm>(&self, tag: Tag, algorithm: &A) {
+    pub(crate) fn catch_up<T: Tiers>(&self, tag: Tag, tiers: &T) {
         let skew = self.clock.skew_nanos();
         if let Some(slot) = self.table.find(self.table.shard(tag), tag) {
-            // The clock is read inside, after each Acquire load of the word (see `cell`).
-            slot.clamp(tag, |word| algorithm.catch_up(word, self.clock.now(), skew));
+            tiers.with(tag, |algorithm| {
+                // The clock is read inside, after each Acquire load of the word (see `cell`).
+                slot.clamp(tag, |word| algorithm.catch_up(word, self.clock.now(), skew));
+            });
         }
     }
 
@@ -294,7 +326,7 @@ impl<C: Clock> Store<C> {
         for (shard, range) in self.table.claim_sweep(budget) {
             let now = now();
             let mut held = shard.lock();
-            let idle = |tag: Tag, word: u64| tiers.of(tag).is_idle(word, now);
+            let idle = |tag: Tag, word: u64| tiers.with(tag, |a| a.is_idle(word, now));
             evicted += self.table.sweep_shard(shard, &mut held, range, idle);
         }
         evicted

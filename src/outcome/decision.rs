@@ -3,25 +3,8 @@
 use core::fmt;
 use core::time::Duration;
 
-use super::policy::{DryRun, QuotaState, Source};
+use super::policy::{DryRun, PolicyQuota};
 use super::{Cause, Gauge};
-
-/// What a policy set adds to an admission: the quota it describes (the tightest enforcing one,
-/// `None` if no enforcing policy applied) and the first dry-run policy that would have refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Admission {
-    pub(crate) by: Option<Source>,
-    pub(crate) dry_run: Option<DryRun>,
-}
-
-/// What a policy set adds to a refusal: the refusing quota, the jitter its policy added to the
-/// wait, and the first dry-run policy that would also have refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rejection {
-    pub(crate) by: Source,
-    pub(crate) jitter: u64,
-    pub(crate) dry_run: Option<DryRun>,
-}
 
 /// An admitted request, and the bucket's state just after it.
 ///
@@ -37,7 +20,10 @@ pub(crate) struct Rejection {
 pub struct Allowed {
     pub(crate) gauge: Gauge,
     pub(crate) delay: u64,
-    pub(crate) policy: Option<Admission>,
+    /// For a policy set: the tightest enforcing quota (`None` if none applied).
+    pub(crate) by: Option<&'static PolicyQuota>,
+    /// For a policy set: the first dry-run policy that would have refused.
+    pub(crate) dry_run: Option<DryRun>,
 }
 
 impl Allowed {
@@ -55,7 +41,8 @@ impl Allowed {
         Self {
             gauge,
             delay: delay_nanos,
-            policy: None,
+            by: None,
+            dry_run: None,
         }
     }
 
@@ -96,21 +83,20 @@ impl Allowed {
         self.gauge
     }
 
-    /// For a policy set: the tightest enforcing quota, as this admission left it (`None` if no
-    /// enforcing policy applied, and for single and keyed limiters).
-    pub fn by(&self) -> Option<QuotaState> {
-        let source = self.policy?.by?;
-        Some(QuotaState::new(source, self.gauge))
+    /// For a policy set: the tightest enforcing quota, which this admission's gauge describes
+    /// (`None` if no enforcing policy applied, and for single and keyed limiters).
+    pub fn by(&self) -> Option<&'static PolicyQuota> {
+        self.by
     }
 
     /// For a policy set: the name of the policy [`by`](Self::by) names.
     pub fn policy(&self) -> Option<&'static str> {
-        Some(self.policy?.by?.policy)
+        Some(self.by?.policy())
     }
 
     /// For a policy set: the first dry-run policy that would have refused this request.
     pub fn dry_run(&self) -> Option<DryRun> {
-        self.policy?.dry_run
+        self.dry_run
     }
 }
 
@@ -124,11 +110,16 @@ impl Allowed {
 pub struct Refused {
     pub(crate) gauge: Gauge,
     pub(crate) wait: u64,
+    /// For a policy set: the jitter its refusing policy added to the wait.
+    pub(crate) jitter: u64,
+    /// For a policy set: the refusing quota.
+    pub(crate) by: Option<&'static PolicyQuota>,
+    /// For a policy set: the first dry-run policy that would also have refused.
+    pub(crate) dry_run: Option<DryRun>,
     /// The bucket was booked more than a window ahead of the reading: the clock stepped back or
     /// the reading was stale. The limiter re-checks with a fresh reading.
     pub(crate) clock_behind: bool,
     pub(crate) cause: Cause,
-    pub(crate) policy: Option<Rejection>,
 }
 
 impl Refused {
@@ -139,9 +130,11 @@ impl Refused {
         Self {
             gauge,
             wait: retry_after_nanos,
+            jitter: 0,
+            by: None,
+            dry_run: None,
             clock_behind: false,
             cause: Cause::Quota,
-            policy: None,
         }
     }
 
@@ -174,7 +167,7 @@ impl Refused {
 
     /// [`retry_after`](Self::retry_after) in nanoseconds.
     pub fn retry_after_nanos(&self) -> u64 {
-        self.wait.saturating_add(self.jitter_nanos())
+        self.wait.saturating_add(self.jitter)
     }
 
     /// The earliest time, from the decision, at which the same request conforms (every quota of
@@ -194,11 +187,7 @@ impl Refused {
     /// The random jitter the refusing policy added to [`retry_after`](Self::retry_after) (see
     /// [`Policy::jitter`](crate::Policy::jitter)); zero otherwise.
     pub fn jitter(&self) -> Duration {
-        Duration::from_nanos(self.jitter_nanos())
-    }
-
-    fn jitter_nanos(&self) -> u64 {
-        self.policy.map_or(0, |p| p.jitter)
+        Duration::from_nanos(self.jitter)
     }
 
     /// Time until the bucket is full again.
@@ -230,38 +219,36 @@ impl Refused {
         self.gauge
     }
 
-    /// For a policy set: the refusing quota and its bucket (`None` for single and keyed
-    /// limiters).
-    pub fn by(&self) -> Option<QuotaState> {
-        Some(QuotaState::new(self.policy?.by, self.gauge))
+    /// For a policy set: the refusing quota, which this refusal's gauge describes (`None` for
+    /// single and keyed limiters).
+    pub fn by(&self) -> Option<&'static PolicyQuota> {
+        self.by
     }
 
     /// For a policy set: the refusing policy's name.
     pub fn policy(&self) -> Option<&'static str> {
-        Some(self.policy?.by.policy)
+        Some(self.by?.policy())
     }
 
     /// For a policy set: the first dry-run policy that would also have refused (evaluated
     /// before the refusal).
     pub fn dry_run(&self) -> Option<DryRun> {
-        self.policy?.dry_run
+        self.dry_run
     }
 }
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.policy, self.cause) {
-            (Some(p), Cause::TableFull) => write!(
+        match (self.by, self.cause) {
+            (Some(by), Cause::TableFull) => write!(
                 f,
                 "rate limited: policy '{}' has no room for another key now",
-                p.by.policy
+                by.policy()
             ),
             (None, Cause::TableFull) => f.write_str("rate limited: no room for another key now"),
-            (Some(p), _) => write!(
+            (Some(by), _) => write!(
                 f,
-                "rate limited by policy '{}' ({}): retry after {:?}",
-                p.by.policy,
-                p.by.quota,
+                "rate limited by {by}: retry after {:?}",
                 self.retry_after()
             ),
             (None, _) => write!(f, "rate limited: retry after {:?}", self.retry_after()),

@@ -3,8 +3,7 @@
 use core::fmt;
 
 use super::decision::Refused;
-use super::policy::Source;
-use crate::quota::Quota;
+use super::policy::PolicyQuota;
 
 /// A request for more cells than a bucket can ever hold: it will never succeed, however long
 /// the caller waits. Nothing was consumed.
@@ -15,7 +14,7 @@ pub struct InsufficientCapacity {
     /// The bucket's capacity (its burst, for most algorithms).
     pub burst: u32,
     /// For a policy set: the quota too small for the request.
-    pub(crate) by: Option<Source>,
+    pub(crate) by: Option<&'static PolicyQuota>,
 }
 
 impl InsufficientCapacity {
@@ -32,26 +31,21 @@ impl InsufficientCapacity {
         Ok(())
     }
 
+    /// For a policy set: the quota too small for the request.
+    pub fn by(&self) -> Option<&'static PolicyQuota> {
+        self.by
+    }
+
     /// For a policy set: the name of the policy whose quota is too small.
     pub fn policy(&self) -> Option<&'static str> {
-        Some(self.by?.policy)
-    }
-
-    /// For a policy set: the too-small quota's place in its policy's list.
-    pub fn quota_index(&self) -> Option<usize> {
-        Some(usize::from(self.by?.quota_index))
-    }
-
-    /// For a policy set: the quota too small for the request.
-    pub fn quota(&self) -> Option<Quota> {
-        Some(self.by?.quota)
+        Some(self.by?.policy())
     }
 }
 
 impl fmt::Display for InsufficientCapacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(by) = self.by {
-            write!(f, "policy '{}' ({}): ", by.policy, by.quota)?;
+            write!(f, "{by}: ")?;
         }
         write!(
             f,

@@ -7,9 +7,9 @@
 //! dry-run policy would have done ([`Allowed::dry_run`]); for a single or keyed limiter those
 //! are `None`.
 //!
-//! Outcomes are small `Copy` values that own everything in them (a policy's name is kept as a
-//! `&'static str`, see [`QuotaState::policy`]), so they outlive the limiter, cross threads, and
-//! return with `?` into `Box<dyn Error + Send + Sync>`. They carry the bucket's state as a
+//! Outcomes are small `Copy` values that own everything in them (a policy's quota is named by
+//! an interned [`PolicyQuota`]), so they outlive the limiter, cross threads, and return with `?`
+//! into `Box<dyn Error + Send + Sync>`. They carry the bucket's state as a
 //! [`Gauge`] relative to the moment of the decision and derive `remaining` from it only when
 //! asked: the division it needs is not paid by callers that only want yes or no.
 //!
@@ -32,7 +32,7 @@
 //!     .build()?;
 //! assert!(handle(&limiter, &policies).is_ok());
 //! let refused = handle(&limiter, &policies).unwrap_err();
-//! assert_eq!(refused.to_string(), "rate limited by policy 'per-user' (1/h): retry after 3600s");
+//! assert_eq!(refused.to_string(), "rate limited by policy 'per-user', quota #0: retry after 3600s");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -42,10 +42,7 @@ mod policy;
 
 pub use decision::{Allowed, Refused};
 pub use error::{Error, InsufficientCapacity};
-pub use policy::{DryRun, QuotaState};
-
-pub(crate) use decision::{Admission, Rejection};
-pub(crate) use policy::{intern, Source};
+pub use policy::{DryRun, PolicyQuota, QuotaState};
 
 /// How full a bucket is at the moment of a decision, in the algorithm's own unit: `used` units
 /// of `unit` each, out of `limit` cells, and how long until it is fully available again.
@@ -79,10 +76,16 @@ impl Gauge {
     pub(crate) const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
 
     /// Whole cells available: `limit − ⌈used / unit⌉`, at least 0.
+    #[inline]
     pub fn remaining(&self) -> u32 {
-        let used = self.used.div_ceil(self.unit.max(1));
-        self.limit
-            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+        // One division gives the quotient and the remainder: ⌈used / unit⌉ without overflow.
+        let unit = self.unit.max(1);
+        let used = self.used / unit + u64::from(self.used % unit != 0);
+        if used >= u64::from(self.limit) {
+            0
+        } else {
+            self.limit - used as u32
+        }
     }
 
     /// The bucket's capacity: the `limit` of rate-limit headers.

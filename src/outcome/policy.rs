@@ -1,84 +1,118 @@
 //! What a policy set's outcome adds: which quota of which policy it describes
-//! ([`QuotaState`]), what a dry-run policy would have done ([`DryRun`]), and the interned
-//! policy names that let both be owned, `'static` values.
+//! ([`PolicyQuota`], interned so that outcomes naming it stay small, owned and `'static`),
+//! what a dry-run policy would have done ([`DryRun`]), and the state of one quota as a decision
+//! left it ([`QuotaState`], for headers).
 
+use core::fmt;
 use core::time::Duration;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::Gauge;
 use crate::quota::Quota;
 
-/// Policy names as `&'static str`: each distinct name is allocated once per process and kept,
-/// so that an outcome naming its policy owns that name without a reference count (an `Arc`
-/// would put one shared counter on every refusal's path). A process keeps as many names as
-/// it ever gave distinct policies, however often it rebuilds its sets.
+/// Quota `quota_index` of the policy named `policy`, at `policy_index` in its set.
 ///
-/// The lock is std's, not `primitive`'s: it guards bookkeeping done while a set is built, which
-/// no decision reads, so there is nothing for loom to model in it.
-pub(crate) fn intern(name: &str) -> &'static str {
-    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
-    // The set is only ever inserted into; a panic elsewhere while it was held leaves it whole.
-    let mut names = NAMES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(&known) = names.get(name) {
-        return known;
-    }
-    let kept: &'static str = Box::leak(name.into());
-    names.insert(kept);
-    kept
+/// Every distinct (name, place, quota) a process builds is kept once, for the life of the
+/// process, so that an outcome names its quota with one pointer and owns it without a reference
+/// count (an `Arc` would put one shared counter on every refusal's path). A process keeps as
+/// many as the distinct policies it ever built, however often it rebuilds its sets.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PolicyQuota {
+    policy: &'static str,
+    policy_index: u16,
+    quota_index: u16,
 }
 
-/// Which quota of which policy an outcome describes: the policy's (interned) name and place in
-/// its set, the quota's place in the policy, and the quota in force for the decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Source {
-    pub(crate) policy: &'static str,
-    pub(crate) policy_index: u16,
-    pub(crate) quota_index: u16,
-    pub(crate) quota: Quota,
-}
-
-/// One quota of one policy as a decision left it: what rate-limit headers report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuotaState {
-    source: Source,
-    gauge: Gauge,
-}
-
-impl QuotaState {
-    pub(crate) fn new(source: Source, gauge: Gauge) -> Self {
-        Self { source, gauge }
+impl PolicyQuota {
+    /// The interned record of quota `quota_index` of the policy `policy` at `policy_index`.
+    /// A set holds at most 32 quotas, so the places fit in 16 bits.
+    pub(crate) fn intern(
+        policy: &str,
+        policy_index: usize,
+        quota_index: usize,
+    ) -> &'static PolicyQuota {
+        // The lock is std's, not `primitive`'s: it guards bookkeeping done while a set is
+        // built, which no decision reads, so there is nothing for loom to model in it.
+        static KEPT: Mutex<BTreeMap<(String, u16, u16), &'static PolicyQuota>> =
+            Mutex::new(BTreeMap::new());
+        // The map is only ever inserted into; a panic elsewhere while it was held leaves it
+        // whole.
+        let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (policy_index, quota_index) = (policy_index as u16, quota_index as u16);
+        *kept
+            .entry((policy.to_owned(), policy_index, quota_index))
+            .or_insert_with(|| {
+                Box::leak(Box::new(PolicyQuota {
+                    policy: Box::leak(policy.into()),
+                    policy_index,
+                    quota_index,
+                }))
+            })
     }
 
-    /// Which quota of which policy this is.
-    pub(crate) fn source(&self) -> Source {
-        self.source
-    }
-
-    /// The policy's name (kept for the life of the process: see the
-    /// [`outcome` module docs](crate::outcome)).
+    /// The policy's name.
     pub fn policy(&self) -> &'static str {
-        self.source.policy
+        self.policy
     }
 
     /// The policy's place in the set (0 is the first evaluated).
     pub fn policy_index(&self) -> usize {
-        usize::from(self.source.policy_index)
+        usize::from(self.policy_index)
     }
 
     /// The quota's place in its policy's list.
     pub fn quota_index(&self) -> usize {
-        usize::from(self.source.quota_index)
+        usize::from(self.quota_index)
+    }
+}
+
+impl fmt::Display for PolicyQuota {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "policy '{}', quota #{}", self.policy, self.quota_index)
+    }
+}
+
+/// One quota of one policy as it stands: what rate-limit headers report, from
+/// [`Policies::inspect`](crate::Policies::inspect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaState {
+    by: &'static PolicyQuota,
+    quota: Quota,
+    gauge: Gauge,
+}
+
+impl QuotaState {
+    pub(crate) fn new(by: &'static PolicyQuota, quota: Quota, gauge: Gauge) -> Self {
+        Self { by, quota, gauge }
     }
 
-    /// The quota, as in force for this decision.
+    /// Which quota of which policy this is.
+    pub fn by(&self) -> &'static PolicyQuota {
+        self.by
+    }
+
+    /// The policy's name.
+    pub fn policy(&self) -> &'static str {
+        self.by.policy
+    }
+
+    /// The policy's place in the set (0 is the first evaluated).
+    pub fn policy_index(&self) -> usize {
+        self.by.policy_index()
+    }
+
+    /// The quota's place in its policy's list.
+    pub fn quota_index(&self) -> usize {
+        self.by.quota_index()
+    }
+
+    /// The quota in force.
     pub fn quota(&self) -> Quota {
-        self.source.quota
+        self.quota
     }
 
-    /// Whole cells available at once after the decision.
+    /// Whole cells available at once.
     pub fn remaining(&self) -> u32 {
         self.gauge.remaining()
     }
@@ -98,7 +132,7 @@ impl QuotaState {
         self.gauge.reset_after_nanos()
     }
 
-    /// The quota's bucket after the decision.
+    /// The quota's bucket.
     pub fn gauge(&self) -> Gauge {
         self.gauge
     }
@@ -107,24 +141,24 @@ impl QuotaState {
 /// What a dry-run policy would have done: refuse, for `retry_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DryRun {
-    pub(crate) state: QuotaState,
+    pub(crate) by: &'static PolicyQuota,
     pub(crate) wait: u64,
 }
 
 impl DryRun {
-    /// The quota that would have refused, and its bucket (untouched: a dry-run policy takes
-    /// nothing from a quota that would refuse).
-    pub fn state(&self) -> QuotaState {
-        self.state
+    /// The quota that would have refused (a dry-run policy takes nothing from a quota that
+    /// would refuse).
+    pub fn by(&self) -> &'static PolicyQuota {
+        self.by
     }
 
     /// The policy's name.
     pub fn policy(&self) -> &'static str {
-        self.state.policy()
+        self.by.policy
     }
 
     /// When the request would have conformed to that quota (`u64::MAX` ns: never, the request
-    /// is above its burst).
+    /// is above its capacity).
     pub fn retry_after(&self) -> Duration {
         Duration::from_nanos(self.wait)
     }
@@ -132,13 +166,19 @@ impl DryRun {
 
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
-    use super::intern;
+    use super::PolicyQuota;
 
     #[test]
-    fn a_name_is_kept_once() {
-        let a = intern("per-user");
-        let b = intern(&String::from("per-user"));
+    fn a_quota_is_kept_once() {
+        let a = PolicyQuota::intern("per-user", 0, 1);
+        let b = PolicyQuota::intern(&String::from("per-user"), 0, 1);
         assert!(core::ptr::eq(a, b));
-        assert_eq!(intern("other"), "other");
+        let c = PolicyQuota::intern("per-user", 0, 2);
+        assert!(!core::ptr::eq(a, c));
+        assert_eq!(
+            (c.policy(), c.policy_index(), c.quota_index()),
+            ("per-user", 0, 2)
+        );
+        assert_eq!(PolicyQuota::intern("other", 0, 1).policy(), "other");
     }
 }

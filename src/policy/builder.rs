@@ -17,7 +17,6 @@ use crate::cell::Cell;
 use crate::clock::{Clock, QuantaClock};
 use crate::keyed::{self, Options, Store, WhenFull};
 use crate::observe::TableMetrics;
-use crate::outcome::intern;
 use crate::primitive::{AtomicU64, Mutex};
 use crate::quota::Quota;
 
@@ -262,7 +261,7 @@ fn layer<R: ?Sized, C: Clock + Clone>(
     let quotas = (policy.quotas.iter().enumerate())
         .map(|(q, quota)| LiveQuota::new(quota, &policy.name, (index, q), policy.dry_run))
         .collect();
-    let name = intern(&policy.name);
+    let name = policy.name.as_str().into();
     let dry_run = policy.dry_run;
     let buckets = buckets(policy, now, clock, hash_seed)?;
     Ok(Layer {

@@ -14,15 +14,16 @@
 
 use arrayvec::ArrayVec;
 
-use super::layer::Layer;
+use super::layer::{Bucket, Buckets, Layer};
 use super::live::LiveQuota;
 use super::report::{Report, Summary};
 use super::{Policies, MAX_QUOTAS};
-use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::algorithm::{Algorithm, AnyAlgorithm, Apply, Rule, Step, WORDS};
+use crate::cell::taking;
 use crate::clock::Clock;
 use crate::keyed::Tag;
 use crate::observe;
-use crate::outcome::{DryRun, InsufficientCapacity, Refused};
+use crate::outcome::{DryRun, Gauge, InsufficientCapacity, Refused};
 
 /// A decision's answer: too many cells (never), or admitted (reported as `A`) or refused (now).
 pub(crate) type Answer<A> = Result<Result<A, Refused>, InsufficientCapacity>;
@@ -58,7 +59,7 @@ impl<F: FnOnce() -> u64> Reading<F> {
 
 /// One decision under way: what it has taken (to undo on a refusal), what it reports, and the
 /// first dry-run policy that would have refused.
-pub(super) struct Decision<'p, R: ?Sized, C: Clock, F, P> {
+pub(super) struct Decision<'p, R: ?Sized, C: Clock, F, P: Report<'p>> {
     pub(super) set: &'p Policies<R, C>,
     pub(super) n: u32,
     reading: Reading<F>,
@@ -69,6 +70,65 @@ pub(super) struct Decision<'p, R: ?Sized, C: Clock, F, P> {
     /// The undo entries whose quota was left near its limit (the `metrics` feature).
     near: u32,
     report: P,
+    /// The answer of a decision that ends before its last quota (a refusal, too many cells).
+    pub(super) end: Option<Answer<P::Output>>,
+}
+
+/// What a decision does after one quota (small, so that it stays in a register).
+pub(super) enum Next {
+    /// Go on with the policy's next quota.
+    Go,
+    /// Go on with the next policy (a dry-run policy's refusal).
+    Stop,
+    /// The decision ends, with the answer it parked in [`Decision::end`].
+    Done,
+}
+
+/// One quota's part of a decision on the general path, run with the quota's algorithm as its
+/// own type ([`AnyAlgorithm::apply_words`]).
+struct General<'d, 'p, R: ?Sized, C: Clock, F, P: Report<'p>> {
+    decision: &'d mut Decision<'p, R, C, F, P>,
+    bucket: Bucket<'p, C>,
+    /// The policy's place, the quota's, and the request's tag in the policy.
+    at: (usize, usize, Tag),
+    live: &'p LiveQuota,
+    /// Where this policy's entries start in the undo log.
+    mark: usize,
+    request: &'d R,
+}
+
+impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Apply
+    for General<'_, 'p, R, C, F, P>
+{
+    type Output = Next;
+
+    #[inline(always)]
+    fn apply<A: Algorithm>(self, algorithm: &A) -> Next {
+        let General {
+            decision,
+            bucket,
+            at: (index, q, tag),
+            live,
+            mark,
+            request,
+        } = self;
+        if decision.n > algorithm.capacity() {
+            return decision.oversized(index, q, mark, algorithm.capacity());
+        }
+        let n = decision.n;
+        let mut wrote = None;
+        let reading = &mut decision.reading;
+        let step = |word, now| taking(algorithm, now, n, &mut wrote)(word);
+        match bucket.try_update(tag, || reading.get(), step) {
+            Some(Some((delay, word))) => {
+                let now = decision.now();
+                let state = || (algorithm.state(word, now).gauge(), *algorithm.quota());
+                decision.taken(live, tag, wrote, delay, state);
+                Next::Go
+            }
+            _ => decision.cold((index, q, tag), mark, request),
+        }
+    }
 }
 
 impl<R: ?Sized, C: Clock> Policies<R, C> {
@@ -95,6 +155,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             delay: 0,
             near: 0,
             report,
+            end: None,
         };
         for (index, layer) in self.layers.iter().enumerate() {
             let Some(tag) = layer.tag(request) else {
@@ -133,56 +194,128 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
         tag: Tag,
         request: &R,
     ) -> Option<Answer<P::Output>> {
+        // Where the buckets live is asked once per policy, not once per quota.
+        match &layer.buckets {
+            Buckets::Global(cells) => {
+                self.quotas((index, layer, tag), request, |q| Bucket::Cell(&cells[q]))
+            }
+            Buckets::Keyed { stores, .. } => {
+                self.quotas((index, layer, tag), request, |q| Bucket::Keyed(&stores[q]))
+            }
+        }
+    }
+
+    /// [`policy`](Self::policy) once its buckets are found by `bucket`: each quota decides as
+    /// GCRA from its rule if it decides as GCRA does, or else with its algorithm as its own
+    /// type.
+    #[inline(always)]
+    fn quotas(
+        &mut self,
+        (index, layer, tag): (usize, &'p Layer<R, C>, Tag),
+        request: &R,
+        bucket: impl Fn(usize) -> Bucket<'p, C>,
+    ) -> Option<Answer<P::Output>> {
         let mark = self.undo.len();
         for (q, live) in layer.quotas.iter().enumerate() {
-            let algorithm = live.load();
-            let capacity = algorithm.capacity();
-            if self.n > capacity {
-                match self.oversized(index, (q, tag), mark, &algorithm) {
-                    Some(answer) => return Some(answer),
-                    // A dry-run policy's: its other quotas are not asked.
-                    None => break,
+            let words = live.read();
+            let at = (index, q, tag);
+            let next = match AnyAlgorithm::rule(&words) {
+                Some(rule) => self.gcra((rule, &words), bucket(q), at, live, mark, request),
+                None => {
+                    let general = General {
+                        decision: self,
+                        bucket: bucket(q),
+                        at,
+                        live,
+                        mark,
+                        request,
+                    };
+                    AnyAlgorithm::apply_words(words, general)
                 }
-            }
-            let mut wrote = None;
-            let reading = &mut self.reading;
-            let clock = &self.set.clock;
-            let answer = layer.decide(
-                (q, tag),
-                &algorithm,
-                self.n,
-                || reading.get(),
-                clock,
-                &mut wrote,
-            );
-            match answer {
-                Ok(allowed) => self.taken(live, &algorithm, tag, wrote, allowed),
-                Err(refused) => {
-                    match self.refused(index, (q, tag), mark, &algorithm, refused, request) {
-                        Some(answer) => return Some(answer),
-                        // A dry-run policy's refusal: its other quotas are not asked.
-                        None => break,
-                    }
-                }
+            };
+            match next {
+                Next::Go => {}
+                // A dry-run policy's refusal: its other quotas are not asked.
+                Next::Stop => break,
+                Next::Done => return self.end.take(),
             }
         }
         None
     }
 
-    /// `live` admitted the request with `algorithm`, writing `wrote` (the bucket's words before
-    /// and after; nothing for an untracked new key).
+    /// The fast path of a quota that decides as GCRA: `rule`'s numbers, read off the live
+    /// quota's words, and nothing else of the algorithm.
+    #[inline(always)]
+    fn gcra(
+        &mut self,
+        (rule, words): (Rule, &[u64; WORDS]),
+        bucket: Bucket<'p, C>,
+        (index, q, tag): (usize, usize, Tag),
+        live: &'p LiveQuota,
+        mark: usize,
+        request: &R,
+    ) -> Next {
+        if self.n > rule.capacity() {
+            return self.oversized(index, q, mark, rule.capacity());
+        }
+        let n = self.n;
+        let mut wrote = None;
+        let reading = &mut self.reading;
+        let step = |word, now| {
+            let step = rule.take(word, now, n);
+            wrote = match step {
+                Step::Write(new, _) => Some((word, new)),
+                Step::Keep(_) => None,
+            };
+            step
+        };
+        match bucket.try_update(tag, || reading.get(), step) {
+            Some(Some(debt)) => {
+                let state = || (rule.gauge(debt), AnyAlgorithm::quota_of(words));
+                self.taken(live, tag, wrote, 0, state);
+                Next::Go
+            }
+            _ => self.cold((index, q, tag), mark, request),
+        }
+    }
+
+    /// What a quota's hot path leaves: a refusal, or a keyed bucket a lock-free probe did not
+    /// find. Decided here in full, with the quota's algorithm as it is now (under the shard's
+    /// lock if need be): the refusal's details, or an admission if cells came back meanwhile.
+    #[cold]
+    #[inline(never)]
+    fn cold(&mut self, (index, q, tag): (usize, usize, Tag), mark: usize, request: &R) -> Next {
+        let set = self.set;
+        let layer = &set.layers[index];
+        let live = &layer.quotas[q];
+        let now = self.now();
+        let mut wrote = None;
+        match layer.decide((q, tag), self.n, now, &set.clock, &mut wrote) {
+            Ok(allowed) => {
+                let quota = *live.load().quota();
+                self.taken(live, tag, wrote, allowed.delay_nanos(), || {
+                    (allowed.gauge(), quota)
+                });
+                Next::Go
+            }
+            Err(refused) => self.refused((index, q, tag), mark, refused, request),
+        }
+    }
+
+    /// `live` admitted the request, writing `wrote` (the bucket's words before and after;
+    /// nothing for an untracked new key), to go ahead after `delay`; `state` gives the bucket's
+    /// gauge after it and the quota in force, worked out only if a report asks.
     #[inline(always)]
     fn taken(
         &mut self,
         live: &'p LiveQuota,
-        algorithm: &AnyAlgorithm,
         tag: Tag,
         wrote: Option<(u64, u64)>,
-        allowed: crate::Allowed,
+        delay: u64,
+        state: impl Fn() -> (Gauge, crate::Quota),
     ) {
         let (before, after) = wrote.unwrap_or((0, 0));
-        let gauge = allowed.gauge();
-        if observe::ENABLED && gauge.near_limit() {
+        if observe::ENABLED && state().0.near_limit() {
             self.near |= 1 << self.undo.len();
         }
         // At most MAX_QUOTAS quotas in a set (checked at build): room.
@@ -192,9 +325,9 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
             before,
             after,
         });
-        self.delay = self.delay.max(allowed.delay_nanos());
+        self.delay = self.delay.max(delay);
         if !live.dry_run() {
-            self.report.taken(live, algorithm, gauge);
+            self.report.taken(live, state);
         }
     }
 

@@ -6,7 +6,8 @@
 use crossbeam_utils::CachePadded;
 
 use super::key::{Extract, Key};
-use super::live::LiveQuota;
+use super::live::{Live, LiveQuota};
+use crate::algorithm::Step;
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
@@ -26,9 +27,45 @@ pub(crate) enum Buckets<R: ?Sized, C: Clock> {
     },
 }
 
+/// A quota's bucket as the hot path of a decision sees it; chosen once per policy, so that the
+/// quotas' loop does not ask again where buckets live.
+#[derive(Clone, Copy)]
+pub(crate) enum Bucket<'a, C: Clock> {
+    /// A global policy's cell.
+    Cell(&'a Cell),
+    /// A keyed policy's store, where the request's key is to be found.
+    Keyed(&'a Store<C>),
+}
+
+impl<C: Clock> Bucket<'_, C> {
+    /// Applies `step` (given the word and the reading) to the bucket `tag` through the cell's
+    /// loop, reading the clock with `now` (after a keyed bucket's lookup); `None` if a lock-free
+    /// probe does not find a keyed bucket (a new key, or one being moved: the caller decides in
+    /// full with [`Layer::decide`]).
+    #[inline(always)]
+    pub(crate) fn try_update<T>(
+        self,
+        tag: Tag,
+        now: impl FnOnce() -> u64,
+        mut step: impl FnMut(u64, u64) -> Step<T>,
+    ) -> Option<T> {
+        match self {
+            Bucket::Cell(cell) => {
+                let now = now();
+                Some(cell.update(|word| step(word, now)))
+            }
+            Bucket::Keyed(store) => {
+                let found = store.find(tag);
+                let now = now();
+                found.and_then(|f| f.update(|word| step(word, now)))
+            }
+        }
+    }
+}
+
 /// One policy of a set.
 pub(crate) struct Layer<R: ?Sized, C: Clock> {
-    pub(crate) name: &'static str,
+    pub(crate) name: Box<str>,
     pub(crate) dry_run: bool,
     /// Jitter added to a refusal's retry-after: uniform in `[min, max]` ns.
     pub(crate) jitter: (u64, u64),
@@ -56,35 +93,36 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         }
     }
 
-    /// Takes `n` cells (`1 ≤ n ≤ capacity`) from quota `q`'s bucket `tag` with `algorithm` at
-    /// the reading `now()` (taken after a keyed bucket's lookup), creating a keyed bucket the
-    /// store lacks; after a refusal flagged "clock behind", clamps the bucket against a fresh
-    /// reading of `clock`. `wrote` receives the words before and after, if the bucket was
-    /// written, for [`restore`](Self::restore).
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
+    /// A quota's whole decision, on the path [`Bucket::try_update`] leaves cold: a refusal
+    /// (decided again for its details; it may admit, if cells came back since), or a keyed
+    /// bucket the lock-free probe missed (looked for again under the shard's lock, and created
+    /// if absent), with the quota's algorithm as it is now.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn decide(
         &self,
         (q, tag): (usize, Tag),
-        algorithm: &AnyAlgorithm,
         n: u32,
-        now: impl FnOnce() -> u64,
+        now: u64,
         clock: &C,
         wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
+        let live = &self.quotas[q];
+        let algorithm = live.load();
         match &self.buckets {
             Buckets::Global(cells) => {
                 let cell = &cells[q];
-                let answer = cell.update(recording(algorithm, now(), n, wrote));
+                let answer = cell.update(recording(&algorithm, now, n, wrote));
                 if let Err(refused) = &answer {
                     if refused.clock_behind {
-                        cell.catch_up(algorithm, clock);
+                        cell.catch_up(&algorithm, clock);
                     }
                 }
                 answer
             }
+            // A refusal flagged "clock behind" is clamped by the store.
             Buckets::Keyed { stores, .. } => {
-                stores[q].decide(tag, (algorithm, &One(algorithm)), n, now, wrote)
+                stores[q].decide(tag, (&algorithm, &Live(live)), n, || now, wrote)
             }
         }
     }
@@ -116,7 +154,7 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
     pub(crate) fn catch_up(&self, (q, tag): (usize, Tag), algorithm: &AnyAlgorithm, clock: &C) {
         match &self.buckets {
             Buckets::Global(cells) => cells[q].catch_up(algorithm, clock),
-            Buckets::Keyed { stores, .. } => stores[q].catch_up(tag, algorithm),
+            Buckets::Keyed { stores, .. } => stores[q].catch_up(tag, &One(algorithm)),
         }
     }
 

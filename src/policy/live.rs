@@ -19,8 +19,9 @@
 //! On x86-64 the fences and the `Acquire`/`Release` accesses compile to plain loads and stores.
 
 use crate::algorithm::{AnyAlgorithm, WORDS};
+use crate::keyed::{Tag, Tiers};
 use crate::observe::QuotaMetrics;
-use crate::outcome::{intern, Source};
+use crate::outcome::PolicyQuota;
 use crate::primitive::{fence, spin_loop, AtomicU64, Ordering};
 
 /// A policy's quota, readable without a lock while [`store`](Self::store) replaces it, and which
@@ -30,10 +31,8 @@ pub(crate) struct LiveQuota {
     seq: AtomicU64,
     /// The algorithm's words (`AnyAlgorithm::to_words`).
     words: [AtomicU64; WORDS],
-    /// The policy's name, interned (outcomes that name it own it).
-    policy: &'static str,
-    /// The policy's place in its set, and the quota's in its policy.
-    at: (u16, u16),
+    /// Which quota of which policy this is (interned: outcomes that name it own it).
+    by: &'static PolicyQuota,
     /// Whether the policy is in dry-run mode.
     dry_run: bool,
     /// Its cells admitted, refused and dry-run-refused (nothing without the `metrics` feature).
@@ -42,7 +41,7 @@ pub(crate) struct LiveQuota {
 
 impl LiveQuota {
     /// A live quota holding `algorithm`, quota `q` of policy `index` (named `policy`, in dry-run
-    /// mode if `dry_run`). A set holds at most 32 quotas, so the places fit in 16 bits.
+    /// mode if `dry_run`).
     pub(crate) fn new(
         algorithm: &AnyAlgorithm,
         policy: &str,
@@ -52,8 +51,7 @@ impl LiveQuota {
         Self {
             seq: AtomicU64::new(0),
             words: algorithm.to_words().map(AtomicU64::new),
-            policy: intern(policy),
-            at: (index as u16, q as u16),
+            by: PolicyQuota::intern(policy, index, q),
             dry_run,
             metrics: QuotaMetrics::new(policy, q),
         }
@@ -68,19 +66,13 @@ impl LiveQuota {
     /// The policy's place in its set, and this quota's in the policy.
     #[inline(always)]
     pub(crate) fn at(&self) -> (usize, usize) {
-        (usize::from(self.at.0), usize::from(self.at.1))
+        (self.by.policy_index(), self.by.quota_index())
     }
 
-    /// This quota, as `algorithm` (a value read from it) enforces it, named for an outcome.
-    #[inline]
-    pub(crate) fn source(&self, algorithm: &AnyAlgorithm) -> Source {
-        use crate::Algorithm;
-        Source {
-            policy: self.policy,
-            policy_index: self.at.0,
-            quota_index: self.at.1,
-            quota: *algorithm.quota(),
-        }
+    /// Which quota of which policy this is, as outcomes name it.
+    #[inline(always)]
+    pub(crate) fn by(&self) -> &'static PolicyQuota {
+        self.by
     }
 
     /// The algorithm now: the last one stored, never a mixture of two.
@@ -89,9 +81,9 @@ impl LiveQuota {
         AnyAlgorithm::from_words(self.read())
     }
 
-    /// The words as one store left them.
+    /// The words as one store left them (`AnyAlgorithm::to_words`).
     #[inline(always)]
-    fn read(&self) -> [u64; WORDS] {
+    pub(crate) fn read(&self) -> [u64; WORDS] {
         loop {
             // Acquire: pairs with the writer's closing Release store (module docs).
             let before = self.seq.load(Ordering::Acquire);
@@ -126,6 +118,17 @@ impl LiveQuota {
         }
         // Release: a reader that loads this even number (Acquire) sees the words above.
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+}
+
+/// A policy's quota as a store's cold paths ask for it: the algorithm in force when they ask.
+pub(crate) struct Live<'a>(pub(crate) &'a LiveQuota);
+
+impl Tiers for Live<'_> {
+    type Algorithm = AnyAlgorithm;
+
+    fn with<R>(&self, _tag: Tag, f: impl FnOnce(&AnyAlgorithm) -> R) -> R {
+        f(&self.0.load())
     }
 }
 

@@ -104,8 +104,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// The policies' names, in evaluation order.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.layers.iter().map(|layer| layer.name)
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.layers.iter().map(|layer| &*layer.name)
     }
 
     /// What each policy has done, in evaluation order (takes each keyed table's shard locks in
@@ -143,7 +143,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     fn layer(&self, name: &str) -> Result<&Layer<R, C>, PolicyError> {
         self.layers
             .iter()
-            .find(|layer| layer.name == name)
+            .find(|layer| &*layer.name == name)
             .ok_or_else(|| PolicyError::UnknownPolicy {
                 policy: name.into(),
             })
@@ -154,7 +154,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             return Ok(());
         }
         Err(PolicyError::QuotaCount {
-            policy: layer.name.into(),
+            policy: layer.name.to_string(),
             expected: layer.quotas.len(),
             found,
         })
@@ -166,7 +166,7 @@ impl<R: ?Sized, C: Clock + fmt::Debug> fmt::Debug for Policies<R, C> {
         let mut list = f.debug_struct("Policies");
         for layer in self.layers.iter() {
             let quotas: Vec<String> = layer.quotas.iter().map(|q| q.load().to_string()).collect();
-            list.field(layer.name, &quotas);
+            list.field(&layer.name, &quotas);
         }
         list.field("clock", &self.clock).finish()
     }

@@ -140,7 +140,7 @@ pub use key::Key;
 pub use manage::PolicyStats;
 
 pub use crate::jitter::seed_jitter;
-pub use crate::outcome::{DryRun, QuotaState};
+pub use crate::outcome::{DryRun, PolicyQuota, QuotaState};
 
 #[cfg(feature = "tower")]
 pub(crate) use report::{Silent, Visit};
@@ -238,7 +238,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     fn state(&self, request: &R, now: u64) -> Allowed {
         let mut tightest = Tightest::default();
         self.inspect_at(request, now, |state| {
-            tightest.offer(state.gauge(), || state.source());
+            tightest.offer(state.by(), state.gauge())
         });
         tightest.allowed(0, None)
     }

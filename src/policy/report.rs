@@ -6,19 +6,19 @@
 
 use super::decide::Undo;
 use super::live::LiveQuota;
-use crate::algorithm::AnyAlgorithm;
 #[cfg(feature = "tower")]
 use crate::outcome::QuotaState;
-use crate::outcome::{is_tighter, Admission, Allowed, DryRun, Gauge, Source};
+use crate::outcome::{Allowed, DryRun, Gauge, PolicyQuota};
+use crate::quota::Quota;
 
 /// What an admission of a policy set reports.
 pub(crate) trait Report<'p> {
     /// The report of an admission.
     type Output;
 
-    /// The enforcing quota `live`, deciding with `algorithm`, admitted the request, leaving its
-    /// bucket as `gauge`.
-    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge);
+    /// The enforcing quota `live` admitted the request; `state` gives its bucket's gauge after
+    /// it and the quota in force (worked out only if the report uses them).
+    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota));
 
     /// The admission, once every quota has taken its cells.
     fn finish(self, summary: Summary<'_, 'p>) -> Self::Output;
@@ -38,22 +38,23 @@ pub(crate) struct Summary<'a, 'p> {
 /// an [`Allowed`] that describes it.
 #[derive(Default)]
 pub(crate) struct Tightest {
-    best: Option<(Source, Gauge, u32)>,
+    best: Option<(&'static PolicyQuota, Gauge, u32)>,
 }
 
 impl Tightest {
-    /// A quota left as `gauge`, which `source` names: kept if it is the tightest so far.
+    /// The quota `by`, left as `gauge`: kept if it is the tightest so far.
     #[inline(always)]
-    pub(crate) fn offer(&mut self, gauge: Gauge, source: impl FnOnce() -> Source) {
+    pub(crate) fn offer(&mut self, by: &'static PolicyQuota, gauge: Gauge) {
         let remaining = gauge.remaining();
-        let tighter = self.best.map_or(true, |(_, best, left)| {
-            is_tighter(
-                (remaining, gauge.reset_after_nanos()),
-                (left, best.reset_after_nanos()),
-            )
-        });
+        let tighter = match &self.best {
+            None => true,
+            Some((_, best, left)) => {
+                remaining < *left
+                    || (remaining == *left && gauge.reset_after_nanos() > best.reset_after_nanos())
+            }
+        };
         if tighter {
-            self.best = Some((source(), gauge, remaining));
+            self.best = Some((by, gauge, remaining));
         }
     }
 
@@ -62,13 +63,14 @@ impl Tightest {
     #[inline(always)]
     pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed {
         let (by, gauge) = match self.best {
-            Some((source, gauge, _)) => (Some(source), gauge),
+            Some((by, gauge, _)) => (Some(by), gauge),
             None => (None, Gauge::UNLIMITED),
         };
         Allowed {
             gauge,
             delay,
-            policy: Some(Admission { by, dry_run }),
+            by,
+            dry_run,
         }
     }
 }
@@ -77,8 +79,8 @@ impl<'p> Report<'p> for Tightest {
     type Output = Allowed;
 
     #[inline(always)]
-    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge) {
-        self.offer(gauge, || live.source(algorithm));
+    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota)) {
+        self.offer(live.by(), state().0);
     }
 
     #[inline(always)]
@@ -96,7 +98,7 @@ impl<'p> Report<'p> for Silent {
     type Output = ();
 
     #[inline(always)]
-    fn taken(&mut self, _: &'p LiveQuota, _: &AnyAlgorithm, _: Gauge) {}
+    fn taken(&mut self, _: &'p LiveQuota, _: impl Fn() -> (Gauge, Quota)) {}
 
     #[inline(always)]
     fn finish(self, _: Summary<'_, 'p>) {}
@@ -112,8 +114,9 @@ impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
     type Output = ();
 
     #[inline]
-    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge) {
-        (self.0)(QuotaState::new(live.source(algorithm), gauge));
+    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota)) {
+        let (gauge, quota) = state();
+        (self.0)(QuotaState::new(live.by(), quota, gauge));
     }
 
     #[inline(always)]

@@ -11,9 +11,10 @@ use super::decide::UndoLog;
 use super::live::LiveQuota;
 use super::report::{Report, Summary, Tightest};
 use super::Policies;
-use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::outcome::{Allowed, Error, Gauge, Refused};
+use crate::quota::Quota;
 use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
 
 /// A reservation on a policy set: every write of the admission, to undo whole.
@@ -35,8 +36,8 @@ impl<'p> Report<'p> for Reserving {
     type Output = (Allowed, UndoLog<'p>);
 
     #[inline(always)]
-    fn taken(&mut self, live: &'p LiveQuota, algorithm: &AnyAlgorithm, gauge: Gauge) {
-        self.0.taken(live, algorithm, gauge);
+    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota)) {
+        self.0.taken(live, state);
     }
 
     fn finish(self, summary: Summary<'_, 'p>) -> Self::Output {
