@@ -149,7 +149,7 @@ impl AnyAlgorithm {
 
     /// The algorithm as words, for a quota replaced while decisions read it (a policy's live
     /// quota): its kind, its settings and its quota.
-    pub(crate) fn to_words(&self) -> [u64; WORDS] {
+    pub(crate) fn to_words(self) -> [u64; WORDS] {
         let (kind, [a, b]) = match self {
             Self::Gcra(g) => (0, g.schedule.to_words()),
             Self::LeakyBucket(l) => (1, l.schedule.to_words()),

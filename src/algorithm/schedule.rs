@@ -121,7 +121,7 @@ impl Schedule {
     /// What the schedule holds beyond its quota (the slack, the capacity and the delay mode),
     /// as words: with the quota's own words, what a policy's live quota stores (see
     /// `algorithm::any`).
-    pub(crate) fn to_words(&self) -> [u64; 2] {
+    pub(crate) fn to_words(self) -> [u64; 2] {
         let queue = matches!(self.delay, Delay::Queue);
         [
             self.slack(),

@@ -121,7 +121,7 @@ impl SlidingWindow {
     /// What the counter holds beyond its quota (the window length and the weight's scale), as
     /// words: with the quota's own words, what a policy's live quota stores (see
     /// `algorithm::any`).
-    pub(crate) fn to_words(&self) -> [u64; 2] {
+    pub(crate) fn to_words(self) -> [u64; 2] {
         [self.windows.length(), u64::from(self.shift)]
     }
 

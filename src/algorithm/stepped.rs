@@ -77,7 +77,7 @@ impl Stepped {
 
     /// What the counter holds beyond its quota (the window length and the refill), as words:
     /// with the quota's own words, what a policy's live quota stores (see `algorithm::any`).
-    pub(crate) fn to_words(&self) -> [u64; 2] {
+    pub(crate) fn to_words(self) -> [u64; 2] {
         [self.windows.length(), u64::from(self.refill)]
     }
 

@@ -63,7 +63,7 @@
 //! # Concurrency
 //! A check of a key the table holds takes no lock and allocates nothing: one hash, a probe of a
 //! few adjacent slots (usually one cache line), and the same compare-and-swap on the bucket word
-//! as [`RateLimiter`]. Inserting, evicting and moving keys takes the shard's
+//! as [`RateLimiter`](crate::RateLimiter). Inserting, evicting and moving keys takes the shard's
 //! lock; see `keyed::slot` for how a lock-free check and a locked move of the same key agree.
 //! A request about a key the table does not hold (a new key, or a peek or refund of an unknown
 //! one) confirms the miss under the shard's lock, so a flood of unknown keys serializes per

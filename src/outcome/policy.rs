@@ -40,7 +40,7 @@ impl PolicyQuota {
         // whole.
         let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let (policy_index, quota_index) = (policy_index as u16, quota_index as u16);
-        *kept
+        let kept: &mut &'static PolicyQuota = kept
             .entry((policy.to_owned(), policy_index, quota_index))
             .or_insert_with(|| {
                 Box::leak(Box::new(PolicyQuota {
@@ -48,7 +48,8 @@ impl PolicyQuota {
                     policy_index,
                     quota_index,
                 }))
-            })
+            });
+        kept
     }
 
     /// The policy's name.

@@ -8,7 +8,7 @@ use super::decide::Undo;
 use super::live::LiveQuota;
 #[cfg(feature = "tower")]
 use crate::outcome::QuotaState;
-use crate::outcome::{Allowed, DryRun, Gauge, PolicyQuota};
+use crate::outcome::{is_tighter, Allowed, DryRun, Gauge, PolicyQuota};
 use crate::quota::Quota;
 
 /// What an admission of a policy set reports.
@@ -48,10 +48,10 @@ impl Tightest {
         let remaining = gauge.remaining();
         let tighter = match &self.best {
             None => true,
-            Some((_, best, left)) => {
-                remaining < *left
-                    || (remaining == *left && gauge.reset_after_nanos() > best.reset_after_nanos())
-            }
+            Some((_, best, left)) => is_tighter(
+                (remaining, gauge.reset_after_nanos()),
+                (*left, best.reset_after_nanos()),
+            ),
         };
         if tighter {
             self.best = Some((by, gauge, remaining));
