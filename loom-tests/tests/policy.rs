@@ -121,7 +121,11 @@ fn a_replacement_racing_decisions_is_seen_whole() {
         assert!(seen == one || seen == three, "a mixture: {seen:?}");
         assert!(policies.check(&()).is_ok(), "a fresh bucket has a cell");
         if let Err(refused) = policies.check(&()) {
-            assert_eq!(refused.limit(), one.burst(), "refused under the 1-cell quota");
+            assert_eq!(
+                refused.limit(),
+                one.burst(),
+                "refused under the 1-cell quota"
+            );
         }
         writer.join().unwrap();
         assert_eq!(policies.quotas("g").unwrap(), [three]);

@@ -5,7 +5,7 @@ use core::hash::Hash;
 use core::marker::PhantomData;
 
 use super::store::{Options, Store};
-use super::{Classify, KeyedRateLimiter, TierSet};
+use super::{Classify, KeyedRateLimiter, Tag, Tiers};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::TableMetrics;
@@ -70,6 +70,24 @@ impl fmt::Display for KeyedError {
 }
 
 impl std::error::Error for KeyedError {}
+
+/// A limiter's algorithms, one per tier, picked by the low bits of a key's tag.
+#[derive(Debug)]
+pub(super) struct TierSet<A> {
+    pub(super) algorithms: Box<[A]>,
+    /// The tag bits that hold the tier.
+    pub(super) mask: u64,
+}
+
+impl<A: Algorithm> Tiers for TierSet<A> {
+    type Algorithm = A;
+
+    #[inline]
+    fn with<R>(&self, tag: Tag, f: impl FnOnce(&A) -> R) -> R {
+        let tier = (tag & self.mask) as usize;
+        f(self.algorithms.get(tier).unwrap_or(&self.algorithms[0]))
+    }
+}
 
 /// Options of a [`KeyedRateLimiter`], from [`KeyedRateLimiter::builder`].
 ///

@@ -80,10 +80,12 @@ use core::fmt;
 use core::hash::Hash;
 
 pub(crate) use builder::hasher;
+use builder::TierSet;
 pub use builder::{Builder, KeyedError, WhenFull};
 pub use sweep::Sweeper;
 
 pub(crate) use self::slot::Tag;
+pub use self::store::KeyedStats;
 pub(crate) use self::store::{One, Options, Store, Tiers};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, QuantaClock};
@@ -92,24 +94,6 @@ use crate::quota::Quota;
 
 /// Chooses a key's tier: an index into the limiter's algorithms (0 is the default one).
 type Classify<K> = Box<dyn Fn(&K) -> usize + Send + Sync>;
-
-/// A limiter's algorithms, one per tier, picked by the low bits of a key's tag.
-#[derive(Debug)]
-struct TierSet<A> {
-    algorithms: Box<[A]>,
-    /// The tag bits that hold the tier.
-    mask: u64,
-}
-
-impl<A: Algorithm> Tiers for TierSet<A> {
-    type Algorithm = A;
-
-    #[inline]
-    fn with<R>(&self, tag: Tag, f: impl FnOnce(&A) -> R) -> R {
-        let tier = (tag & self.mask) as usize;
-        f(self.algorithms.get(tier).unwrap_or(&self.algorithms[0]))
-    }
-}
 
 /// A rate limiter with one bucket per key, for keys of type `K` (any `Hash` type, unsized ones
 /// like `str` included), deciding with the [`Algorithm`] `A` on the clock `C`.
@@ -134,22 +118,6 @@ pub struct KeyedRateLimiter<K: ?Sized, C: Clock = QuantaClock, A: Algorithm = Gc
     tiers: TierSet<A>,
     classify: Option<Classify<K>>,
     hasher: ahash::RandomState,
-}
-
-/// Counters of what a keyed table has done, summed over its shards.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct KeyedStats {
-    /// Keys held now.
-    pub keys: usize,
-    /// Keys inserted since the limiter was built.
-    pub created: u64,
-    /// Idle keys forgotten to make room or by sweeps.
-    pub evicted: u64,
-    /// Requests from new keys admitted without a bucket ([`WhenFull::AdmitUntracked`]).
-    pub untracked: u64,
-    /// Requests from new keys refused because the table was full ([`WhenFull::Refuse`]).
-    pub refused_full: u64,
 }
 
 impl<K: ?Sized + Hash> KeyedRateLimiter<K> {

@@ -9,7 +9,7 @@
 use super::builder::KeyedError;
 use super::slot::{Slot, Tag, FIRST_TAG};
 use super::table::{Entry, Held, Shard, SizeError, Table};
-use super::{KeyedStats, WhenFull};
+use super::WhenFull;
 use crate::algorithm::{Algorithm, Gcra, Step};
 use crate::cell::{recording, Wrote};
 use crate::clock::Clock;
@@ -46,6 +46,22 @@ impl<A: Algorithm> Tiers for One<'_, A> {
     fn with<R>(&self, _tag: Tag, f: impl FnOnce(&A) -> R) -> R {
         f(self.0)
     }
+}
+
+/// Counters of what a keyed table has done, summed over its shards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyedStats {
+    /// Keys held now.
+    pub keys: usize,
+    /// Keys inserted since the limiter was built.
+    pub created: u64,
+    /// Idle keys forgotten to make room or by sweeps.
+    pub evicted: u64,
+    /// Requests from new keys admitted without a bucket ([`WhenFull::AdmitUntracked`]).
+    pub untracked: u64,
+    /// Requests from new keys refused because the table was full ([`WhenFull::Refuse`]).
+    pub refused_full: u64,
 }
 
 /// A bucket a lock-free probe found ([`Store::find`]). Its slot may stop holding the key at any

@@ -13,15 +13,16 @@
 //! (3·10⁸/s has `T` = 4 ns, i.e. 2.5·10⁸/s). [`Quota::interval`] reports the `T` in force.
 //! Rates above 10⁹/s (an interval below 1 ns) are rejected.
 
+mod error;
 mod parse;
 
 use core::fmt;
 use core::time::Duration;
 
+pub use error::{ParseQuotaError, ParseQuotaErrorKind, QuotaError};
 #[cfg(feature = "serde")]
 pub(crate) use parse::parse_duration;
 pub(crate) use parse::{parse_spec, write_duration, Named};
-pub use parse::{ParseQuotaError, ParseQuotaErrorKind};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
@@ -80,103 +81,6 @@ pub struct Quota {
     burst: u32,
     initial: Initial,
 }
-
-/// Why a quota is invalid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QuotaError {
-    /// The rate's count is 0: nothing could ever be admitted.
-    ZeroCount,
-    /// The period is zero.
-    ZeroPeriod,
-    /// The burst is 0: nothing could ever be admitted.
-    ZeroBurst,
-    /// The rate is above one cell per nanosecond (10⁹/s), the finest interval a bucket holds.
-    IntervalBelowOneNanosecond,
-    /// The period (or the interval of a fractional rate) does not fit in 584 years of
-    /// nanoseconds.
-    PeriodTooLong,
-    /// `burst × interval` exceeds [`MAX_WINDOW_NANOS`] (about 292 years); `max_burst` is the
-    /// largest burst this rate accepts.
-    WindowTooLong {
-        /// The largest burst the quota's interval allows.
-        max_burst: u64,
-    },
-    /// The initial number of cells exceeds the burst.
-    InitialAboveBurst {
-        /// The requested initial cells.
-        initial: u32,
-        /// The quota's burst.
-        burst: u32,
-    },
-    /// A fractional rate is NaN or infinite.
-    NotFinite,
-    /// A fractional rate is negative or zero.
-    NotPositive,
-    /// The algorithm counts requests in a packed field that holds at most `max` per window.
-    LimitTooLarge {
-        /// The largest count the algorithm's word holds.
-        max: u32,
-    },
-    /// The algorithm's window is shorter than it supports (`min_nanos`).
-    WindowTooShort {
-        /// The shortest window the algorithm accepts, in nanoseconds.
-        min_nanos: u64,
-    },
-    /// The algorithm has no burst separate from its count per window: the quota's burst must
-    /// equal its count (write `"100/min"`, not `"100/min burst 20"`).
-    BurstNotSupported,
-    /// A shaper's maximum queueing delay (or a credit's maximum debt) exceeds `max_nanos`
-    /// ([`MAX_WINDOW_NANOS`]).
-    DelayTooLong {
-        /// The longest delay accepted, in nanoseconds.
-        max_nanos: u64,
-    },
-}
-
-impl fmt::Display for QuotaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::ZeroCount => f.write_str("invalid quota: the rate's count is 0 (it must be at least 1)"),
-            Self::ZeroPeriod => f.write_str("invalid quota: the period is zero"),
-            Self::ZeroBurst => f.write_str("invalid quota: the burst is 0 (it must be at least 1)"),
-            Self::IntervalBelowOneNanosecond => f.write_str(
-                "invalid quota: the rate is above 10^9 per second (an emission interval below 1 ns)",
-            ),
-            Self::PeriodTooLong => f.write_str("invalid quota: the period is longer than 584 years"),
-            Self::WindowTooLong { max_burst: 0 } => f.write_str(
-                "invalid quota: the emission interval alone exceeds 292 years",
-            ),
-            Self::WindowTooLong { max_burst } => write!(
-                f,
-                "invalid quota: burst x interval exceeds 292 years; at this rate the burst can be at most {max_burst}"
-            ),
-            Self::InitialAboveBurst { initial, burst } => write!(
-                f,
-                "invalid quota: {initial} initial cells exceed the burst of {burst}"
-            ),
-            Self::NotFinite => f.write_str("invalid quota: the rate is NaN or infinite"),
-            Self::NotPositive => f.write_str("invalid quota: the rate is zero or negative"),
-            Self::LimitTooLarge { max } => write!(
-                f,
-                "invalid quota for this algorithm: at most {max} requests per window"
-            ),
-            Self::WindowTooShort { min_nanos } => write!(
-                f,
-                "invalid quota for this algorithm: the window must be at least {min_nanos} ns"
-            ),
-            Self::BurstNotSupported => f.write_str(
-                "invalid quota for this algorithm: a window counter has no separate burst (burst must equal the count)",
-            ),
-            Self::DelayTooLong { max_nanos } => write!(
-                f,
-                "invalid limiter: the maximum delay must be at most {max_nanos} ns (292 years)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for QuotaError {}
 
 impl Quota {
     /// `count` cells per `period`, with a burst of `count`.

@@ -18,7 +18,7 @@
 //! (a key can be mid-move); the caller takes the shard's lock and looks again, and only the
 //! lock holder inserts, closes, moves or clears slots.
 
-use core::ops::Range;
+mod evict;
 
 use crossbeam_utils::CachePadded;
 
@@ -110,19 +110,6 @@ fn admitted<E>(admit: &mut Option<impl FnOnce() -> Result<(), E>>) -> Result<(),
 pub(crate) enum SizeError {
     /// The slots would not fit in memory (or in `usize`).
     TooLarge,
-}
-
-/// A dropped table takes its keys off the `flowgate_keys` gauge (a policy set rebuilt under
-/// the same names reports only its own).
-#[cfg(feature = "metrics")]
-impl Drop for Table {
-    fn drop(&mut self) {
-        // Relaxed: the table is being dropped, so nothing else touches it.
-        let live = self.live.load(Ordering::Relaxed);
-        if live > 0 {
-            self.metrics.keys.decrement(live as f64);
-        }
-    }
 }
 
 impl Table {
@@ -243,36 +230,6 @@ impl Table {
     fn release(&self, keys: u64) {
         // Relaxed: as in `reserve`.
         self.live.fetch_sub(keys, Ordering::Relaxed);
-    }
-
-    /// Claims the next `budget` slots (rounded up to whole cache lines) of the global sweep: the
-    /// ranges of lines to visit, shard by shard, at most [`SWEEP_CHUNK`] slots each.
-    pub(crate) fn claim_sweep(
-        &self,
-        budget: usize,
-    ) -> impl Iterator<Item = (&Shard, Range<usize>)> {
-        let total = (self.slots() / LINE) as u64;
-        let budget = (budget.div_ceil(LINE) as u64).min(total);
-        // Relaxed: the cursor only spreads concurrent sweeps over different lines; every slot
-        // a sweep visits is read under its shard's lock.
-        let start = self.cursor.fetch_add(budget, Ordering::Relaxed) % total;
-        let len = (self.shard_len / LINE) as u64;
-        let mut at = start;
-        let mut left = budget;
-        // Sweeps run from the last line to the first (see `sweep_shard`): claimed position `p`
-        // is line `total − 1 − p` counted over all shards.
-        core::iter::from_fn(move || {
-            if left == 0 {
-                return None;
-            }
-            let line = total - 1 - at;
-            let shard = (line / len) as usize;
-            let end = (line % len) as usize + 1;
-            let take = left.min(end as u64).min((SWEEP_CHUNK / LINE) as u64) as usize;
-            left -= take as u64;
-            at = (at + take as u64) % total;
-            Some((&*self.shards[shard], end - take..end))
-        })
     }
 
     /// The home slot of `tag`: the first slot of the cache line picked by the bits below the
@@ -407,159 +364,6 @@ impl Table {
             }
         }
         Entry::Full
-    }
-
-    /// Removes the key `tag` if it is there (lock holder). Whether it was.
-    pub(crate) fn remove(&self, shard: &Shard, held: &mut Held<'_>, tag: Tag) -> bool {
-        let Some(slot) = self.find(shard, tag) else {
-            return false;
-        };
-        let at = self.position(shard, slot);
-        slot.close(tag, self.nonce(held));
-        self.shift_back(shard, held, at);
-        self.forget(held, 1);
-        true
-    }
-
-    /// Evicts the idle keys among the cache lines `lines` of `shard` (lock holder), last slot
-    /// first; how many. Sweeps visit the table backwards, so a key a shift moves back into a hole
-    /// mostly comes from a slot already visited; after each shift the hole is looked at again,
-    /// for the key that came from a slot not yet visited (a sweep that began mid-shard). A sweep
-    /// of every line in claim order so evicts every key idle throughout it, unless a move made
-    /// between two of its steps (an insert's sweep, a reset) carries a key across the sweep's
-    /// position; that key waits for the next sweep.
-    pub(crate) fn sweep_shard(
-        &self,
-        shard: &Shard,
-        held: &mut Held<'_>,
-        lines: Range<usize>,
-        idle: impl Fn(Tag, u64) -> bool,
-    ) -> usize {
-        let mut evicted = 0;
-        // Backwards: a key the shift moves into a hole comes from a later slot, already looked
-        // at; and when a run of idle keys goes, each shift stops at once instead of moving the
-        // rest of the run (which makes a forward sweep quadratic in the run's length). A key
-        // that wraps from the start of the shard to its end lands between these lines and the
-        // end, visited already: look there again (each pass that wraps evicted a key, so this
-        // ends).
-        let mut lines = lines;
-        let mut again = true;
-        while again {
-            again = false;
-            for l in lines.clone().rev() {
-                let line = &shard.lines[l];
-                let mut k = LINE;
-                while k > 0 {
-                    k -= 1;
-                    let slot = &line.0[k];
-                    let t = slot.tag();
-                    if t == EMPTY || !idle(t, slot.word_locked(t)) {
-                        continue;
-                    }
-                    let word = slot.close(t, self.nonce(held));
-                    if !idle(t, word) {
-                        // Taken from since the look: it stays.
-                        slot.publish(t, word);
-                        continue;
-                    }
-                    evicted += 1;
-                    // The next slot empty (in this line, where it costs no index): no chain
-                    // continues past this key, so nothing moves.
-                    if line.0.get(k + 1).is_some_and(|next| next.tag() == EMPTY) {
-                        slot.clear();
-                        continue;
-                    }
-                    if self.shift_back(shard, held, l * LINE + k) {
-                        again = true;
-                        lines.end = shard.lines.len();
-                    }
-                    // The shift may have moved into this slot a key from a slot this sweep has
-                    // not visited (when it started mid-shard): look at this slot again.
-                    if slot.tag() != EMPTY {
-                        k += 1;
-                    }
-                }
-            }
-        }
-        held.state.evicted += evicted as u64;
-        self.forget(held, evicted);
-        if evicted > 0 {
-            self.metrics.evicted.increment(evicted as u64);
-        }
-        evicted
-    }
-
-    /// A fresh nonce for a close in `held`'s shard: nonzero, and a value no earlier close of
-    /// the shard used (a Weyl sequence from the table's seed: an odd step, so 2⁶⁴ closes pass
-    /// before one repeats). The words it is XORed into are masked with random tags, so a fixed,
-    /// distinct nonce per close is all the protocol needs.
-    fn nonce(&self, held: &mut Held<'_>) -> u64 {
-        held.state.closes = held.state.closes.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        (self.seed ^ held.state.closes) | 1
-    }
-
-    /// Accounts for `keys` removed from `held`'s shard.
-    fn forget(&self, held: &mut Held<'_>, keys: usize) {
-        if keys > 0 {
-            held.state.live -= keys;
-            self.release(keys as u64);
-            self.metrics.keys.decrement(keys as f64);
-        }
-    }
-
-    /// Where the key `tag` is now, as (shard, slot), if the table holds it.
-    #[cfg(any(test, flowgate_loom))]
-    pub(crate) fn position_of(&self, tag: Tag) -> Option<(usize, usize)> {
-        let shard = self.shard(tag);
-        let held = shard.lock();
-        let slot = self.find_locked(shard, &held, tag)?;
-        Some((self.shard_index(tag), self.position(shard, slot)))
-    }
-
-    /// The index of `slot` in `shard`.
-    fn position(&self, shard: &Shard, slot: &Slot) -> usize {
-        let base = shard.lines.as_ptr() as usize;
-        (slot as *const Slot as usize - base) / core::mem::size_of::<Slot>()
-    }
-
-    /// Fills the hole left by the closed slot `hole` by moving later keys of its probe chain
-    /// back (each closed at its old place before it is published at its new one, so no key is
-    /// ever in two slots), then clears the last hole. Whether a key moved from the start of the
-    /// shard to its end (a chain that wraps).
-    #[inline]
-    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> bool {
-        let len = shard.len();
-        // Slots from `from` forwards to `to`, wrapping (both below `len`).
-        let distance = |from: usize, to: usize| {
-            if to >= from {
-                to - from
-            } else {
-                to + len - from
-            }
-        };
-        let mut j = hole;
-        let mut wrapped = false;
-        loop {
-            j += 1;
-            if j == len {
-                j = 0;
-            }
-            let slot = shard.slot(j);
-            let t = slot.tag();
-            if t == EMPTY {
-                break;
-            }
-            // The key at j may move to the hole if the hole is on its chain: between its home
-            // and j.
-            if distance(self.home(t), j) >= distance(hole, j) {
-                let word = slot.close(t, self.nonce(held));
-                shard.slot(hole).publish(t, word);
-                wrapped |= j < hole;
-                hole = j;
-            }
-        }
-        shard.slot(hole).clear();
-        wrapped
     }
 }
 
