@@ -135,18 +135,29 @@ fn the_retry_after_is_exact_and_covers_every_refusing_quota() {
 fn a_server_wide_refusal_takes_nothing_from_the_users_quotas() {
     let clock = ManualClock::new();
     let policies = users_limits(&clock);
-    // 100 000 requests from 1000 users (100 each) fill the server's burst.
-    for i in 0..100_000 {
+    // 100 000 requests fill the server's burst: 99 999 from 1000 users (100 each, less one),
+    // and the last from dave, who then has a bucket in every quota.
+    for i in 0..99_999 {
         assert!(policies.check(&user(&format!("u{}", i % 1000))).is_ok());
     }
     let dave = user("dave");
-    let before = policies.check_n(&dave, 0).unwrap().unwrap().remaining();
+    assert!(policies.check(&dave).is_ok());
+    // Every quota's bucket, each to the nanosecond (a GCRA bucket's gauge is its lead).
+    let states = |r: &User| {
+        let mut all = Vec::new();
+        policies.inspect(r, |state| all.push(state));
+        all
+    };
+    let before = states(&dave);
+    assert_eq!(before.len(), 4, "three per-user quotas and the server's");
     let refused = policies.check(&dave).unwrap_err();
     assert_eq!(refused.policy(), Some("server"));
     assert_eq!(refused.retry_after_nanos(), 100 * 1000); // 10 s / 100 000
-    let after = policies.check_n(&dave, 0).unwrap().unwrap();
-    assert_eq!(after.remaining(), before);
-    // The user's own quotas are untouched: 200 as soon as the server refills.
+                                                         // Nothing stays taken: not from the server's quota, which refused, nor from any of the
+                                                         // user's three, which admitted before the server refused and were undone.
+    assert_eq!(states(&dave), before);
+    // The user's own quotas are untouched: 200 as soon as the server refills (and dave's
+    // first cell with it).
     let state = policies.check_n(&dave, 0).unwrap().unwrap();
     assert_eq!(state.by().unwrap().policy(), "server");
     clock.advance(Duration::from_secs(10));

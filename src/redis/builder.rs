@@ -184,29 +184,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
         if self.timeout.is_zero() {
             return Err(RedisConfigError::Timeout);
         }
-        let mut levels = Vec::with_capacity(self.levels.len());
-        for (i, level) in self.levels.iter().enumerate() {
-            check_part(&level.name, "level")?;
-            if self.levels[..i].iter().any(|l| l.name == level.name) {
-                return Err(RedisConfigError::BadName {
-                    what: "level",
-                    name: level.name.clone(),
-                });
-            }
-            if level.quotas.is_empty() {
-                return Err(RedisConfigError::Empty {
-                    level: level.name.clone(),
-                });
-            }
-            let quotas = (level.quotas.iter().enumerate())
-                .map(|(q, quota)| Micros::new(quota, &level.name, q))
-                .collect::<Result<Vec<_>, _>>()?;
-            levels.push(Prepared {
-                name: level.name.clone(),
-                key: level.key.clone(),
-                quotas,
-            });
-        }
+        let levels = prepare(&self.levels)?;
         let fallback = match self.on_failure {
             OnFailure::Local { share } => Some(local_limiter(
                 &self.prefix,
@@ -216,18 +194,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
             )?),
             _ => None,
         };
-        let lease = match self.lease {
-            None => None,
-            Some((cells, lifetime)) => {
-                if cells == 0 || cells > MAX_LEASE_CELLS || lifetime.is_zero() {
-                    return Err(RedisConfigError::Lease);
-                }
-                let millis = u64::try_from(lifetime.as_millis())
-                    .unwrap_or(u64::MAX)
-                    .max(1);
-                Some((cells, millis))
-            }
-        };
+        let lease = lease_in_millis(self.lease)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(RedisConfigError::NoRuntime);
         }
@@ -264,6 +231,49 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> RedisBuilder
             }),
         })
     }
+}
+
+/// The levels as the script runs them (quotas in µs), each checked: a valid name no other level
+/// has, and at least one quota that fits.
+fn prepare<R: ?Sized>(levels: &[Level<R>]) -> Result<Vec<Prepared<R>>, RedisConfigError> {
+    let mut prepared = Vec::with_capacity(levels.len());
+    for (i, level) in levels.iter().enumerate() {
+        check_part(&level.name, "level")?;
+        if levels[..i].iter().any(|l| l.name == level.name) {
+            return Err(RedisConfigError::BadName {
+                what: "level",
+                name: level.name.clone(),
+            });
+        }
+        if level.quotas.is_empty() {
+            return Err(RedisConfigError::Empty {
+                level: level.name.clone(),
+            });
+        }
+        let quotas = (level.quotas.iter().enumerate())
+            .map(|(q, quota)| Micros::new(quota, &level.name, q))
+            .collect::<Result<Vec<_>, _>>()?;
+        prepared.push(Prepared {
+            name: level.name.clone(),
+            key: level.key.clone(),
+            quotas,
+        });
+    }
+    Ok(prepared)
+}
+
+/// A lease's cells and lifetime in whole milliseconds (at least one), checked.
+fn lease_in_millis(lease: Option<(u32, Duration)>) -> Result<Option<(u32, u64)>, RedisConfigError> {
+    let Some((cells, lifetime)) = lease else {
+        return Ok(None);
+    };
+    if cells == 0 || cells > MAX_LEASE_CELLS || lifetime.is_zero() {
+        return Err(RedisConfigError::Lease);
+    }
+    let millis = u64::try_from(lifetime.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    Ok(Some((cells, millis)))
 }
 
 /// The in-process limiter of [`OnFailure::Local`]: the same levels, each quota scaled to

@@ -81,9 +81,11 @@
 mod builder;
 mod failure;
 mod lease;
+mod leased;
 pub mod level;
 mod script;
 mod stats;
+mod verdict;
 
 use core::fmt;
 use core::time::Duration;
@@ -93,8 +95,7 @@ use ::redis::aio::ConnectionManager;
 
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::RedisMetrics;
-use crate::outcome::is_tighter;
-use crate::outcome::{Allowed, Gauge, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Gauge, InsufficientCapacity};
 use crate::policy::Policies;
 use crate::quota::Quota;
 
@@ -103,6 +104,7 @@ pub use failure::{Failure, OnFailure, Source};
 pub use lease::MAX_LEASE_CELLS;
 pub use level::Level;
 pub use stats::RedisStats;
+pub use verdict::Verdict;
 
 use lease::Leases;
 use level::{bucket_key, Micros, Tag};
@@ -159,39 +161,6 @@ impl<R: ?Sized, C: Clock> fmt::Debug for RedisLimiter<R, C> {
             .field("levels", &self.level_names().collect::<Vec<_>>())
             .field("on_failure", &self.shared.on_failure)
             .finish_non_exhaustive()
-    }
-}
-
-/// The outcome of one decision, which quota it describes, and where it came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    outcome: Result<Allowed, Refused>,
-    quota: Option<(usize, usize)>,
-    source: Source,
-}
-
-impl Verdict {
-    /// Admitted (the tightest quota after taking the cells) or refused (the quota that waits
-    /// longest, and when to retry): the same types, and for a decision Redis made the same
-    /// values, as the in-process limiter's.
-    pub fn outcome(&self) -> Result<Allowed, Refused> {
-        self.outcome
-    }
-
-    /// Whether the request was admitted.
-    pub fn is_allowed(&self) -> bool {
-        self.outcome.is_ok()
-    }
-
-    /// Where the decision came from: Redis, a lease, or the failure policy.
-    pub fn source(&self) -> Source {
-        self.source
-    }
-
-    /// The level and the quota within it that [`outcome`](Self::outcome) describes; `None`
-    /// when no level applied (an admission with nothing to report) or Redis did not decide.
-    pub fn quota(&self) -> Option<(usize, usize)> {
-        self.quota
     }
 }
 
@@ -271,56 +240,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Some(level.quotas.iter().map(|m| m.quota).collect())
     }
 
-    /// Gives every lease's unused cells back to Redis (at shutdown, or to hand capacity to
-    /// other processes at once) and forgets the leases. Returns the cells given back.
-    ///
-    /// Cells whose call fails are counted in [`RedisStats::dropped_cells`]. After a call that
-    /// timed out or lost its connection, the remaining leases are dropped without a call, so
-    /// that returning them with Redis down takes one timeout, not one per lease.
-    pub async fn return_leases(&self) -> u64 {
-        self.give_back(|_| true).await
-    }
-
-    /// Gives back the unused cells of every lease that expired, and forgets those leases (a
-    /// lease is otherwise returned by the next decision on its buckets). Returns the cells
-    /// given back.
-    pub async fn sweep_leases(&self) -> u64 {
-        let now = self.now_millis();
-        self.give_back(|entry| Leases::expired(entry, now)).await
-    }
-
-    async fn give_back(&self, pick: impl FnMut(&lease::Entry) -> bool) -> u64 {
-        let counters = &self.shared.counters;
-        let mut returned = 0;
-        let mut unreachable = false;
-        for entry in self.shared.leases.drain(pick) {
-            let rest = entry.lease.word.take_rest();
-            if rest == 0 {
-                continue;
-            }
-            if unreachable {
-                add(&counters.dropped_cells, u64::from(rest));
-                continue;
-            }
-            let plan = Plan {
-                keys: entry.keys.clone(),
-                quotas: entry.quotas.clone(),
-                refs: Vec::new(),
-            };
-            match self.call(&plan, 0, 0, rest).await {
-                Ok(_) => {
-                    add(&counters.returned_cells, u64::from(rest));
-                    returned += u64::from(rest);
-                }
-                Err(failure) => {
-                    add(&counters.dropped_cells, u64::from(rest));
-                    unreachable = matches!(failure, Failure::Timeout | Failure::Connection);
-                }
-            }
-        }
-        returned
-    }
-
     /// The buckets `request` goes to, or the error if `n` exceeds one's burst.
     fn plan(&self, request: &R, n: u32) -> Result<Plan, InsufficientCapacity> {
         let shared = &*self.shared;
@@ -395,196 +314,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         result
     }
 
-    /// The verdict of the script's reply.
-    fn verdict(&self, plan: &Plan, reply: &Reply) -> Verdict {
-        let gauge = |bucket: usize, debt: u64| {
-            let (l, q) = plan.refs[bucket];
-            self.shared.levels[l].quotas[q].gauge(debt)
-        };
-        match reply {
-            Reply::Admitted { debts, .. } => {
-                let mut best: Option<(usize, Gauge)> = None;
-                for (bucket, &debt) in debts.iter().enumerate() {
-                    let g = gauge(bucket, debt);
-                    let tighter = match best {
-                        None => true,
-                        Some((_, b)) => is_tighter(
-                            (g.remaining(), g.reset_after_nanos()),
-                            (b.remaining(), b.reset_after_nanos()),
-                        ),
-                    };
-                    if tighter {
-                        best = Some((bucket, g));
-                    }
-                }
-                // The plan is not empty, and the reply has one debt per bucket.
-                let (bucket, g) = best.unwrap_or((0, UNLIMITED));
-                Verdict {
-                    outcome: Ok(Allowed::new(g)),
-                    quota: plan.refs.get(bucket).copied(),
-                    source: Source::Redis,
-                }
-            }
-            &Reply::Refused {
-                index, debt, wait, ..
-            } => {
-                let wait = wait.map_or(u64::MAX, |w| w.saturating_mul(1_000));
-                Verdict {
-                    outcome: Err(Refused::new(gauge(index, debt), wait)),
-                    quota: Some(plan.refs[index]),
-                    source: Source::Redis,
-                }
-            }
-        }
-    }
-
-    /// The decision of the failure policy.
-    fn fail(&self, request: &R, n: u32, failure: Failure) -> Verdict {
-        let shared = &*self.shared;
-        let counters = &shared.counters;
-        match (shared.on_failure, &shared.fallback) {
-            (OnFailure::Local { .. }, Some(local)) => {
-                add(&counters.local, 1);
-                shared.metrics.local.increment(1);
-                // The local policies name themselves `redis:{prefix}:{level}`.
-                let outcome = match local.check_n(request, n) {
-                    Ok(answer) => answer,
-                    // n fits every quota in Redis but not this process's share of one: never,
-                    // locally.
-                    Err(capacity) => {
-                        let burst = capacity.burst;
-                        Err(Refused::new(
-                            Gauge::new(u64::from(burst), 1, burst, 0),
-                            u64::MAX,
-                        ))
-                    }
-                };
-                Verdict {
-                    outcome,
-                    quota: None,
-                    source: Source::Local(failure),
-                }
-            }
-            (OnFailure::Closed { retry_after }, _) => {
-                add(&counters.failed_closed, 1);
-                shared.metrics.failed_closed.increment(1);
-                let wait = u64::try_from(retry_after.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .max(1);
-                Verdict {
-                    outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)),
-                    quota: None,
-                    source: Source::FailedClosed(failure),
-                }
-            }
-            _ => {
-                add(&counters.failed_open, 1);
-                shared.metrics.failed_open.increment(1);
-                Verdict {
-                    outcome: Ok(Allowed::new(UNLIMITED)),
-                    quota: None,
-                    source: Source::FailedOpen(failure),
-                }
-            }
-        }
-    }
-
     fn now_millis(&self) -> u64 {
         self.shared.clock.now() / 1_000_000
-    }
-
-    /// The cells to lease for a decision of `n`, or `None` to decide without a lease.
-    fn lease_size(&self, plan: &Plan, n: u32) -> Option<u32> {
-        let (cells, _) = self.shared.lease?;
-        let smallest = plan
-            .refs
-            .iter()
-            .map(|&(l, q)| self.shared.levels[l].quotas[q].burst)
-            .min()?;
-        let want = cells.min(smallest);
-        (n >= 1 && n <= want).then_some(want)
-    }
-
-    /// A decision through the lease of the plan's buckets.
-    async fn leased(&self, request: &R, plan: &Plan, n: u32, want: u32) -> Verdict {
-        let shared = &*self.shared;
-        let counters = &shared.counters;
-        let now = self.now_millis();
-        let Some(entry) =
-            shared
-                .leases
-                .entry(&plan.keys, &plan.quotas, now, &counters.dropped_cells)
-        else {
-            return match self.call(plan, n, n, 0).await {
-                Ok(reply) => self.verdict(plan, &reply),
-                Err(failure) => self.fail(request, n, failure),
-            };
-        };
-        if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
-            return verdict;
-        }
-        // One task at a time asks Redis for this lease; the others wait, then spend from it.
-        // The wait for the lock counts against the timeout too: when Redis is slow, waiters
-        // fail by the policy after one timeout, not one timeout per task ahead of them.
-        let Ok(_renewing) = tokio::time::timeout(shared.timeout, entry.lease.renewing.lock()).await
-        else {
-            add(&counters.timeouts, 1);
-            return self.fail(request, n, Failure::Timeout);
-        };
-        let now = self.now_millis();
-        if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
-            return verdict;
-        }
-        let rest = entry.lease.word.take_rest();
-        match self.call(plan, n, want, rest).await {
-            Ok(reply) => {
-                add(&counters.returned_cells, u64::from(rest));
-                if let Reply::Admitted {
-                    granted, ref debts, ..
-                } = reply
-                {
-                    add(&counters.leases, 1);
-                    add(&counters.leased_cells, u64::from(granted));
-                    let verdict = self.verdict(plan, &reply);
-                    let bucket = plan
-                        .refs
-                        .iter()
-                        .position(|&r| Some(r) == verdict.quota)
-                        .unwrap_or(0);
-                    let lifetime = shared.lease.map_or(0, |(_, ms)| ms);
-                    // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
-                    entry.lease.word.fill(
-                        granted.min(want).saturating_sub(n),
-                        now.saturating_add(lifetime),
-                        debts.get(bucket).copied().unwrap_or(0),
-                        bucket,
-                    );
-                    verdict
-                } else {
-                    self.verdict(plan, &reply)
-                }
-            }
-            Err(failure) => {
-                // The call may have run (given the rest back) or not: the rest is not spent
-                // here, so at worst it stays booked in Redis.
-                add(&counters.dropped_cells, u64::from(rest));
-                self.fail(request, n, failure)
-            }
-        }
-    }
-
-    /// `n` cells from `lease`, if it holds them at `now_ms`.
-    fn spend(&self, plan: &Plan, lease: &lease::Lease, n: u32, now_ms: u64) -> Option<Verdict> {
-        let (debt, bucket, _) = lease.word.spend(n, now_ms)?;
-        add(&self.shared.counters.lease_admitted, 1);
-        // The bucket index was recorded from this plan's buckets (`leased`), which are the
-        // same for every decision on this lease; the first one stands in if it ever were not,
-        // so that cells once spent are always reported as admitted.
-        let (l, q) = plan.refs.get(bucket).or(plan.refs.first()).copied()?;
-        Some(Verdict {
-            outcome: Ok(Allowed::new(self.shared.levels[l].quotas[q].gauge(debt))),
-            quota: Some((l, q)),
-            source: Source::Lease,
-        })
     }
 }

@@ -1,0 +1,158 @@
+//! Decisions through a lease: cells taken from Redis in a batch and spent from a local atomic
+//! word until they run out or the lease expires, and given back when the lease is returned.
+
+use super::failure::Failure;
+use super::lease::{self, Leases};
+use super::script::Reply;
+use super::stats::add;
+use super::{Plan, RedisLimiter, Source, Verdict};
+use crate::clock::Clock;
+use crate::outcome::Allowed;
+
+/// # Leases
+impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
+    /// Gives every lease's unused cells back to Redis (at shutdown, or to hand capacity to
+    /// other processes at once) and forgets the leases. Returns the cells given back.
+    ///
+    /// Cells whose call fails are counted in [`RedisStats::dropped_cells`]. After a call that
+    /// timed out or lost its connection, the remaining leases are dropped without a call, so
+    /// that returning them with Redis down takes one timeout, not one per lease.
+    pub async fn return_leases(&self) -> u64 {
+        self.give_back(|_| true).await
+    }
+
+    /// Gives back the unused cells of every lease that expired, and forgets those leases (a
+    /// lease is otherwise returned by the next decision on its buckets). Returns the cells
+    /// given back.
+    pub async fn sweep_leases(&self) -> u64 {
+        let now = self.now_millis();
+        self.give_back(|entry| Leases::expired(entry, now)).await
+    }
+
+    async fn give_back(&self, pick: impl FnMut(&lease::Entry) -> bool) -> u64 {
+        let counters = &self.shared.counters;
+        let mut returned = 0;
+        let mut unreachable = false;
+        for entry in self.shared.leases.drain(pick) {
+            let rest = entry.lease.word.take_rest();
+            if rest == 0 {
+                continue;
+            }
+            if unreachable {
+                add(&counters.dropped_cells, u64::from(rest));
+                continue;
+            }
+            let plan = Plan {
+                keys: entry.keys.clone(),
+                quotas: entry.quotas.clone(),
+                refs: Vec::new(),
+            };
+            match self.call(&plan, 0, 0, rest).await {
+                Ok(_) => {
+                    add(&counters.returned_cells, u64::from(rest));
+                    returned += u64::from(rest);
+                }
+                Err(failure) => {
+                    add(&counters.dropped_cells, u64::from(rest));
+                    unreachable = matches!(failure, Failure::Timeout | Failure::Connection);
+                }
+            }
+        }
+        returned
+    }
+
+    /// The cells to lease for a decision of `n`, or `None` to decide without a lease.
+    pub(super) fn lease_size(&self, plan: &Plan, n: u32) -> Option<u32> {
+        let (cells, _) = self.shared.lease?;
+        let smallest = plan
+            .refs
+            .iter()
+            .map(|&(l, q)| self.shared.levels[l].quotas[q].burst)
+            .min()?;
+        let want = cells.min(smallest);
+        (n >= 1 && n <= want).then_some(want)
+    }
+
+    /// A decision through the lease of the plan's buckets.
+    pub(super) async fn leased(&self, request: &R, plan: &Plan, n: u32, want: u32) -> Verdict {
+        let shared = &*self.shared;
+        let counters = &shared.counters;
+        let now = self.now_millis();
+        let Some(entry) =
+            shared
+                .leases
+                .entry(&plan.keys, &plan.quotas, now, &counters.dropped_cells)
+        else {
+            return match self.call(plan, n, n, 0).await {
+                Ok(reply) => self.verdict(plan, &reply),
+                Err(failure) => self.fail(request, n, failure),
+            };
+        };
+        if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
+            return verdict;
+        }
+        // One task at a time asks Redis for this lease; the others wait, then spend from it.
+        // The wait for the lock counts against the timeout too: when Redis is slow, waiters
+        // fail by the policy after one timeout, not one timeout per task ahead of them.
+        let Ok(_renewing) = tokio::time::timeout(shared.timeout, entry.lease.renewing.lock()).await
+        else {
+            add(&counters.timeouts, 1);
+            return self.fail(request, n, Failure::Timeout);
+        };
+        let now = self.now_millis();
+        if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
+            return verdict;
+        }
+        let rest = entry.lease.word.take_rest();
+        match self.call(plan, n, want, rest).await {
+            Ok(reply) => {
+                add(&counters.returned_cells, u64::from(rest));
+                if let Reply::Admitted {
+                    granted, ref debts, ..
+                } = reply
+                {
+                    add(&counters.leases, 1);
+                    add(&counters.leased_cells, u64::from(granted));
+                    let verdict = self.verdict(plan, &reply);
+                    let bucket = plan
+                        .refs
+                        .iter()
+                        .position(|&r| Some(r) == verdict.quota)
+                        .unwrap_or(0);
+                    let lifetime = shared.lease.map_or(0, |(_, ms)| ms);
+                    // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
+                    entry.lease.word.fill(
+                        granted.min(want).saturating_sub(n),
+                        now.saturating_add(lifetime),
+                        debts.get(bucket).copied().unwrap_or(0),
+                        bucket,
+                    );
+                    verdict
+                } else {
+                    self.verdict(plan, &reply)
+                }
+            }
+            Err(failure) => {
+                // The call may have run (given the rest back) or not: the rest is not spent
+                // here, so at worst it stays booked in Redis.
+                add(&counters.dropped_cells, u64::from(rest));
+                self.fail(request, n, failure)
+            }
+        }
+    }
+
+    /// `n` cells from `lease`, if it holds them at `now_ms`.
+    fn spend(&self, plan: &Plan, lease: &lease::Lease, n: u32, now_ms: u64) -> Option<Verdict> {
+        let (debt, bucket, _) = lease.word.spend(n, now_ms)?;
+        add(&self.shared.counters.lease_admitted, 1);
+        // The bucket index was recorded from this plan's buckets (`leased`), which are the
+        // same for every decision on this lease; the first one stands in if it ever were not,
+        // so that cells once spent are always reported as admitted.
+        let (l, q) = plan.refs.get(bucket).or(plan.refs.first()).copied()?;
+        Some(Verdict {
+            outcome: Ok(Allowed::new(self.shared.levels[l].quotas[q].gauge(debt))),
+            quota: Some((l, q)),
+            source: Source::Lease,
+        })
+    }
+}
