@@ -1,13 +1,40 @@
 //! Shared helpers of the loom models in `tests/` (built only with `--cfg flowgate_loom`).
 
-/// Runs `f` under loom with a bounded number of preemptions (`LOOM_MAX_PREEMPTIONS`, default 3).
+#[cfg(flowgate_loom)]
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Runs `f` under loom with a bounded number of preemptions (`LOOM_MAX_PREEMPTIONS`, default 3);
+/// see [`model_with_preemptions`].
 #[cfg(flowgate_loom)]
 pub fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_with_preemptions(3, f);
+}
+
+/// Runs `f` under loom with at most `preemptions` preemptions (fewer if `LOOM_MAX_PREEMPTIONS`
+/// says so), and fails if loom explored a single interleaving: every model here races threads,
+/// so one interleaving means loom could not see the race (its last-access tracking loses a
+/// conflict when, for example, a thread loads a word it then stores), and the model proves
+/// nothing. Prints how many interleavings it explored.
+#[cfg(flowgate_loom)]
+pub fn model_with_preemptions(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
     let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
+    let bound = builder
+        .preemption_bound
+        .map_or(preemptions, |b| b.min(preemptions));
+    builder.preemption_bound = Some(bound);
+    // Relaxed: a count read after the model, on this thread (loom runs iterations in turn).
+    RUNS.store(0, Ordering::Relaxed);
+    builder.check(move || {
+        RUNS.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    let runs = RUNS.load(Ordering::Relaxed);
+    eprintln!("loom: {runs} interleavings, at most {bound} preemptions");
+    assert!(
+        runs > 1,
+        "loom explored one interleaving: the model races nothing it can see"
+    );
 }
 
 /// Threads each making one `check()` on a shared limiter; thread `i` first has its next `i`

@@ -175,3 +175,50 @@ fn two_checks_vs_a_move_of_a_window_counter() {
         assert_eq!(limiter.peek_key(&2, 0).unwrap().unwrap().remaining(), 0);
     });
 }
+
+/// The exact undo on a tagged slot (the cell's loop with the key as owner) racing a move of
+/// the key: a shaper's reservation found too long for its wait is given back while the lock
+/// holder removes the key ahead of it on its probe chain (so it moves back). The give-back
+/// follows the key (under the shard's lock if the slot stopped holding it) and puts the exact
+/// word back: the bucket ends as it began.
+#[test]
+fn a_given_back_reservation_follows_its_key_across_a_move() {
+    use flowgate::algorithm::LeakyBucket;
+    use std::time::Duration;
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        let quota = Quota::per_hour(2).unwrap().with_burst(1).unwrap();
+        let shaper = LeakyBucket::shaper(&quota, Duration::from_secs(3600)).unwrap();
+        // A seed under which keys 1 and 2 share a home slot (the search is deterministic).
+        let limiter = (0..)
+            .map(|seed| {
+                KeyedRateLimiter::<u64, _, _>::builder(shaper)
+                    .clock(clock.clone())
+                    .max_keys(3)
+                    .shards(1)
+                    .hash_seed(seed)
+                    .build()
+                    .unwrap()
+            })
+            .find(|l| l.home_of(&1) == l.home_of(&2))
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        assert!(limiter.check_key(&1).is_ok());
+        // Key 2's one cell: the next request would wait half an hour.
+        assert!(limiter.check_key(&2).is_ok());
+        let before = limiter.peek_key(&2, 0).unwrap().unwrap();
+        let remover = {
+            let limiter = limiter.clone();
+            thread::spawn(move || assert!(limiter.reset_key(&1)))
+        };
+        fail_next_cas(1);
+        let short = limiter.try_wait_key_for(&2, 1, Duration::from_secs(60));
+        assert!(
+            short.is_err(),
+            "a half-hour place in the queue is not a minute's wait"
+        );
+        remover.join().unwrap();
+        assert_eq!(limiter.peek_key(&2, 0).unwrap().unwrap(), before);
+        assert_eq!(limiter.len(), 1);
+    });
+}

@@ -10,7 +10,7 @@ use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
 use flowgate::policy::{Policies, Policy};
 use flowgate::Quota;
-use flowgate_loom_tests::model;
+use flowgate_loom_tests::{model, model_with_preemptions};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -98,14 +98,17 @@ fn a_two_layer_chain_undoes_the_first_layer() {
 }
 
 /// A quota replaced while a request is decided: every read of the quota (the hot path's rule,
-/// the slow path's quota, `quotas()`) sees one quota whole, never a mixture of the two, and a
-/// refusal is made under the quota that refuses (the 1-cell one, never the 3-cell one that
-/// would admit).
+/// the cold path's algorithm, `quotas()`) sees one quota whole, never a mixture of the two, and
+/// a refusal is made under the quota that refuses (the 1-cell one, never the 3-cell one that
+/// would admit). The two quotas differ in several of the live quota's words (rate, burst and
+/// capacity), so that a torn read shows as a quota that is neither.
 #[test]
 fn a_replacement_racing_decisions_is_seen_whole() {
-    model(|| {
+    // Two preemptions: three take this model past two million interleavings (minutes), and a
+    // reader that ignores the sequence is caught with two.
+    model_with_preemptions(2, || {
         let one = per_hour(1);
-        let three = per_hour(1).with_burst(3).unwrap();
+        let three = per_hour(2).with_burst(3).unwrap();
         let policies = Arc::new(
             Policies::<(), _>::builder()
                 .clock(ManualClock::starting_at(1_000))
@@ -129,5 +132,79 @@ fn a_replacement_racing_decisions_is_seen_whole() {
         }
         writer.join().unwrap();
         assert_eq!(policies.quotas("g").unwrap(), [three]);
+    });
+}
+
+/// One key with a fixed-window quota of 2 (a window counter: its word counts, and a count of 1
+/// and of 2 differ in their low bits only) before a global quota of one cell. Two requests race:
+/// both can count in the window, one takes the global cell, and the other undoes its count by
+/// an exact compare-and-swap back to the word it replaced, which gives way if the winner counted
+/// after it (then the count stays: the documented under-admission). Never an extra admission.
+#[test]
+fn a_window_counter_undo_races_another_request() {
+    use flowgate::algorithm::FixedWindow;
+    model(|| {
+        let policies = Arc::new(
+            Policies::<u64, _>::builder()
+                .clock(ManualClock::starting_at(1_000))
+                .hash_seed(5)
+                .policy(
+                    Policy::keyed("per-user", |k: &u64| k)
+                        .algorithm(FixedWindow::new(&per_hour(2)).unwrap())
+                        .max_keys(4),
+                )
+                .policy(Policy::global("global").quota(per_hour(1)))
+                .build()
+                .unwrap(),
+        );
+        let other = {
+            let policies = policies.clone();
+            thread::spawn(move || {
+                fail_next_cas(1);
+                policies.check(&7).is_ok()
+            })
+        };
+        let here = policies.check(&7).is_ok();
+        let there = other.join().unwrap();
+        assert_eq!(u32::from(here) + u32::from(there), 1);
+        let left = left(&policies, &7);
+        assert_eq!(left[1], 0, "the admitted request's global cell");
+        // The admitted request's count is in the window; the refused one's is not, unless its
+        // undo had to give way to the winner's later count.
+        assert!(left[0] <= 1, "the admitted request counted in the window");
+    });
+}
+
+/// A two-layer chain on a window counter: per user a fixed window of 2, then a global quota of
+/// one cell. Two users race; exactly one is admitted, and the loser's count is back to the word
+/// it replaced exactly (nobody else writes that user's window, so its undo cannot give way).
+#[test]
+fn a_window_counter_chain_undoes_the_first_layer() {
+    use flowgate::algorithm::FixedWindow;
+    model(|| {
+        let policies = Arc::new(
+            Policies::<u64, _>::builder()
+                .clock(ManualClock::starting_at(1_000))
+                .hash_seed(3)
+                .policy(
+                    Policy::keyed("per-user", |k: &u64| k)
+                        .algorithm(FixedWindow::new(&per_hour(2)).unwrap())
+                        .max_keys(4),
+                )
+                .policy(Policy::global("global").quota(per_hour(1)))
+                .build()
+                .unwrap(),
+        );
+        let other = {
+            let policies = policies.clone();
+            thread::spawn(move || policies.check(&2).is_ok())
+        };
+        fail_next_cas(1);
+        let here = policies.check(&1).is_ok();
+        let there = other.join().unwrap();
+        assert_eq!(u32::from(here) + u32::from(there), 1);
+        let (winner, loser) = if here { (1, 2) } else { (2, 1) };
+        assert_eq!(left(&policies, &winner), [1, 0]);
+        assert_eq!(left(&policies, &loser), [2, 0]);
     });
 }

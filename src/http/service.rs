@@ -13,7 +13,7 @@ use crate::clock::{Clock, QuantaClock};
 use crate::outcome::Cause;
 use crate::policy::Policies;
 
-/// The service [`RateLimitLayer`] wraps around another: it decides each request before the
+/// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
 /// inner service sees it.
 pub struct RateLimitService<S, C: Clock = QuantaClock> {
     pub(super) inner: S,

@@ -220,6 +220,11 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
             return Err(PolicyError::TooManyQuotas { quotas: total });
         }
         let now = self.clock.now();
+        let stored = self
+            .policies
+            .iter()
+            .map(|p| p.quotas.clone().into_boxed_slice())
+            .collect();
         let mut layers: Vec<Layer<R, C>> = Vec::with_capacity(self.policies.len());
         for (index, policy) in self.policies.into_iter().enumerate() {
             if layers.iter().any(|l| *l.name == *policy.name) {
@@ -232,7 +237,7 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
         Ok(Policies {
             layers: layers.into_boxed_slice(),
             clock: self.clock,
-            replacing: Mutex::new(()),
+            replacing: Mutex::new(stored),
         })
     }
 }

@@ -38,21 +38,19 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// algorithm rejects its new quota, and [`PolicyError::Incompatible`] if a window counter's
     /// window length would change. Nothing is replaced unless everything is valid.
     pub fn replace_quotas(&self, name: &str, quotas: &[Quota]) -> Result<(), PolicyError> {
-        let layer = self.layer(name)?;
-        self.count_matches(layer, quotas.len())?;
+        let (index, layer) = self.layer(name)?;
+        count_matches(layer, quotas.len())?;
+        let mut stored = lock(&self.replacing);
         let mut algorithms = Vec::with_capacity(quotas.len());
-        for (q, (live, quota)) in layer.quotas.iter().zip(quotas).enumerate() {
-            let algorithm = live
-                .load()
-                .with_quota(quota)
-                .map_err(|error| PolicyError::Quota {
-                    policy: name.into(),
-                    quota: q,
-                    error,
-                })?;
+        for (q, (old, quota)) in stored[index].iter().zip(quotas).enumerate() {
+            let algorithm = old.with_quota(quota).map_err(|error| PolicyError::Quota {
+                policy: name.into(),
+                quota: q,
+                error,
+            })?;
             algorithms.push(algorithm);
         }
-        self.replace(name, &algorithms)
+        store_all(layer, &mut stored[index], &algorithms)
     }
 
     /// Replaces the algorithms of the policy `name` (quotas and all) while requests go on,
@@ -66,24 +64,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// [`PolicyError::Incompatible`] for an algorithm that cannot take over its buckets.
     /// Nothing is replaced unless everything is valid.
     pub fn replace(&self, name: &str, algorithms: &[AnyAlgorithm]) -> Result<(), PolicyError> {
-        let layer = self.layer(name)?;
-        self.count_matches(layer, algorithms.len())?;
-        let _replacing = lock(&self.replacing);
-        for (q, (live, new)) in layer.quotas.iter().zip(algorithms).enumerate() {
-            let old = live.load();
-            if !old.reads_buckets_of(new) {
-                return Err(PolicyError::Incompatible {
-                    policy: name.into(),
-                    quota: q,
-                    from: old.to_string(),
-                    to: new.to_string(),
-                });
-            }
-        }
-        for (live, new) in layer.quotas.iter().zip(algorithms) {
-            live.store(new);
-        }
-        Ok(())
+        let (index, layer) = self.layer(name)?;
+        count_matches(layer, algorithms.len())?;
+        let mut stored = lock(&self.replacing);
+        store_all(layer, &mut stored[index], algorithms)
     }
 
     /// The quotas of the policy `name` now.
@@ -100,7 +84,13 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// [`PolicyError::UnknownPolicy`] if no policy has that name.
     pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, PolicyError> {
-        Ok(self.layer(name)?.quotas.iter().map(|q| q.load()).collect())
+        Ok(self
+            .layer(name)?
+            .1
+            .quotas
+            .iter()
+            .map(|q| q.load())
+            .collect())
     }
 
     /// The policies' names, in evaluation order.
@@ -140,25 +130,55 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         stores.map(|(s, _)| s.table().slots()).max().unwrap_or(0)
     }
 
-    fn layer(&self, name: &str) -> Result<&Layer<R, C>, PolicyError> {
+    /// The policy `name`, and its place in the set.
+    fn layer(&self, name: &str) -> Result<(usize, &Layer<R, C>), PolicyError> {
         self.layers
             .iter()
-            .find(|layer| &*layer.name == name)
+            .enumerate()
+            .find(|(_, layer)| &*layer.name == name)
             .ok_or_else(|| PolicyError::UnknownPolicy {
                 policy: name.into(),
             })
     }
+}
 
-    fn count_matches(&self, layer: &Layer<R, C>, found: usize) -> Result<(), PolicyError> {
-        if found == layer.quotas.len() {
-            return Ok(());
-        }
-        Err(PolicyError::QuotaCount {
-            policy: layer.name.to_string(),
-            expected: layer.quotas.len(),
-            found,
-        })
+/// `Ok` if a replacement of `layer`'s quotas gives as many as it has.
+fn count_matches<R: ?Sized, C: Clock>(
+    layer: &Layer<R, C>,
+    found: usize,
+) -> Result<(), PolicyError> {
+    if found == layer.quotas.len() {
+        return Ok(());
     }
+    Err(PolicyError::QuotaCount {
+        policy: layer.name.to_string(),
+        expected: layer.quotas.len(),
+        found,
+    })
+}
+
+/// Stores `algorithms` in `layer`'s quotas, and in `stored` (the copy the caller's replacement
+/// lock guards), if each reads the buckets of the one it replaces; nothing if one does not.
+fn store_all<R: ?Sized, C: Clock>(
+    layer: &Layer<R, C>,
+    stored: &mut [AnyAlgorithm],
+    algorithms: &[AnyAlgorithm],
+) -> Result<(), PolicyError> {
+    for (q, (old, new)) in stored.iter().zip(algorithms).enumerate() {
+        if !old.reads_buckets_of(new) {
+            return Err(PolicyError::Incompatible {
+                policy: layer.name.to_string(),
+                quota: q,
+                from: old.to_string(),
+                to: new.to_string(),
+            });
+        }
+    }
+    for ((live, old), new) in layer.quotas.iter().zip(stored).zip(algorithms) {
+        live.store(new);
+        *old = *new;
+    }
+    Ok(())
 }
 
 impl<R: ?Sized, C: Clock + fmt::Debug> fmt::Debug for Policies<R, C> {

@@ -37,7 +37,7 @@
 //! }
 //! let refused = policies.check(&alice).unwrap_err();
 //! assert_eq!(refused.policy(), Some("per-user"));
-//! assert_eq!(refused.by().unwrap().quota(), "200/10s".parse::<Quota>()?);
+//! assert_eq!(refused.by().unwrap().quota_index(), 0); // the 200/10s quota
 //! assert_eq!(refused.retry_after(), core::time::Duration::from_millis(50));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -151,7 +151,6 @@ use crate::clock::{Clock, QuantaClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
 use crate::primitive::Mutex;
 
-#[cfg(doc)]
 use crate::algorithm::AnyAlgorithm;
 
 /// The most quotas a set holds, over all its policies: the undo log of a decision lives on the
@@ -163,8 +162,10 @@ pub const MAX_QUOTAS: usize = 32;
 pub struct Policies<R: ?Sized, C: Clock = QuantaClock> {
     layers: Box<[Layer<R, C>]>,
     clock: C,
-    /// Serializes quota replacements (decisions never take it).
-    replacing: Mutex<()>,
+    /// Serializes quota replacements (decisions never take it), and holds every quota's
+    /// algorithm as the last replacement stored it, per policy: what a replacement checks its
+    /// new algorithms against, without reading the live words it is about to write.
+    replacing: Mutex<Box<[Box<[AnyAlgorithm]>]>>,
 }
 
 impl<R: ?Sized> Policies<R> {

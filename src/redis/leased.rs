@@ -14,7 +14,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Gives every lease's unused cells back to Redis (at shutdown, or to hand capacity to
     /// other processes at once) and forgets the leases. Returns the cells given back.
     ///
-    /// Cells whose call fails are counted in [`RedisStats::dropped_cells`]. After a call that
+    /// Cells whose call fails are counted in [`RedisStats::dropped_cells`](super::RedisStats::dropped_cells). After a call that
     /// timed out or lost its connection, the remaining leases are dropped without a call, so
     /// that returning them with Redis down takes one timeout, not one per lease.
     pub async fn return_leases(&self) -> u64 {

@@ -50,44 +50,101 @@ pub enum Style {
 /// # Ok::<(), flowgate::QuotaError>(())
 /// ```
 pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
-    let bins = replay
+    let offered = shape(&replay.offered, style);
+    let series: Vec<Vec<u64>> = replay
         .outcomes
         .iter()
-        .map(|o| o.series.len())
-        .chain([replay.offered.len()])
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let shape = |series: &[u64]| -> Vec<u64> {
-        match style {
-            Style::PerBin => series.to_vec(),
-            Style::Cumulative => series
-                .iter()
-                .scan(0u64, |sum, &v| {
-                    *sum += v;
-                    Some(*sum)
-                })
-                .collect(),
-        }
-    };
-    let offered = shape(&replay.offered);
-    let series: Vec<Vec<u64>> = replay.outcomes.iter().map(|o| shape(&o.series)).collect();
-    let top = series
-        .iter()
-        .flatten()
-        .chain(offered.iter())
-        .copied()
-        .max()
-        .unwrap_or(0);
-    let y_max = nice(top.max(1) as f64);
-    let bin_secs = replay.bin.as_secs_f64();
-    let span = bins as f64 * bin_secs;
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let x = |secs: f64| LEFT + secs / span * plot_w;
-    let y = |value: f64| TOP + plot_h - value / y_max * plot_h;
-
+        .map(|o| shape(&o.series, style))
+        .collect();
+    let frame = Frame::new(replay, &offered, &series, style);
     let mut out = String::new();
+    heading(&mut out, title);
+    x_axis(&mut out, replay, &frame);
+    y_axis(&mut out, &frame);
+    let legend = lines(&mut out, replay, &offered, &series, &frame);
+    legend_box(&mut out, &legend);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// The plot's width, between the y axis and the legend.
+const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
+
+/// The plot's height, between the title and the x axis.
+const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
+
+/// A line's entry in the legend: its label, its colour and its extra stroke attributes.
+type Entry = (String, String, String);
+
+/// `series` as the y axis shows it: as is per bin, or summed so far.
+fn shape(series: &[u64], style: Style) -> Vec<u64> {
+    match style {
+        Style::PerBin => series.to_vec(),
+        Style::Cumulative => series
+            .iter()
+            .scan(0u64, |sum, &v| {
+                *sum += v;
+                Some(*sum)
+            })
+            .collect(),
+    }
+}
+
+/// The scales of the picture: the bins and time the x axis spans, the value atop the y axis.
+struct Frame {
+    /// Bins drawn: the longest line's, at least one.
+    bins: usize,
+    /// A bin's width in seconds.
+    bin_secs: f64,
+    /// The time the x axis spans, in seconds.
+    span: f64,
+    /// The value at the top of the y axis.
+    y_max: f64,
+    /// What the y axis shows.
+    style: Style,
+}
+
+impl Frame {
+    /// The scales that fit `replay`'s lines, `offered` and `series` as shaped for `style`.
+    fn new(replay: &Replay, offered: &[u64], series: &[Vec<u64>], style: Style) -> Self {
+        let bins = replay
+            .outcomes
+            .iter()
+            .map(|o| o.series.len())
+            .chain([replay.offered.len()])
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let top = series
+            .iter()
+            .flatten()
+            .chain(offered.iter())
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let bin_secs = replay.bin.as_secs_f64();
+        Self {
+            bins,
+            bin_secs,
+            span: bins as f64 * bin_secs,
+            y_max: nice(top.max(1) as f64),
+            style,
+        }
+    }
+
+    /// Where `secs` from the start falls across the picture.
+    fn x(&self, secs: f64) -> f64 {
+        LEFT + secs / self.span * PLOT_W
+    }
+
+    /// Where `value` falls down the picture.
+    fn y(&self, value: f64) -> f64 {
+        TOP + PLOT_H - value / self.y_max * PLOT_H
+    }
+}
+
+/// Draws the opening of the picture: the `<svg>` element, its title, background and heading.
+fn heading(out: &mut String, title: &str) {
     // Writing to a String cannot fail.
     let _ = writeln!(
         out,
@@ -103,26 +160,29 @@ pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
         r#"<text class="title" x="{LEFT}" y="24" font-size="15">{}</text>"#,
         escape(title)
     );
+}
 
+/// Draws the x axis: its line, its ticks and the time label.
+fn x_axis(out: &mut String, replay: &Replay, frame: &Frame) {
     // The x axis: time in seconds, about eight ticks at a round step.
     let _ = writeln!(out, r#"<g class="axis" id="x-axis">"#);
     let _ = writeln!(
         out,
         r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"#,
-        TOP + plot_h,
-        LEFT + plot_w,
-        TOP + plot_h
+        TOP + PLOT_H,
+        LEFT + PLOT_W,
+        TOP + PLOT_H
     );
-    let step = nice(span / 8.0);
+    let step = nice(frame.span / 8.0);
     let mut tick = 0.0;
-    while tick <= span + 1e-9 {
-        let tx = x(tick);
+    while tick <= frame.span + 1e-9 {
+        let tx = frame.x(tick);
         let _ = writeln!(
             out,
             r#"<line class="tick" x1="{tx:.1}" y1="{:.1}" x2="{tx:.1}" y2="{:.1}" stroke="black"/><text class="tick" x="{tx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            TOP + plot_h,
-            TOP + plot_h + 5.0,
-            TOP + plot_h + 18.0,
+            TOP + PLOT_H,
+            TOP + PLOT_H + 5.0,
+            TOP + PLOT_H + 18.0,
             number(tick)
         );
         tick += step;
@@ -135,91 +195,126 @@ pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
     let _ = writeln!(
         out,
         r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{time}</text>"#,
-        LEFT + plot_w / 2.0,
+        LEFT + PLOT_W / 2.0,
         HEIGHT - 12.0
     );
     let _ = writeln!(out, "</g>");
+}
 
+/// Draws the y axis: its line, its ticks with their grid lines, and the label.
+fn y_axis(out: &mut String, frame: &Frame) {
     // The y axis: cells per bin, five ticks.
     let _ = writeln!(out, r#"<g class="axis" id="y-axis">"#);
     let _ = writeln!(
         out,
         r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="black"/>"#,
-        TOP + plot_h
+        TOP + PLOT_H
     );
     for i in 0..=5 {
-        let value = y_max * f64::from(i) / 5.0;
-        let ty = y(value);
+        let value = frame.y_max * f64::from(i) / 5.0;
+        let ty = frame.y(value);
         let _ = writeln!(
             out,
             r##"<line class="tick" x1="{:.1}" y1="{ty:.1}" x2="{:.1}" y2="{ty:.1}" stroke="#ddd"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
             LEFT - 5.0,
-            LEFT + plot_w,
+            LEFT + PLOT_W,
             LEFT - 8.0,
             ty + 4.0,
             number(value)
         );
     }
-    let label = match style {
-        Style::PerBin => format!("cells per {} s", number(bin_secs)),
+    let label = match frame.style {
+        Style::PerBin => format!("cells per {} s", number(frame.bin_secs)),
         Style::Cumulative => "cells so far".to_owned(),
     };
     let _ = writeln!(
         out,
         r#"<text class="label" transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{label}</text>"#,
-        TOP + plot_h / 2.0,
+        TOP + PLOT_H / 2.0,
     );
     let _ = writeln!(out, "</g>");
+}
 
+/// Draws the series: a line per subject, then the offered traffic; returns their legend entries.
+fn lines(
+    out: &mut String,
+    replay: &Replay,
+    offered: &[u64],
+    series: &[Vec<u64>],
+    frame: &Frame,
+) -> Vec<Entry> {
     // The lines: each subject, the first widest, so that a line another one covers (two
     // algorithms admitting alike) still shows at its edges; then the offered traffic, dashed,
     // on top. The legend gives each line's total.
     let mut legend = Vec::new();
-    let mut line = |name: &str, total: u64, series: &[u64], colour: &str, extra: &str| {
-        let mut points = String::new();
-        for i in 0..bins {
-            // Past its end a per-bin series is 0 and a cumulative one stays at its total.
-            let last = match style {
-                Style::PerBin => 0,
-                Style::Cumulative => series.last().copied().unwrap_or(0),
-            };
-            let value = series.get(i).copied().unwrap_or(last) as f64;
-            let (x0, x1) = (x(i as f64 * bin_secs), x((i + 1) as f64 * bin_secs));
-            let _ = write!(points, "{x0:.1},{:.1} {x1:.1},{:.1} ", y(value), y(value));
-        }
-        let _ = writeln!(
-            out,
-            r#"<g class="series" data-name="{}"><polyline fill="none" stroke="{colour}"{extra} points="{}"/></g>"#,
-            escape(name),
-            points.trim_end()
-        );
-        legend.push((
-            format!("{name}: {total}"),
-            colour.to_owned(),
-            extra.to_owned(),
-        ));
-    };
     let subjects = replay.outcomes.len();
-    for (i, (outcome, series)) in replay.outcomes.iter().zip(&series).enumerate() {
+    for (i, (outcome, series)) in replay.outcomes.iter().zip(series).enumerate() {
         let width = 1.5 + 3.0 * (subjects - 1 - i) as f64 / (subjects.max(2) - 1) as f64;
-        line(
-            &outcome.name,
-            outcome.admitted_cells,
+        legend.push(line(
+            out,
+            frame,
+            (&outcome.name, outcome.admitted_cells),
             series,
             COLOURS[i % COLOURS.len()],
             &format!(r#" stroke-width="{width:.1}""#),
-        );
+        ));
     }
-    line(
-        "offered",
-        replay.offered.iter().sum(),
-        &offered,
+    legend.push(line(
+        out,
+        frame,
+        ("offered", replay.offered.iter().sum()),
+        offered,
         "#555555",
         r#" stroke-width="1.2" stroke-dasharray="4 3""#,
-    );
+    ));
     // The legend lists the offered traffic first.
     legend.rotate_right(1);
+    legend
+}
 
+/// Draws one series, `(name, total)`, as a step-shaped line; returns its legend entry.
+fn line(
+    out: &mut String,
+    frame: &Frame,
+    (name, total): (&str, u64),
+    series: &[u64],
+    colour: &str,
+    extra: &str,
+) -> Entry {
+    let mut points = String::new();
+    for i in 0..frame.bins {
+        // Past its end a per-bin series is 0 and a cumulative one stays at its total.
+        let last = match frame.style {
+            Style::PerBin => 0,
+            Style::Cumulative => series.last().copied().unwrap_or(0),
+        };
+        let value = series.get(i).copied().unwrap_or(last) as f64;
+        let (x0, x1) = (
+            frame.x(i as f64 * frame.bin_secs),
+            frame.x((i + 1) as f64 * frame.bin_secs),
+        );
+        let _ = write!(
+            points,
+            "{x0:.1},{:.1} {x1:.1},{:.1} ",
+            frame.y(value),
+            frame.y(value)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<g class="series" data-name="{}"><polyline fill="none" stroke="{colour}"{extra} points="{}"/></g>"#,
+        escape(name),
+        points.trim_end()
+    );
+    (
+        format!("{name}: {total}"),
+        colour.to_owned(),
+        extra.to_owned(),
+    )
+}
+
+/// Draws the legend: a sample of each line's stroke and its label, down the right margin.
+fn legend_box(out: &mut String, legend: &[Entry]) {
     let _ = writeln!(out, r#"<g class="legend">"#);
     for (i, (name, colour, extra)) in legend.iter().enumerate() {
         let ly = TOP + 10.0 + i as f64 * 20.0;
@@ -234,8 +329,6 @@ pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
         );
     }
     let _ = writeln!(out, "</g>");
-    out.push_str("</svg>\n");
-    out
 }
 
 /// The smallest of 1, 2 or 5 × 10^k at or above `x` (`x` > 0).
