@@ -26,6 +26,7 @@ const CASES: &[&str] = &[
     "flowgate_policy_three_layers_whole",
     "flowgate_policy_three_quotas",
     "flowgate_policy_three_quotas_whole",
+    "flowgate_policy_three_quotas_remaining",
     "governor_three_checks",
     "flowgate_three_checks",
 ];
@@ -122,6 +123,18 @@ fn run(case: &str, n: u64) {
             let mut k = 0;
             hot_loop(n, || {
                 assert!(black_box(policies.check(&next(&mut k)).is_ok()));
+            })
+        }
+        // What a caller who writes rate-limit headers reads: the cells left in the tightest
+        // quota (or, refused, in the refusing one).
+        "flowgate_policy_three_quotas_remaining" => {
+            let policies = flowgate_three_quotas();
+            let mut k = 0;
+            hot_loop(n, || {
+                let _ = black_box(match policies.check(&next(&mut k)) {
+                    Ok(allowed) => allowed.remaining(),
+                    Err(refused) => refused.remaining(),
+                });
             })
         }
         "flowgate_policy_three_quotas_whole" => {

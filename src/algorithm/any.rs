@@ -198,10 +198,14 @@ impl AnyAlgorithm {
     /// or a leaky-bucket meter), GCRA's numbers, read off the words without building it: the
     /// policies' fast path.
     #[inline(always)]
+    ///
+    /// Built with `--cfg flowgate_general_path`, there is no fast path (every quota takes the
+    /// general one): how BENCHMARKS.md measures what the fast path saves.
     pub(crate) fn rule(words: &[u64; WORDS]) -> Option<Rule> {
         let [kind, slack, _, counts, _, interval, _] = *words;
         // Kinds 0 (GCRA) and 1 (the leaky bucket) with no slack beyond the burst (a meter).
-        (kind <= 1 && slack == 0).then(|| Rule::new(interval, counts as u32))
+        let fast = kind <= 1 && slack == 0 && !cfg!(flowgate_general_path);
+        fast.then(|| Rule::new(interval, counts as u32))
     }
 
     /// Runs `task` with the algorithm [`to_words`](Self::to_words) wrote, as its own type,

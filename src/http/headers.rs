@@ -8,7 +8,7 @@ use core::time::Duration;
 use arrayvec::ArrayVec;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::outcome::{is_tighter, QuotaState};
+use crate::outcome::{tightness, QuotaState};
 use crate::quota::Quota;
 
 /// Which quota headers responses carry (admitted and refused alike).
@@ -291,9 +291,9 @@ impl<'s> QuotaHeaders<'s> {
                 }
             }
         }
-        let candidate = (state.remaining(), state.reset_after_nanos());
+        let candidate = tightness(state.remaining(), state.reset_after_nanos());
         let tighter = self.tightest.map_or(true, |(remaining, _, nanos)| {
-            is_tighter(candidate, (remaining, nanos))
+            candidate < tightness(remaining, nanos)
         });
         if tighter {
             self.tightest = Some((state.remaining(), state.limit(), state.reset_after_nanos()));

@@ -105,11 +105,12 @@ impl Gauge {
     }
 }
 
-/// Whether a quota with `(remaining, reset_after_nanos)` is tighter than `than`: fewer cells
-/// left, then the longer reset. What an admission of several quotas and the legacy rate-limit
-/// headers report.
-pub(crate) fn is_tighter(quota: (u32, u64), than: (u32, u64)) -> bool {
-    (quota.0, core::cmp::Reverse(quota.1)) < (than.0, core::cmp::Reverse(than.1))
+/// How tight a quota with `remaining` cells and full again in `reset_after_nanos` is, as one
+/// number: the smaller, the tighter (fewer cells left, then the longer reset). What an
+/// admission of several quotas and the legacy rate-limit headers report.
+#[inline(always)]
+pub(crate) fn tightness(remaining: u32, reset_after_nanos: u64) -> u128 {
+    u128::from(remaining) << 64 | u128::from(u64::MAX - reset_after_nanos)
 }
 
 /// Why a request was refused.

@@ -57,9 +57,11 @@ impl<F: FnOnce() -> u64> Reading<F> {
     }
 }
 
-/// One decision under way: what it has taken (to undo on a refusal), what it reports, and the
-/// first dry-run policy that would have refused.
-pub(super) struct Decision<'p, R: ?Sized, C: Clock, F, P: Report<'p>> {
+/// One decision under way: what it has taken (to undo on a refusal) and the first dry-run
+/// policy that would have refused. What it reports is kept apart, by the inlined hot path only,
+/// so that a caller who ignores the report (`is_ok()`) does not pay for it: the cold paths,
+/// which are not inlined, never see it.
+pub(super) struct Decision<'p, R: ?Sized, C: Clock, F> {
     pub(super) set: &'p Policies<R, C>,
     pub(super) n: u32,
     reading: Reading<F>,
@@ -69,9 +71,8 @@ pub(super) struct Decision<'p, R: ?Sized, C: Clock, F, P: Report<'p>> {
     delay: u64,
     /// The undo entries whose quota was left near its limit (the `metrics` feature).
     near: u32,
-    report: P,
-    /// The answer of a decision that ends before its last quota (a refusal, too many cells).
-    pub(super) end: Option<Answer<P::Output>>,
+    /// How a decision that ends before its last quota ends (a refusal, too many cells).
+    pub(super) end: Option<Result<Refused, InsufficientCapacity>>,
 }
 
 /// What a decision does after one quota (small, so that it stays in a register).
@@ -80,14 +81,22 @@ pub(super) enum Next {
     Go,
     /// Go on with the next policy (a dry-run policy's refusal).
     Stop,
-    /// The decision ends, with the answer it parked in [`Decision::end`].
+    /// The decision ends, as it noted in [`Decision::end`].
     Done,
+}
+
+/// What a quota's cold path left: an admission (the bucket's gauge after it and the quota in
+/// force, for the report), or what the decision does next.
+pub(super) enum Cold {
+    Taken(Gauge, crate::Quota),
+    Then(Next),
 }
 
 /// One quota's part of a decision on the general path, run with the quota's algorithm as its
 /// own type ([`AnyAlgorithm::apply_words`]).
-struct General<'d, 'p, R: ?Sized, C: Clock, F, P: Report<'p>> {
-    decision: &'d mut Decision<'p, R, C, F, P>,
+struct General<'d, 'p, R: ?Sized, C: Clock, F, P> {
+    decision: &'d mut Decision<'p, R, C, F>,
+    report: &'d mut P,
     bucket: Bucket<'p, C>,
     /// The policy's place, the quota's, and the request's tag in the policy.
     at: (usize, usize, Tag),
@@ -106,6 +115,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Apply
     fn apply<A: Algorithm>(self, algorithm: &A) -> Next {
         let General {
             decision,
+            report,
             bucket,
             at: (index, q, tag),
             live,
@@ -123,10 +133,10 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Apply
             Some(Some((delay, word))) => {
                 let now = decision.now();
                 let state = || (algorithm.state(word, now).gauge(), *algorithm.quota());
-                decision.taken(live, tag, wrote, delay, state);
+                decision.taken(report, (live, tag), wrote, delay, state);
                 Next::Go
             }
-            _ => decision.cold((index, q, tag), mark, request),
+            _ => decision.after_cold((index, q, tag), mark, request, report),
         }
     }
 }
@@ -135,13 +145,13 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// Decides `n ≥ 1` cells at the reading `now()` (taken once the first bucket has been
     /// looked up): takes quota by quota, undoing on a refusal; an admission is reported by
     /// `report`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decide<'p, P: Report<'p>>(
         &'p self,
         request: &R,
         n: u32,
         now: impl FnOnce() -> u64,
-        report: P,
+        mut report: P,
     ) -> Answer<P::Output> {
         let mut decision = Decision {
             set: self,
@@ -154,18 +164,20 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             dry_run: None,
             delay: 0,
             near: 0,
-            report,
             end: None,
         };
         for (index, layer) in self.layers.iter().enumerate() {
             let Some(tag) = layer.tag(request) else {
                 continue;
             };
-            if let Some(answer) = decision.policy(index, layer, tag, request) {
-                return answer;
+            if let Some(end) = decision.policy((index, layer, tag), request, &mut report) {
+                return match end {
+                    Ok(refused) => Ok(Err(refused)),
+                    Err(capacity) => Err(capacity),
+                };
             }
         }
-        Ok(Ok(decision.admitted()))
+        Ok(Ok(decision.admitted(report)))
     }
 
     /// Undoes the writes logged after `mark`, newest first.
@@ -183,24 +195,22 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 }
 
-impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R, C, F, P> {
+impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     /// Takes the request's cells from every quota of policy `index` (its bucket `tag`). `Some`
     /// ends the decision: a refusal (with everything undone) or too many cells.
     #[inline(always)]
-    fn policy(
+    fn policy<P: Report<'p>>(
         &mut self,
-        index: usize,
-        layer: &'p Layer<R, C>,
-        tag: Tag,
+        (index, layer, tag): (usize, &'p Layer<R, C>, Tag),
         request: &R,
-    ) -> Option<Answer<P::Output>> {
+        report: &mut P,
+    ) -> Option<Result<Refused, InsufficientCapacity>> {
+        let at = (index, layer, tag);
         // Where the buckets live is asked once per policy, not once per quota.
         match &layer.buckets {
-            Buckets::Global(cells) => {
-                self.quotas((index, layer, tag), request, |q| Bucket::Cell(&cells[q]))
-            }
+            Buckets::Global(cells) => self.quotas(at, request, report, |q| Bucket::Cell(&cells[q])),
             Buckets::Keyed { stores, .. } => {
-                self.quotas((index, layer, tag), request, |q| Bucket::Keyed(&stores[q]))
+                self.quotas(at, request, report, |q| Bucket::Keyed(&stores[q]))
             }
         }
     }
@@ -209,21 +219,26 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
     /// GCRA from its rule if it decides as GCRA does, or else with its algorithm as its own
     /// type.
     #[inline(always)]
-    fn quotas(
+    fn quotas<P: Report<'p>>(
         &mut self,
         (index, layer, tag): (usize, &'p Layer<R, C>, Tag),
         request: &R,
+        report: &mut P,
         bucket: impl Fn(usize) -> Bucket<'p, C>,
-    ) -> Option<Answer<P::Output>> {
+    ) -> Option<Result<Refused, InsufficientCapacity>> {
         let mark = self.undo.len();
         for (q, live) in layer.quotas.iter().enumerate() {
             let words = live.read();
             let at = (index, q, tag);
             let next = match AnyAlgorithm::rule(&words) {
-                Some(rule) => self.gcra((rule, &words), bucket(q), at, live, mark, request),
+                Some(rule) => {
+                    let quota = (live, (rule, &words));
+                    self.gcra(quota, bucket(q), at, (mark, request), report)
+                }
                 None => {
                     let general = General {
                         decision: self,
+                        report,
                         bucket: bucket(q),
                         at,
                         live,
@@ -246,14 +261,13 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
     /// The fast path of a quota that decides as GCRA: `rule`'s numbers, read off the live
     /// quota's words, and nothing else of the algorithm.
     #[inline(always)]
-    fn gcra(
+    fn gcra<P: Report<'p>>(
         &mut self,
-        (rule, words): (Rule, &[u64; WORDS]),
+        (live, (rule, words)): (&'p LiveQuota, (Rule, &[u64; WORDS])),
         bucket: Bucket<'p, C>,
         (index, q, tag): (usize, usize, Tag),
-        live: &'p LiveQuota,
-        mark: usize,
-        request: &R,
+        (mark, request): (usize, &R),
+        report: &mut P,
     ) -> Next {
         if self.n > rule.capacity() {
             return self.oversized(index, q, mark, rule.capacity());
@@ -272,50 +286,67 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
         match bucket.try_update(tag, || reading.get(), step) {
             Some(Some(debt)) => {
                 let state = || (rule.gauge(debt), AnyAlgorithm::quota_of(words));
-                self.taken(live, tag, wrote, 0, state);
+                self.taken(report, (live, tag), wrote, 0, state);
                 Next::Go
             }
-            _ => self.cold((index, q, tag), mark, request),
+            _ => self.after_cold((index, q, tag), mark, request, report),
         }
     }
 
-    /// What a quota's hot path leaves: a refusal, or a keyed bucket a lock-free probe did not
-    /// find. Decided here in full, with the quota's algorithm as it is now (under the shard's
-    /// lock if need be): the refusal's details, or an admission if cells came back meanwhile.
-    #[cold]
-    #[inline(never)]
-    fn cold(&mut self, (index, q, tag): (usize, usize, Tag), mark: usize, request: &R) -> Next {
-        let set = self.set;
-        let layer = &set.layers[index];
-        let live = &layer.quotas[q];
-        let now = self.now();
-        let mut wrote = None;
-        match layer.decide((q, tag), self.n, now, &set.clock, &mut wrote) {
-            Ok(allowed) => {
-                let quota = *live.load().quota();
-                self.taken(live, tag, wrote, allowed.delay_nanos(), || {
-                    (allowed.gauge(), quota)
-                });
-                Next::Go
-            }
-            Err(refused) => self.refused((index, q, tag), mark, refused, request),
-        }
-    }
-
-    /// `live` admitted the request, writing `wrote` (the bucket's words before and after;
-    /// nothing for an untracked new key), to go ahead after `delay`; `state` gives the bucket's
-    /// gauge after it and the quota in force, worked out only if a report asks.
+    /// The [`cold`](Self::cold) path of quota `q` of policy `index`, and its admission (if it
+    /// admits) told to `report`.
     #[inline(always)]
-    fn taken(
+    fn after_cold<P: Report<'p>>(
         &mut self,
-        live: &'p LiveQuota,
-        tag: Tag,
+        at: (usize, usize, Tag),
+        mark: usize,
+        request: &R,
+        report: &mut P,
+    ) -> Next {
+        match self.cold(at, mark, request) {
+            Cold::Taken(gauge, quota) => {
+                let live = &self.set.layers[at.0].quotas[at.1];
+                if !live.dry_run() {
+                    report.taken(live, || (gauge, quota));
+                }
+                Next::Go
+            }
+            Cold::Then(next) => next,
+        }
+    }
+
+    /// `live` admitted the request for the bucket `tag`, writing `wrote` (the bucket's words
+    /// before and after; nothing for an untracked new key), to go ahead after `delay`; `state`
+    /// gives the bucket's gauge after it and the quota in force, worked out only if `report`
+    /// asks.
+    #[inline(always)]
+    fn taken<P: Report<'p>>(
+        &mut self,
+        report: &mut P,
+        (live, tag): (&'p LiveQuota, Tag),
         wrote: Option<(u64, u64)>,
         delay: u64,
         state: impl Fn() -> (Gauge, crate::Quota),
     ) {
+        let near = observe::ENABLED && state().0.near_limit();
+        self.log((live, tag), wrote, delay, near);
+        if !live.dry_run() {
+            report.taken(live, state);
+        }
+    }
+
+    /// Logs the write `live` made for the bucket `tag`, which left it `near` its limit or not
+    /// (see [`taken`](Self::taken)).
+    #[inline(always)]
+    pub(super) fn log(
+        &mut self,
+        (live, tag): (&'p LiveQuota, Tag),
+        wrote: Option<(u64, u64)>,
+        delay: u64,
+        near: bool,
+    ) {
         let (before, after) = wrote.unwrap_or((0, 0));
-        if observe::ENABLED && state().0.near_limit() {
+        if near {
             self.near |= 1 << self.undo.len();
         }
         // At most MAX_QUOTAS quotas in a set (checked at build): room.
@@ -326,14 +357,11 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
             after,
         });
         self.delay = self.delay.max(delay);
-        if !live.dry_run() {
-            self.report.taken(live, state);
-        }
     }
 
     /// The admission: every quota the request went through took its cells.
     #[inline(always)]
-    fn admitted(self) -> P::Output {
+    fn admitted<P: Report<'p>>(&self, report: P) -> P::Output {
         // Behind the constant, so that without the feature not even the empty loop is left.
         if observe::ENABLED {
             for (i, entry) in self.undo.iter().enumerate() {
@@ -344,7 +372,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
                 }
             }
         }
-        self.report.finish(Summary {
+        report.finish(Summary {
             delay: self.delay,
             dry_run: self.dry_run,
             undo: &self.undo,

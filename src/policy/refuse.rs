@@ -1,21 +1,49 @@
-//! The cold paths of a policy decision: a quota that refuses or is too small for the request.
+//! The cold paths of a policy decision: a quota whose bucket a lock-free probe did not find, that
+//! refuses, or that is too small for the request.
 //! A dry-run policy's refusal is counted and its cells given back; an enforcing policy's undoes
 //! everything, then looks at every enforcing quota after the refusing one so that the
 //! retry-after covers the quota that conforms last, and adds that policy's jitter.
 
-use super::decide::{Decision, Next};
+use super::decide::{Cold, Decision, Next};
 use super::layer::Layer;
 use super::live::LiveQuota;
-use super::report::Report;
 use super::Policies;
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::jitter;
 use crate::keyed::Tag;
+use crate::observe;
 use crate::outcome::{DryRun, InsufficientCapacity, QuotaState, Refused};
 use crate::primitive::Ordering;
 
-impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R, C, F, P> {
+impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
+    /// What a quota's hot path leaves: a refusal, or a keyed bucket a lock-free probe did not
+    /// find. Decided here in full, with the quota's algorithm as it is now (under the shard's
+    /// lock if need be): the refusal's details, or an admission if cells came back meanwhile.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn cold(
+        &mut self,
+        (index, q, tag): (usize, usize, Tag),
+        mark: usize,
+        request: &R,
+    ) -> Cold {
+        let set = self.set;
+        let layer = &set.layers[index];
+        let live = &layer.quotas[q];
+        let now = self.now();
+        let mut wrote = None;
+        match layer.decide((q, tag), self.n, now, &set.clock, &mut wrote) {
+            Ok(allowed) => {
+                let state = (allowed.gauge(), *live.load().quota());
+                let near = observe::ENABLED && state.0.near_limit();
+                self.log((live, tag), wrote, allowed.delay_nanos(), near);
+                Cold::Taken(state.0, state.1)
+            }
+            Err(refused) => Cold::Then(self.refused((index, q, tag), mark, refused, request)),
+        }
+    }
+
     /// Quota `q` of policy `index` refused: a dry-run policy's refusal is counted and its cells
     /// given back (go on with the next policy); an enforcing one's ends the decision with
     /// everything given back.
@@ -39,7 +67,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Decision<'p, R,
         let now = self.now();
         let refused = set.reject(request, (self.n, now), (index, q, tag), refused);
         let dry_run = self.dry_run;
-        self.end = Some(refused.map(|refused| Err(Refused { dry_run, ..refused })));
+        self.end = Some(refused.map(|refused| Refused { dry_run, ..refused }));
         Next::Done
     }
 

@@ -8,7 +8,7 @@ use super::decide::Undo;
 use super::live::LiveQuota;
 #[cfg(feature = "tower")]
 use crate::outcome::QuotaState;
-use crate::outcome::{is_tighter, Allowed, DryRun, Gauge, PolicyQuota};
+use crate::outcome::{tightness, Allowed, DryRun, Gauge, PolicyQuota};
 use crate::quota::Quota;
 
 /// What an admission of a policy set reports.
@@ -35,26 +35,36 @@ pub(crate) struct Summary<'a, 'p> {
 }
 
 /// The tightest enforcing quota (fewest cells left, then the longest reset, then the first):
-/// an [`Allowed`] that describes it.
-#[derive(Default)]
+/// an [`Allowed`] that describes it. Kept without a branch on "none yet" (it starts as the
+/// loosest possible), so that a caller who ignores the report leaves only dead arithmetic.
 pub(crate) struct Tightest {
-    best: Option<(&'static PolicyQuota, Gauge, u32)>,
+    by: Option<&'static PolicyQuota>,
+    gauge: Gauge,
+    /// The kept quota's [`tightness`] (`u128::MAX` before any).
+    key: u128,
+}
+
+impl Default for Tightest {
+    fn default() -> Self {
+        Self {
+            by: None,
+            gauge: Gauge::UNLIMITED,
+            key: u128::MAX,
+        }
+    }
 }
 
 impl Tightest {
     /// The quota `by`, left as `gauge`: kept if it is the tightest so far.
     #[inline(always)]
     pub(crate) fn offer(&mut self, by: &'static PolicyQuota, gauge: Gauge) {
-        let remaining = gauge.remaining();
-        let tighter = match &self.best {
-            None => true,
-            Some((_, best, left)) => is_tighter(
-                (remaining, gauge.reset_after_nanos()),
-                (*left, best.reset_after_nanos()),
-            ),
-        };
-        if tighter {
-            self.best = Some((by, gauge, remaining));
+        let key = tightness(gauge.remaining(), gauge.reset_after_nanos());
+        if key < self.key {
+            *self = Self {
+                by: Some(by),
+                gauge,
+                key,
+            };
         }
     }
 
@@ -62,14 +72,10 @@ impl Tightest {
     /// ahead after `delay`, with the first dry-run policy that would have refused.
     #[inline(always)]
     pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed {
-        let (by, gauge) = match self.best {
-            Some((by, gauge, _)) => (Some(by), gauge),
-            None => (None, Gauge::UNLIMITED),
-        };
         Allowed {
-            gauge,
+            gauge: self.gauge,
             delay,
-            by,
+            by: self.by,
             dry_run,
         }
     }

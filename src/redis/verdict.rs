@@ -6,7 +6,7 @@ use super::script::Reply;
 use super::stats::add;
 use super::{Plan, RedisLimiter, UNLIMITED};
 use crate::clock::Clock;
-use crate::outcome::{is_tighter, Allowed, Gauge, Refused};
+use crate::outcome::{tightness, Allowed, Gauge, Refused};
 
 /// The outcome of one decision, which quota it describes, and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,13 +53,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 let mut best: Option<(usize, Gauge)> = None;
                 for (bucket, &debt) in debts.iter().enumerate() {
                     let g = gauge(bucket, debt);
-                    let tighter = match best {
-                        None => true,
-                        Some((_, b)) => is_tighter(
-                            (g.remaining(), g.reset_after_nanos()),
-                            (b.remaining(), b.reset_after_nanos()),
-                        ),
-                    };
+                    let tighter = best.map_or(true, |(_, b)| {
+                        tightness(g.remaining(), g.reset_after_nanos())
+                            < tightness(b.remaining(), b.reset_after_nanos())
+                    });
                     if tighter {
                         best = Some((bucket, g));
                     }
