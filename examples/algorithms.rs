@@ -1,6 +1,6 @@
 //! The same traffic through every algorithm, side by side: the quickest way to choose one.
 //!
-//! The traffic is the users' boundary example (120 per minute allowed; 100 requests over
+//! The traffic is the boundary example (120 per minute allowed; 100 requests over
 //! 00:50–00:59.9 and 100 over 01:00–01:09.9), then a quiet minute, then a burst of 150 at
 //! 02:30. A manual clock replays it instantly.
 //!

@@ -1,4 +1,4 @@
-//! An axum server on a loopback port with the users' three layers: per user per endpoint,
+//! An axum server on a loopback port with three layers: per user per endpoint,
 //! per endpoint, and global. Refusals are `429 Too Many Requests` with `Retry-After`, the IETF
 //! draft's `RateLimit-Policy` / `RateLimit` headers and the legacy `X-RateLimit-*`.
 //!

@@ -6,8 +6,8 @@
 //!     [--quota "120/min"] [--bin SECONDS] [--svg FILE] [--per-bin]
 //! ```
 //!
-//! * `--scenario`: `boundary` (the default: the fixed-window boundary attack of the users'
-//!   articles), `steady`, `bursts` or `zipf`, each sized to the quota
+//! * `--scenario`: `boundary` (the default: the fixed-window boundary attack, a window's limit
+//!   at the end of one window and again at the start of the next), `steady`, `bursts` or `zipf`, each sized to the quota
 //!   (`flowgate::simulate::scenario::named`);
 //! * `--trace`: a CSV of `time,key,cost` lines instead (`flowgate::simulate::trace`);
 //! * `--quota`: the quota every algorithm runs, per key (default `120/min`);

@@ -5,8 +5,8 @@
 //!
 //! # Choosing an algorithm
 //!
-//! The users' articles weigh the classic algorithms against each other; flowgate has them all,
-//! each a pure function of one 64-bit word (the [`algorithm`](crate::algorithm) module has the
+//! The classic algorithms (token bucket, leaky bucket, fixed and sliding windows) each trade
+//! precision, memory and burst behaviour differently; flowgate has them all, each a pure function of one 64-bit word (the [`algorithm`](crate::algorithm) module has the
 //! full table). The differences show best under the fixed-window boundary attack: 120 requests
 //! a minute allowed, a client sends 120 in the last ten seconds of a minute and 120 in the first
 //! ten of the next. This picture is what the simulator draws
@@ -67,8 +67,8 @@
 //! * **A small burst** smooths traffic: `"100/s burst 10"` admits at most 10 at once and then one
 //!   every 10 ms. Protects a backend that cannot absorb spikes.
 //! * **Initial fill**: a fresh bucket is full by default, so a new client may send a burst at
-//!   once; `initial 0` makes it earn its cells (the articles' point that a fresh bucket should
-//!   not admit initial + capacity in its first period).
+//!   once; `initial 0` makes it earn its cells (so that a fresh bucket does not admit its
+//!   initial cells plus a full period's worth in its first period).
 //! * **Several windows at once**, such as 200 per 10 s and 5000 per hour: a
 //!   [policy](#policies-several-quotas-several-layers) with several quotas, not one quota.
 //!
@@ -122,8 +122,15 @@
 //! policy in dry-run mode is evaluated and counted but never refuses: the way to try a new limit
 //! on live traffic.
 //!
+//! A quota is GCRA unless given another one-word algorithm with
+//! [`Policy::algorithm`](crate::policy::Policy::algorithm): a fixed window for a daily count
+//! (`"20000/day fixed"`), a sliding window counter for a login route (`"5/min sliding"`), a
+//! leaky-bucket shaper whose admissions carry a delay (`"10/s burst 1 shaper 2s"`). Every kind
+//! is undone exactly when a later quota refuses.
+//!
 //! ```
 //! use std::time::Duration;
+//! use flowgate::algorithm::AnyAlgorithm;
 //! use flowgate::policy::{Policies, Policy};
 //!
 //! struct Request { user: String, endpoint: &'static str }
@@ -136,7 +143,11 @@
 //!         .quota("2/min".parse()?)
 //!         .jitter(Duration::from_millis(100), Duration::from_millis(500)),
 //!     )
-//!     .policy(Policy::keyed("endpoint", |r: &Request| r.endpoint).quota("1000/min".parse()?))
+//!     .policy(
+//!         Policy::keyed("endpoint", |r: &Request| r.endpoint)
+//!             .quota("1000/min".parse()?)
+//!             .algorithm("50000/day fixed".parse::<AnyAlgorithm>()?),
+//!     )
 //!     .policy(Policy::global("all").quota("10000/min".parse()?))
 //!     .policy(Policy::global("stricter, on trial").quota("1/min".parse()?).dry_run(true))
 //!     .build()?;

@@ -21,26 +21,43 @@
 //! New here? The [`guide`] walks through choosing an algorithm, a rate and a burst, keyed
 //! limits, policies, waiting, HTTP, Redis and metrics, and maps governor's API to flowgate's.
 //!
+//! ## Where to start
+//! The crate root re-exports what most callers name: [`Quota`] (a rate and a burst),
+//! [`RateLimiter`] (one bucket), [`KeyedRateLimiter`] (one bucket per key), [`Policies`] and
+//! [`Policy`] (several quotas and layers, all or nothing), and the outcomes every one of them
+//! answers in: [`Allowed`], [`Refused`], [`InsufficientCapacity`], and [`Error`], the owned
+//! error that holds either of the last two (`?` turns a refusal into it, or into
+//! `Box<dyn Error + Send + Sync>`).
+//!
 //! ## Map of the crate
+//! The public modules, in the order a decision flows through them:
 //! * [`quota`]: [`Quota`], a validated rate and burst, and its string grammar.
 //! * [`clock`]: the [`Clock`](clock::Clock) trait, the default TSC clock, a coarse clock, and a
 //!   manual clock for tests.
 //! * [`algorithm`]: the [`Algorithm`] trait, pure decision math over one packed word, and the
 //!   algorithms ([`Gcra`], the default; the leaky bucket, credit, interval refill, fixed and
-//!   sliding window counters), with a table to choose from.
-//! * [`SlidingLog`]: the exact sliding window, a lock-free ring of request times.
-//! * `cell`: the single compare-and-swap loop every algorithm runs in.
-//! * [`RateLimiter`]: one bucket, what users call.
+//!   sliding window counters), with a table to choose from; [`AnyAlgorithm`](algorithm::AnyAlgorithm)
+//!   holds any of them as one value (what a policy quota is).
+//! * (`cell`, private: the one compare-and-swap loop every bucket word runs in, a single limiter's, a
+//!   keyed slot's and a policy quota's alike.)
+//! * [`RateLimiter`]: one bucket. [`SlidingLog`]: the exact sliding window, a lock-free ring of
+//!   request times (not one word, so it has a type of its own).
 //! * [`keyed`]: [`KeyedRateLimiter`], one bucket per key in a bounded, sharded table that
 //!   forgets idle keys (the module docs give the memory model, eviction, and a full table).
-//! * [`Allowed`], [`Refused`], [`InsufficientCapacity`]: what a decision reports.
+//! * [`policy`]: [`Policies`], several quotas (any one-word algorithm) in layers, decided all
+//!   or nothing, with configuration files (feature `serde`).
+//! * [`outcome`]: what every decision reports ([`Allowed`], [`Refused`],
+//!   [`InsufficientCapacity`], [`Error`]), and how a policy outcome names its quota.
+//! * [`wait`]: waiting for cells instead of being refused: [`WaitOptions`] and the engine
+//!   behind every limiter's `wait` and `until_ready` methods.
+//! * `http` (feature `tower`): a tower middleware that answers 429 with the standard headers.
 //! * `redis` (feature `redis`): the same GCRA in Redis, shared by many processes, with a
 //!   failure policy and local leases.
-//! * feature `metrics`: counters and gauges through the `metrics` facade (see
-//!   [Metrics](#metrics)).
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
-
+//! * [`guide`]: documentation only, the walk-through above.
+//! * Feature `metrics`: counters and gauges through the `metrics` facade (see
+//!   [Metrics](#metrics)).
 //!
 //! ## Metrics
 //! With the feature `metrics`, flowgate reports through the [`metrics`](https://docs.rs/metrics)

@@ -2,7 +2,11 @@
 //!
 //! In a normal build these are `core`'s atomics. Built with `--cfg flowgate_loom` they are
 //! [loom](https://docs.rs/loom)'s, so the model tests in `loom-tests/` explore every interleaving
-//! of the real code. Nothing else in the crate names `core::sync::atomic` or `loom` directly.
+//! of the real code. Nothing else names `loom`, and only state that no model needs to explore
+//! takes `core::sync::atomic` or `std::sync::Mutex` directly, each with a line saying why: the
+//! Redis limiter's statistics (`redis/stats.rs`), its lease map's lock (`redis/lease.rs`; the
+//! lease word itself is modelled), and the interned names of policy quotas
+//! (`outcome/policy.rs`).
 //!
 //! Every compare-and-swap in the crate goes through [`compare_exchange_weak`], so that the loom
 //! build can inject the spurious failures that real hardware (LL/SC on ARM, POWER, RISC-V) is

@@ -8,7 +8,7 @@ use crate::quota::{Quota, QuotaError};
 /// A fixed window counter: at most `count` cells in each window of `period`, the windows
 /// aligned on the clock's origin.
 ///
-/// The simplest limiter, and the one the users' articles warn about: a client can spend one
+/// The simplest limiter, and the one with a known weakness: a client can spend one
 /// window's limit at its end and the next window's at its start, so up to **2 × limit** pass in
 /// a span just over one window long (see the boundary tests in `tests/boundary.rs`).
 ///

@@ -11,13 +11,13 @@ use crate::quota::{Quota, QuotaError};
 ///
 /// * [`LeakyBucket::meter`]: a request that would overflow the bucket is refused. This is the
 ///   same decision as [`Gcra`](super::Gcra) (the ITU-T I.371 "continuous-state leaky bucket"
-///   and "virtual scheduling" algorithms are equivalent), offered under the name the users'
-///   articles use; the model tests check that the two never differ.
+///   and "virtual scheduling" algorithms are equivalent), offered under the name many
+///   descriptions of rate limiting use; the model tests check that the two never differ.
 /// * [`LeakyBucket::shaper`]: a request that would overflow the bucket is admitted into a
 ///   queue: [`Allowed::delay`](crate::Allowed::delay) says how long the caller must wait until
 ///   it conforms, and requests leave at the drain rate. A request whose delay would exceed the
 ///   maximum queueing delay is refused, and nothing is reserved for it. With `burst 1` the
-///   shaper spaces requests exactly one interval apart (the articles' "constant outflow").
+///   shaper spaces requests exactly one interval apart (a constant outflow).
 ///
 /// | | meter | shaper |
 /// |---|---|---|

@@ -29,7 +29,7 @@ pin_project! {
             headers: Option<Box<Ready>>,
             // Answered: polled again, it stays pending instead of polling a finished future
             // (a flag, not a state of its own: switching states dropped the finished future
-            // in place, which cost the no-header case about 10 % of its overhead).
+            // in place, a cost the no-header case measurably paid; BENCHMARKS.md).
             answered: bool,
         },
         Refused {

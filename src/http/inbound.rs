@@ -52,8 +52,8 @@ pub struct Inbound {
 
 /// The client's address as an `Inbound` holds it: its 128 bits (an IPv4 address in the low 32)
 /// and its family. Aligned words, not an `Option<IpAddr>` (17 bytes, byte-aligned): copying
-/// those just after they were written stalled the processor's store forwarding, a few
-/// nanoseconds per request in the middleware benchmark.
+/// those just after they were written stalled the processor's store forwarding, which the
+/// middleware benchmark showed.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Client {
     bits: u128,

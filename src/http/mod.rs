@@ -10,7 +10,7 @@
 //! use flowgate::policy::{Policies, Policy};
 //!
 //! let policies = Policies::<Inbound>::builder()
-//!     // The users' three layers: per client per endpoint, per endpoint, and global.
+//!     // Three layers: per client per endpoint, per endpoint, and global.
 //!     .policy(
 //!         Policy::keyed_with("per-client-per-endpoint", |r: &Inbound, key| {
 //!             key.add(&r.client_ip()).add(r.route_or_path());

@@ -324,14 +324,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// Where `key`'s bucket is now, as (shard, slot), if the table holds it (tests of the
     /// table's moves, and the loom models).
     #[cfg(any(test, flowgate_loom))]
-    #[doc(hidden)]
     pub fn position_of(&self, key: &K) -> Option<(usize, usize)> {
         self.store.table().position_of(self.locate(key).0)
     }
 
     /// `key`'s home: the (shard, slot) its probe starts from (tests, and the loom models).
     #[cfg(any(test, flowgate_loom))]
-    #[doc(hidden)]
     pub fn home_of(&self, key: &K) -> (usize, usize) {
         let tag = self.locate(key).0;
         let table = self.store.table();

@@ -6,6 +6,8 @@
 use core::fmt;
 use core::time::Duration;
 use std::collections::BTreeMap;
+// Not crate::primitive's (loom's, in the model build): the intern table is written when a
+// policy set is built, never while one decides, and a loom Mutex cannot live in a static.
 use std::sync::Mutex;
 
 use super::Gauge;

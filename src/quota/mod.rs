@@ -37,8 +37,8 @@ pub const MAX_WINDOW_NANOS: u64 = u64::MAX >> 1;
 /// How full a bucket is when it is created (or reset to its initial state).
 ///
 /// A bucket that starts full admits `burst` cells at once, then the sustained rate; one that
-/// starts with fewer cells cannot be used for an initial spike, which is what the users' articles
-/// call the "max burst time" of a fresh bucket.
+/// starts with fewer cells cannot be used for an initial spike (it bounds what a fresh bucket
+/// admits in its first period).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Initial {
     /// `burst` cells: everything is available at once (the default, as in governor).

@@ -40,8 +40,9 @@
 //!   20 ms after its bucket is full at the latest. Needs Redis 6.0 or later (tested on 7.0).
 //!
 //! The common call (one bucket, no lease) is answered with one integer rather than a table:
-//! per call, the server's side costs about what the users' article's HGET/HSET script costs,
-//! which trusts the client's clock and never expires its keys (BENCHMARKS.md, "Redis").
+//! per call, the server's side costs about what a common token-bucket script costs (one that
+//! keeps tokens and a timestamp with HGET/HSET, trusts the client's clock and never expires its
+//! keys; `benches/article.lua`, compared in BENCHMARKS.md, "Redis").
 //!
 //! Quotas run in whole microseconds: each emission interval is rounded **up** to a whole µs
 //! (never a faster rate than asked for), and windows must stay below

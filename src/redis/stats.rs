@@ -1,5 +1,7 @@
 //! The counters of a Redis limiter: every round trip, reload, repair, failure and lease.
 
+// Not crate::primitive's (loom's, in the model build): statistics counters, each updated by
+// one fetch_add and read one by one, that order nothing; no model needs their interleavings.
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// What a [`RedisLimiter`](super::RedisLimiter) has done since it was built, from

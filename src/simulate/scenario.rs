@@ -50,7 +50,7 @@ pub fn bursts(key: &str, size: u32, every: Duration, bursts: u32) -> Vec<Request
         .collect()
 }
 
-/// The fixed-window boundary attack of the users' articles: `limit` requests spread over the
+/// The fixed-window boundary attack: `limit` requests spread over the
 /// last sixth of one `window` and `limit` more over the first sixth of the next, then quiet
 /// until the end of the second window. A fixed window admits all `2 × limit`, in a third of a
 /// window; a limiter that holds `limit` per any window does not.
