@@ -94,9 +94,9 @@ impl<R: ?Sized> Policy<R> {
         self
     }
 
-    /// Adds a quota enforced with any one-word algorithm: a fixed window for a daily count, a sliding window counter for a login route, a leaky-bucket shaper whose
-    /// admissions carry a delay. `"20000/day fixed".parse()` gives one from text (see
-    /// [`AnyAlgorithm`]).
+    /// Adds a quota enforced with any one-word algorithm: a fixed window for a daily count, a
+    /// sliding window counter for a login route, a leaky-bucket shaper whose admissions carry
+    /// a delay. `"20000/day fixed".parse()` gives one from text (see [`AnyAlgorithm`]).
     ///
     /// ```
     /// use flowgate::algorithm::{FixedWindow, SlidingWindow};
