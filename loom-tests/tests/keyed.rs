@@ -26,6 +26,28 @@ fn keyed(burst: u32, max_keys: usize, seed: u64, clock: &ManualClock) -> Keyed {
         .unwrap()
 }
 
+/// A table of three keys in one shard running `algorithm`, under the first hash seed that gives
+/// keys 1 and 2 the same home slot (the search is deterministic), so that removing key 1 moves
+/// key 2.
+fn sharing_a_home<A: flowgate::Algorithm + Clone>(
+    algorithm: A,
+    clock: &ManualClock,
+) -> Arc<KeyedRateLimiter<u64, ManualClock, A>> {
+    let limiter = (0..)
+        .map(|seed| {
+            KeyedRateLimiter::<u64, _, _>::builder(algorithm.clone())
+                .clock(clock.clone())
+                .max_keys(3)
+                .shards(1)
+                .hash_seed(seed)
+                .build()
+                .unwrap()
+        })
+        .find(|l| l.home_of(&1) == l.home_of(&2))
+        .unwrap();
+    Arc::new(limiter)
+}
+
 /// Cells left in `key`'s bucket.
 fn left(limiter: &Keyed, key: u64) -> u32 {
     limiter.peek_key(&key, 0).unwrap().unwrap().remaining()
@@ -145,19 +167,7 @@ fn two_checks_vs_a_move_of_a_window_counter() {
     model(|| {
         let clock = ManualClock::starting_at(1_000);
         let quota = Quota::per_hour(4).unwrap();
-        let limiter = (0..)
-            .map(|seed| {
-                KeyedRateLimiter::<u64, _, _>::builder(FixedWindow::new(&quota).unwrap())
-                    .clock(clock.clone())
-                    .max_keys(3)
-                    .shards(1)
-                    .hash_seed(seed)
-                    .build()
-                    .unwrap()
-            })
-            .find(|l| l.home_of(&1) == l.home_of(&2))
-            .unwrap();
-        let limiter = Arc::new(limiter);
+        let limiter = sharing_a_home(FixedWindow::new(&quota).unwrap(), &clock);
         assert!(limiter.check_key(&1).is_ok());
         assert!(limiter.check_key(&2).is_ok());
         assert!(limiter.check_key(&2).is_ok());
@@ -189,20 +199,7 @@ fn a_given_back_reservation_follows_its_key_across_a_move() {
         let clock = ManualClock::starting_at(1_000);
         let quota = Quota::per_hour(2).unwrap().with_burst(1).unwrap();
         let shaper = LeakyBucket::shaper(&quota, Duration::from_secs(3600)).unwrap();
-        // A seed under which keys 1 and 2 share a home slot (the search is deterministic).
-        let limiter = (0..)
-            .map(|seed| {
-                KeyedRateLimiter::<u64, _, _>::builder(shaper)
-                    .clock(clock.clone())
-                    .max_keys(3)
-                    .shards(1)
-                    .hash_seed(seed)
-                    .build()
-                    .unwrap()
-            })
-            .find(|l| l.home_of(&1) == l.home_of(&2))
-            .unwrap();
-        let limiter = Arc::new(limiter);
+        let limiter = sharing_a_home(shaper, &clock);
         assert!(limiter.check_key(&1).is_ok());
         // Key 2's one cell: the next request would wait half an hour.
         assert!(limiter.check_key(&2).is_ok());

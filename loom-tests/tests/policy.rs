@@ -18,6 +18,25 @@ fn per_hour(burst: u32) -> Quota {
     Quota::per_hour(burst).unwrap()
 }
 
+/// Per user a fixed window of 2 (a window counter), then a global quota of one cell; the key
+/// hash seeded with `seed`.
+fn window_chain(seed: u64) -> Arc<Policies<u64, ManualClock>> {
+    use flowgate::algorithm::FixedWindow;
+    Arc::new(
+        Policies::<u64, _>::builder()
+            .clock(ManualClock::starting_at(1_000))
+            .hash_seed(seed)
+            .policy(
+                Policy::keyed("per-user", |k: &u64| k)
+                    .algorithm(FixedWindow::new(&per_hour(2)).unwrap())
+                    .max_keys(4),
+            )
+            .policy(Policy::global("global").quota(per_hour(1)))
+            .build()
+            .unwrap(),
+    )
+}
+
 /// Cells left in each quota that applies to `request`, in order.
 fn left<R>(policies: &Policies<R, ManualClock>, request: &R) -> Vec<u32> {
     let mut left = Vec::new();
@@ -142,21 +161,8 @@ fn a_replacement_racing_decisions_is_seen_whole() {
 /// after it (then the count stays: the documented under-admission). Never an extra admission.
 #[test]
 fn a_window_counter_undo_races_another_request() {
-    use flowgate::algorithm::FixedWindow;
     model(|| {
-        let policies = Arc::new(
-            Policies::<u64, _>::builder()
-                .clock(ManualClock::starting_at(1_000))
-                .hash_seed(5)
-                .policy(
-                    Policy::keyed("per-user", |k: &u64| k)
-                        .algorithm(FixedWindow::new(&per_hour(2)).unwrap())
-                        .max_keys(4),
-                )
-                .policy(Policy::global("global").quota(per_hour(1)))
-                .build()
-                .unwrap(),
-        );
+        let policies = window_chain(5);
         let other = {
             let policies = policies.clone();
             thread::spawn(move || {
@@ -180,21 +186,8 @@ fn a_window_counter_undo_races_another_request() {
 /// it replaced exactly (nobody else writes that user's window, so its undo cannot give way).
 #[test]
 fn a_window_counter_chain_undoes_the_first_layer() {
-    use flowgate::algorithm::FixedWindow;
     model(|| {
-        let policies = Arc::new(
-            Policies::<u64, _>::builder()
-                .clock(ManualClock::starting_at(1_000))
-                .hash_seed(3)
-                .policy(
-                    Policy::keyed("per-user", |k: &u64| k)
-                        .algorithm(FixedWindow::new(&per_hour(2)).unwrap())
-                        .max_keys(4),
-                )
-                .policy(Policy::global("global").quota(per_hour(1)))
-                .build()
-                .unwrap(),
-        );
+        let policies = window_chain(3);
         let other = {
             let policies = policies.clone();
             thread::spawn(move || policies.check(&2).is_ok())
