@@ -470,3 +470,51 @@ fn delays_beyond_the_horizon_are_typed_errors() {
         "past the horizon: refused"
     );
 }
+
+/// `Algorithm::take`, the method a policy set's decision calls (specialised for the schedules:
+/// GCRA's rule without slack), answers what `check` answers: the same word written, the same
+/// delay, nothing written on a refusal.
+fn take_agrees_with_check<A: Algorithm>(algorithm: &A, word: u64, now: u64, n: u32) {
+    use flowgate::algorithm::Step;
+    let n = n.clamp(1, algorithm.capacity());
+    let expected = match algorithm.check(word, now, n) {
+        Step::Write(new, Ok(allowed)) => Some((Some(new), allowed.delay_nanos())),
+        Step::Keep(Ok(allowed)) => Some((None, allowed.delay_nanos())),
+        Step::Write(_, Err(_)) | Step::Keep(Err(_)) => None,
+    };
+    let taken = match algorithm.take(word, now, n) {
+        Step::Write(new, Some(delay)) => Some((Some(new), delay)),
+        Step::Keep(Some(delay)) => Some((None, delay)),
+        Step::Keep(None) => None,
+        Step::Write(_, None) => panic!("a refusal wrote a word"),
+    };
+    assert_eq!(taken, expected, "word {word}, now {now}, n {n}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    #[test]
+    fn take_answers_as_check(
+        kind in kind(),
+        quota in quota(),
+        now in prop_oneof![0u64..1_000_000_000, any::<u64>()],
+        ahead in prop_oneof![0u64..1_000_000_000_000, any::<u64>()],
+        behind in any::<bool>(),
+        n in 1u32..=70,
+    ) {
+        let word = if behind { now.saturating_sub(ahead) } else { now.saturating_add(ahead) };
+        match kind {
+            Kind::Gcra => take_agrees_with_check(&Gcra::new(&quota), word, now, n),
+            Kind::Meter => take_agrees_with_check(&LeakyBucket::meter(&quota), word, now, n),
+            Kind::Shaper(s) => {
+                let shaper = LeakyBucket::shaper(&quota, Duration::from_nanos(s)).unwrap();
+                take_agrees_with_check(&shaper, word, now, n)
+            }
+            Kind::Credit(s) => {
+                let credit = Credit::new(&quota, Duration::from_nanos(s)).unwrap();
+                take_agrees_with_check(&credit, word, now, n)
+            }
+        }
+    }
+}

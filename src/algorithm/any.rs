@@ -5,7 +5,7 @@ use core::fmt;
 use core::str::FromStr;
 use core::time::Duration;
 
-use super::gcra::Rule;
+use super::schedule::Rule;
 use super::{
     Algorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow, Step,
 };

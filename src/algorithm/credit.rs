@@ -74,4 +74,4 @@ impl Credit {
     }
 }
 
-super::delegate_algorithm!(Credit, schedule);
+super::delegate_algorithm!(Credit, schedule, take);

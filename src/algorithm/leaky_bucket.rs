@@ -94,4 +94,4 @@ pub(crate) fn delay_nanos(delay: Duration) -> Result<u64, QuotaError> {
     })
 }
 
-super::delegate_algorithm!(LeakyBucket, schedule);
+super::delegate_algorithm!(LeakyBucket, schedule, take);

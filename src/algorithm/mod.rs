@@ -55,7 +55,7 @@ pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
 pub(crate) use any::{Apply, WORDS};
-pub(crate) use gcra::Rule;
+pub(crate) use schedule::Rule;
 
 use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
@@ -110,11 +110,7 @@ pub trait Algorithm {
     /// work.
     #[inline(always)]
     fn take(&self, word: u64, now: u64, n: u32) -> Step<Option<u64>> {
-        match self.check(word, now, n) {
-            Step::Write(new, Ok(allowed)) => Step::Write(new, Some(allowed.delay_nanos())),
-            Step::Keep(Ok(allowed)) => Step::Keep(Some(allowed.delay_nanos())),
-            Step::Write(_, Err(_)) | Step::Keep(Err(_)) => Step::Keep(None),
-        }
+        delay_of(self.check(word, now, n))
     }
 
     /// The decision [`check`](Self::check) would make, without taking anything.
@@ -163,9 +159,40 @@ pub trait Algorithm {
 
 /// Implements [`Algorithm`] for a type by delegating every method to its field `$field`, an
 /// algorithm core (`Schedule`, `Stepped`) with methods of the same names.
+/// What [`Algorithm::take`] answers for a `check` that answered `step`: the delay of an
+/// admission, nothing of a refusal (which writes nothing).
+#[inline(always)]
+pub(crate) fn delay_of(step: Step<Result<Allowed, Refused>>) -> Step<Option<u64>> {
+    match step {
+        Step::Write(new, Ok(allowed)) => Step::Write(new, Some(allowed.delay_nanos())),
+        Step::Keep(Ok(allowed)) => Step::Keep(Some(allowed.delay_nanos())),
+        Step::Write(_, Err(_)) | Step::Keep(Err(_)) => Step::Keep(None),
+    }
+}
+
+/// Implements [`Algorithm`] for `$ty` by its field `$field`; with `take`, the field's own
+/// [`Algorithm::take`] too (the TAT schedules', which GCRA's policy fast path shares).
 macro_rules! delegate_algorithm {
+    ($ty:ty, $field:ident, take) => {
+        $crate::algorithm::delegate_algorithm!($ty, $field, {
+            #[inline(always)]
+            fn take(
+                &self,
+                word: u64,
+                now: u64,
+                n: u32,
+            ) -> $crate::algorithm::Step<Option<u64>> {
+                self.$field.take(word, now, n)
+            }
+        });
+    };
     ($ty:ty, $field:ident) => {
+        $crate::algorithm::delegate_algorithm!($ty, $field, {});
+    };
+    ($ty:ty, $field:ident, { $($take:tt)* }) => {
         impl $crate::algorithm::Algorithm for $ty {
+            $($take)*
+
             fn quota(&self) -> &$crate::Quota {
                 self.$field.quota()
             }
