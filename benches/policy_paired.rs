@@ -9,6 +9,7 @@
 mod common;
 
 use std::cell::Cell;
+use std::hint::black_box;
 
 use common::paired::{mode, pair, walk, walk_two_threads};
 use common::{calls, flowgate_policies, FlowgateLayers, GovernorLayers};
@@ -34,11 +35,19 @@ fn main() {
     }
     let at = [Cell::new(0), Cell::new(0), Cell::new(0)];
     let ours = |c: &_| policies.check(c).is_ok();
+    // The whole decision, as a caller who writes headers keeps it (governor's convention).
+    let whole = |c: &_| black_box(policies.check(c)).is_ok();
     let theirs = |c: &_| governor.check(c);
     let plain = |c: &_| sequential.check(c);
     print(
         "three layers / governor, 1 thread",
         pair(rounds, &mut || walk(&calls, &at[0], &ours), &mut || {
+            walk(&calls, &at[1], &theirs)
+        }),
+    );
+    print(
+        "three layers, whole decision / governor",
+        pair(rounds, &mut || walk(&calls, &at[0], &whole), &mut || {
             walk(&calls, &at[1], &theirs)
         }),
     );
