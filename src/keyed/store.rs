@@ -167,10 +167,20 @@ impl<C: Clock> Store<C> {
     ) -> Result<Allowed, Refused> {
         let found = self.find(tag);
         let now = now();
-        let answer = match found.and_then(|f| f.update(recording(algorithm, now, n, wrote))) {
+        // Recorded here, not through `wrote`: a caller that ignores the words (a plain check)
+        // then stores nothing, since only the cold path below would otherwise see them.
+        let mut words = None;
+        let answer = match found.and_then(|f| f.update(recording(algorithm, now, n, &mut words))) {
             Some(answer) => answer,
-            None => self.insert(self.table.shard(tag), tag, tiers, now, n, wrote),
+            // A lock-free attempt that ran the step and then lost the slot (closed or moved)
+            // left words that were never written: the insert's own replace them.
+            None => {
+                let (answer, inserted) = self.insert(self.table.shard(tag), tag, tiers, now, n);
+                words = inserted;
+                answer
+            }
         };
+        *wrote = words;
         if let Err(refused) = &answer {
             if refused.clock_behind {
                 self.catch_up(tag, tiers);
@@ -197,14 +207,12 @@ impl<C: Clock> Store<C> {
         tiers: &T,
         now: u64,
         n: u32,
-        wrote: &mut Wrote,
-    ) -> Result<Allowed, Refused> {
-        // A lock-free attempt that ran the step and then lost the slot (closed or moved) left
-        // its words here; they were never written, and an untracked admission below must not
-        // hand them to an undo, which could then take back another request's cells.
-        *wrote = None;
+    ) -> (Result<Allowed, Refused>, Wrote) {
+        // The words written, if any: an untracked admission writes none, and must not hand an
+        // undo any, which could then take back another request's cells.
+        let mut wrote = None;
         let mut held = shard.lock();
-        tiers.with(tag, |algorithm| {
+        let answer = tiers.with(tag, |algorithm| {
             let fresh = || algorithm.initial_word(now);
             let idle = |t: Tag, word: u64| tiers.with(t, |a| a.is_idle(word, now));
             match self
@@ -212,18 +220,20 @@ impl<C: Clock> Store<C> {
                 .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
             {
                 Entry::Found(slot) | Entry::Inserted(slot) => {
-                    if let Some(answer) = slot.update(tag, recording(algorithm, now, n, wrote)) {
+                    let step = recording(algorithm, now, n, &mut wrote);
+                    if let Some(answer) = slot.update(tag, step) {
                         return answer;
                     }
                     // Tags change only under the lock we hold, so the key is still there; were
                     // it not, this answers as a new bucket would, writing nothing.
-                    *wrote = None;
+                    wrote = None;
                     algorithm.check(fresh(), now, n).answer()
                 }
                 Entry::Denied(refused) => Err(refused),
                 Entry::Full => self.full(&mut held, algorithm, now, n),
             }
-        })
+        });
+        (answer, wrote)
     }
 
     /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
