@@ -6,7 +6,7 @@
 use crossbeam_utils::CachePadded;
 
 use super::key::{Extract, Key};
-use super::live::{Live, LiveQuota};
+use super::live::LiveQuota;
 use crate::algorithm::Step;
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::cell::{recording, Cell, Wrote};
@@ -120,9 +120,12 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
                 }
                 answer
             }
-            // A refusal flagged "clock behind" is clamped by the store.
+            // A refusal flagged "clock behind" is clamped by the store. Every key of the store
+            // runs this quota, so the one reading of it also judges whether the keys the store
+            // meets on an insert are idle (reading the live quota again for each of them made a
+            // table of churning keys pay a sequence-locked read per slot looked at).
             Buckets::Keyed { stores, .. } => {
-                stores[q].decide(tag, (&algorithm, &Live(live)), n, || now, wrote)
+                stores[q].decide(tag, (&algorithm, &One(&algorithm)), n, || now, wrote)
             }
         }
     }

@@ -19,7 +19,6 @@
 //! On x86-64 the fences and the `Acquire`/`Release` accesses compile to plain loads and stores.
 
 use crate::algorithm::{AnyAlgorithm, WORDS};
-use crate::keyed::{Tag, Tiers};
 use crate::observe::QuotaMetrics;
 use crate::outcome::PolicyQuota;
 use crate::primitive::{fence, spin_loop, AtomicU64, Ordering};
@@ -118,17 +117,6 @@ impl LiveQuota {
         }
         // Release: a reader that loads this even number (Acquire) sees the words above.
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
-    }
-}
-
-/// A policy's quota as a store's cold paths ask for it: the algorithm in force when they ask.
-pub(crate) struct Live<'a>(pub(crate) &'a LiveQuota);
-
-impl Tiers for Live<'_> {
-    type Algorithm = AnyAlgorithm;
-
-    fn with<R>(&self, _tag: Tag, f: impl FnOnce(&AnyAlgorithm) -> R) -> R {
-        f(&self.0.load())
     }
 }
 
