@@ -8,7 +8,7 @@ use crossbeam_utils::CachePadded;
 use super::key::{Extract, Key};
 use super::live::LiveQuota;
 use crate::algorithm::Step;
-use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::algorithm::{Algorithm, AnyAlgorithm, Apply};
 use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
 use crate::keyed::{One, Store, Tag};
@@ -63,6 +63,50 @@ impl<C: Clock> Bucket<'_, C> {
     }
 }
 
+/// [`Layer::decide`] with the quota's algorithm as its own type.
+struct Full<'a, R: ?Sized, C: Clock> {
+    layer: &'a Layer<R, C>,
+    /// The quota's place in the policy, and the request's tag.
+    at: (usize, Tag),
+    n: u32,
+    now: u64,
+    clock: &'a C,
+    wrote: &'a mut Wrote,
+}
+
+impl<R: ?Sized, C: Clock> Apply for Full<'_, R, C> {
+    type Output = Result<Allowed, Refused>;
+
+    fn apply<A: Algorithm>(self, algorithm: &A) -> Self::Output {
+        let Full {
+            layer,
+            at: (q, tag),
+            n,
+            now,
+            clock,
+            wrote,
+        } = self;
+        match &layer.buckets {
+            Buckets::Global(cells) => {
+                let cell = &cells[q];
+                let answer = cell.update(recording(algorithm, now, n, wrote));
+                if let Err(refused) = &answer {
+                    if refused.clock_behind {
+                        cell.catch_up(algorithm, clock);
+                    }
+                }
+                answer
+            }
+            // A refusal flagged "clock behind" is clamped by the store. Every key of the store
+            // runs this quota, so the one reading of it also judges whether the keys an insert
+            // meets are idle.
+            Buckets::Keyed { stores, .. } => {
+                stores[q].decide(tag, (algorithm, &One(algorithm)), n, || now, wrote)
+            }
+        }
+    }
+}
+
 /// One policy of a set.
 pub(crate) struct Layer<R: ?Sized, C: Clock> {
     pub(crate) name: Box<str>,
@@ -96,7 +140,8 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
     /// A quota's whole decision, on the path [`Bucket::try_update`] leaves cold: a refusal
     /// (decided again for its details; it may admit, if cells came back since), or a keyed
     /// bucket the lock-free probe missed (looked for again under the shard's lock, and created
-    /// if absent), with the quota's algorithm as it is now.
+    /// if absent), with the quota's algorithm as it is now, as its own type (so that an insert
+    /// judging other keys idle does not dispatch on the kind of algorithm for each of them).
     #[cold]
     #[inline(never)]
     pub(crate) fn decide(
@@ -107,27 +152,15 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         clock: &C,
         wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
-        let live = &self.quotas[q];
-        let algorithm = live.load();
-        match &self.buckets {
-            Buckets::Global(cells) => {
-                let cell = &cells[q];
-                let answer = cell.update(recording(&algorithm, now, n, wrote));
-                if let Err(refused) = &answer {
-                    if refused.clock_behind {
-                        cell.catch_up(&algorithm, clock);
-                    }
-                }
-                answer
-            }
-            // A refusal flagged "clock behind" is clamped by the store. Every key of the store
-            // runs this quota, so the one reading of it also judges whether the keys the store
-            // meets on an insert are idle (reading the live quota again for each of them made a
-            // table of churning keys pay a sequence-locked read per slot looked at).
-            Buckets::Keyed { stores, .. } => {
-                stores[q].decide(tag, (&algorithm, &One(&algorithm)), n, || now, wrote)
-            }
-        }
+        let task = Full {
+            layer: self,
+            at: (q, tag),
+            n,
+            now,
+            clock,
+            wrote,
+        };
+        AnyAlgorithm::apply_words(self.quotas[q].read(), task)
     }
 
     /// Undoes a write of [`decide`](Self::decide) on quota `q`'s bucket `tag`: `before` again if
