@@ -8,7 +8,7 @@
 
 use super::builder::KeyedError;
 use super::slot::{Slot, Tag, FIRST_TAG};
-use super::table::{Entry, Held, Shard, SizeError, Table};
+use super::table::{Entry, Held, SizeError, Table};
 use super::WhenFull;
 use crate::algorithm::{Algorithm, Gcra, Step};
 use crate::cell::{recording, Wrote};
@@ -172,10 +172,12 @@ impl<C: Clock> Store<C> {
         let mut words = None;
         let answer = match found.and_then(|f| f.update(recording(algorithm, now, n, &mut words))) {
             Some(answer) => answer,
-            // A lock-free attempt that ran the step and then lost the slot (closed or moved)
-            // left words that were never written: the insert's own replace them.
+            // A lock-free attempt that lost the slot (closed or moved) left words never written:
+            // the insert's replace them, through a local of this branch, so that `words` never
+            // escapes the inlined hot path (nor is the answer moved out of a returned pair).
             None => {
-                let (answer, inserted) = self.insert(self.table.shard(tag), tag, tiers, now, n);
+                let mut inserted = None;
+                let answer = self.insert(tag, tiers, (now, n), &mut inserted);
                 words = inserted;
                 answer
             }
@@ -202,17 +204,16 @@ impl<C: Clock> Store<C> {
     #[inline(never)]
     fn insert<T: Tiers>(
         &self,
-        shard: &Shard,
         tag: Tag,
         tiers: &T,
-        now: u64,
-        n: u32,
-    ) -> (Result<Allowed, Refused>, Wrote) {
-        // The words written, if any: an untracked admission writes none, and must not hand an
-        // undo any, which could then take back another request's cells.
-        let mut wrote = None;
+        (now, n): (u64, u32),
+        wrote: &mut Wrote,
+    ) -> Result<Allowed, Refused> {
+        // `wrote` ends up with the words written, if any: an untracked admission writes none,
+        // and must not hand an undo any, which could then take back another request's cells.
+        let shard = self.table.shard(tag);
         let mut held = shard.lock();
-        let answer = tiers.with(tag, |algorithm| {
+        tiers.with(tag, |algorithm| {
             let fresh = || algorithm.initial_word(now);
             let idle = |t: Tag, word: u64| tiers.with(t, |a| a.is_idle(word, now));
             match self
@@ -220,20 +221,19 @@ impl<C: Clock> Store<C> {
                 .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
             {
                 Entry::Found(slot) | Entry::Inserted(slot) => {
-                    let step = recording(algorithm, now, n, &mut wrote);
+                    let step = recording(algorithm, now, n, wrote);
                     if let Some(answer) = slot.update(tag, step) {
                         return answer;
                     }
                     // Tags change only under the lock we hold, so the key is still there; were
                     // it not, this answers as a new bucket would, writing nothing.
-                    wrote = None;
+                    *wrote = None;
                     algorithm.check(fresh(), now, n).answer()
                 }
                 Entry::Denied(refused) => Err(refused),
                 Entry::Full => self.full(&mut held, algorithm, now, n),
             }
-        });
-        (answer, wrote)
+        })
     }
 
     /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
