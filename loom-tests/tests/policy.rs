@@ -37,6 +37,20 @@ fn window_chain(seed: u64) -> Arc<Policies<u64, ManualClock>> {
     )
 }
 
+/// Two requests for the key 7 at once, the spawned one's first compare-and-swap failing (so that
+/// it retries after the other's write): whether each was admitted (this thread's, the other's).
+fn race_on_seven(policies: &Arc<Policies<u64, ManualClock>>) -> (bool, bool) {
+    let other = {
+        let policies = policies.clone();
+        thread::spawn(move || {
+            fail_next_cas(1);
+            policies.check(&7).is_ok()
+        })
+    };
+    let here = policies.check(&7).is_ok();
+    (here, other.join().unwrap())
+}
+
 /// Cells left in each quota that applies to `request`, in order.
 fn left<R>(policies: &Policies<R, ManualClock>, request: &R) -> Vec<u32> {
     let mut left = Vec::new();
@@ -64,15 +78,7 @@ fn two_requests_on_a_two_quota_key() {
                 .build()
                 .unwrap(),
         );
-        let other = {
-            let policies = policies.clone();
-            thread::spawn(move || {
-                fail_next_cas(1);
-                policies.check(&7).is_ok()
-            })
-        };
-        let here = policies.check(&7).is_ok();
-        let there = other.join().unwrap();
+        let (here, there) = race_on_seven(&policies);
         assert_eq!(u32::from(here) + u32::from(there), 1);
         let left = left(&policies, &7);
         assert_eq!(left[1], 0, "the admitted request's cell");
@@ -163,15 +169,7 @@ fn a_replacement_racing_decisions_is_seen_whole() {
 fn a_window_counter_undo_races_another_request() {
     model(|| {
         let policies = window_chain(5);
-        let other = {
-            let policies = policies.clone();
-            thread::spawn(move || {
-                fail_next_cas(1);
-                policies.check(&7).is_ok()
-            })
-        };
-        let here = policies.check(&7).is_ok();
-        let there = other.join().unwrap();
+        let (here, there) = race_on_seven(&policies);
         assert_eq!(u32::from(here) + u32::from(there), 1);
         let left = left(&policies, &7);
         assert_eq!(left[1], 0, "the admitted request's global cell");
