@@ -4,18 +4,20 @@
 //! ([`Tiers`]).
 //!
 //! This is the surface the keyed limiter and the policies share; nothing else of the table is
-//! visible outside `keyed`.
+//! visible outside `keyed`. A key the lock-free probe misses is created in [`insert`].
+
+mod insert;
 
 use super::builder::KeyedError;
 use super::slot::{Slot, Tag, FIRST_TAG};
-use super::table::{Entry, Held, SizeError, Table};
+use super::table::{SizeError, Table};
 use super::WhenFull;
 use crate::algorithm::{Algorithm, Gcra, Step};
 use crate::cell::{recording, Wrote};
 use crate::clock::Clock;
 use crate::limiter::RateLimiter;
 use crate::observe::TableMetrics;
-use crate::outcome::{Allowed, Cause, Gauge, Refused};
+use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
 
 /// Most keys: 2⁴⁰ (a table of about 23 TB), far beyond any machine, to keep sizes in range.
@@ -36,7 +38,8 @@ pub(crate) trait Tiers {
     fn with<R>(&self, tag: Tag, f: impl FnOnce(&Self::Algorithm) -> R) -> R;
 }
 
-/// One algorithm for every bucket of a store (a sweep of a policy's quota).
+/// One algorithm for every bucket of a store (a policy's quota, read once for a cold path or a
+/// sweep).
 pub(crate) struct One<'a, A>(pub(crate) &'a A);
 
 impl<A: Algorithm> Tiers for One<'_, A> {
@@ -154,10 +157,31 @@ impl<C: Clock> Store<C> {
     ///
     /// `algorithm` serves the lock-free path only, so that its fields can stay in registers;
     /// the cold paths (a key the table does not hold, created here; a clamp after a clock step)
-    /// ask `tiers` for the bucket's algorithm, which must be `algorithm` or a newer version of
-    /// it (a policy's quota replaced in between: the cold path then decides under the new one).
+    /// ask `tiers` for the bucket's algorithm (the same one: a policy passes its one reading of
+    /// the quota for both).
     #[inline(always)]
     pub(crate) fn decide<A: Algorithm, T: Tiers>(
+        &self,
+        tag: Tag,
+        (algorithm, tiers): (&A, &T),
+        n: u32,
+        now: impl FnOnce() -> u64,
+        wrote: &mut Wrote,
+    ) -> Result<Allowed, Refused> {
+        let answer = self.decide_unclamped(tag, (algorithm, tiers), n, now, wrote);
+        if let Err(refused) = &answer {
+            if refused.clock_behind {
+                self.catch_up(tag, tiers);
+            }
+        }
+        answer
+    }
+
+    /// [`decide`](Self::decide) without the clamp of a bucket a refusal found booked further
+    /// ahead than the reading explains: the caller clamps (a policy, with its quota as it is
+    /// when it clamps, which may have been replaced since the decision read it).
+    #[inline(always)]
+    pub(crate) fn decide_unclamped<A: Algorithm, T: Tiers>(
         &self,
         tag: Tag,
         (algorithm, tiers): (&A, &T),
@@ -183,11 +207,6 @@ impl<C: Clock> Store<C> {
             }
         };
         *wrote = words;
-        if let Err(refused) = &answer {
-            if refused.clock_behind {
-                self.catch_up(tag, tiers);
-            }
-        }
         answer
     }
 
@@ -197,86 +216,6 @@ impl<C: Clock> Store<C> {
     pub(crate) fn find(&self, tag: Tag) -> Option<Found<'_>> {
         let slot = self.table.find(self.table.shard(tag), tag)?;
         Some(Found { slot, tag })
-    }
-
-    /// The slow path: the key was not found without the lock. Look again under it, and insert.
-    #[cold]
-    #[inline(never)]
-    fn insert<T: Tiers>(
-        &self,
-        tag: Tag,
-        tiers: &T,
-        (now, n): (u64, u32),
-        wrote: &mut Wrote,
-    ) -> Result<Allowed, Refused> {
-        // `wrote` ends up with the words written, if any: an untracked admission writes none,
-        // and must not hand an undo any, which could then take back another request's cells.
-        let shard = self.table.shard(tag);
-        let mut held = shard.lock();
-        tiers.with(tag, |algorithm| {
-            let fresh = || algorithm.initial_word(now);
-            let idle = |t: Tag, word: u64| tiers.with(t, |a| a.is_idle(word, now));
-            match self
-                .table
-                .entry(shard, &mut held, tag, fresh, idle, || self.new_key(now))
-            {
-                Entry::Found(slot) | Entry::Inserted(slot) => {
-                    let step = recording(algorithm, now, n, wrote);
-                    if let Some(answer) = slot.update(tag, step) {
-                        return answer;
-                    }
-                    // Tags change only under the lock we hold, so the key is still there; were
-                    // it not, this answers as a new bucket would, writing nothing.
-                    *wrote = None;
-                    algorithm.check(fresh(), now, n).answer()
-                }
-                Entry::Denied(refused) => Err(refused),
-                Entry::Full => self.full(&mut held, algorithm, now, n),
-            }
-        })
-    }
-
-    /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
-    /// certain to be created or admitted untracked, so that no cell ever has to be given back
-    /// (a GCRA refund is exact only while the cell's reservation has not run out).
-    fn new_key(&self, now: u64) -> Result<(), Refused> {
-        match &self.new_keys {
-            Some(gate) => gate
-                .check_at(now)
-                .map(|_| ())
-                .map_err(|refused| refused.because(Cause::NewKeys)),
-            None => Ok(()),
-        }
-    }
-
-    /// A new key found no room.
-    fn full<A: Algorithm>(
-        &self,
-        held: &mut Held<'_>,
-        algorithm: &A,
-        now: u64,
-        n: u32,
-    ) -> Result<Allowed, Refused> {
-        match self.when_full {
-            WhenFull::AdmitUntracked => {
-                let answer = algorithm
-                    .check(algorithm.initial_word(now), now, n)
-                    .answer();
-                if answer.is_ok() {
-                    // An untracked admission takes a new-key cell; a refusal takes none.
-                    self.new_key(now)?;
-                    held.state.untracked += 1;
-                }
-                answer
-            }
-            WhenFull::Refuse => {
-                held.state.refused += 1;
-                let limit = algorithm.capacity();
-                let hint = algorithm.quota().interval_nanos().max(1);
-                let gauge = Gauge::new(u64::from(limit), 1, limit, hint);
-                Err(Refused::new(gauge, hint).because(Cause::TableFull))
-            }
-        }
     }
 
     /// After a refusal flagged "clock behind" (by a decision, or by a peek at
