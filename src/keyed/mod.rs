@@ -86,7 +86,7 @@ pub use sweep::Sweeper;
 
 pub(crate) use self::slot::Tag;
 pub use self::store::KeyedStats;
-pub(crate) use self::store::{One, Options, Store, Tiers};
+pub(crate) use self::store::{Clamp, One, Options, Store, Tiers};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
@@ -285,7 +285,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         wrote: &mut crate::cell::Wrote,
     ) -> Result<Allowed, Refused> {
         self.store
-            .decide(tag, (algorithm, &self.tiers), n, now, wrote)
+            .decide(tag, (algorithm, &self.tiers), (n, Clamp::Here), now, wrote)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::algorithm::Step;
 use crate::algorithm::{Algorithm, AnyAlgorithm, Apply};
 use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
-use crate::keyed::{One, Store, Tag};
+use crate::keyed::{Clamp, One, Store, Tag};
 use crate::outcome::{Allowed, Refused};
 use crate::primitive::AtomicU64;
 
@@ -92,7 +92,8 @@ impl<R: ?Sized, C: Clock> Apply for Full<'_, R, C> {
             // whether the keys an insert meets are idle.
             Buckets::Keyed { stores, .. } => {
                 let tiers = One(algorithm);
-                stores[q].decide_unclamped(tag, (algorithm, &tiers), n, || now, wrote)
+                let taking = (n, Clamp::ByCaller);
+                stores[q].decide(tag, (algorithm, &tiers), taking, || now, wrote)
             }
         };
         if let Err(refused) = &answer {
