@@ -86,7 +86,7 @@ pub use sweep::Sweeper;
 
 pub(crate) use self::slot::Tag;
 pub use self::store::KeyedStats;
-pub(crate) use self::store::{Clamp, One, Options, Store, Tiers};
+pub(crate) use self::store::{One, Options, Store, Tiers};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
@@ -284,8 +284,9 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         now: impl FnOnce() -> u64,
         wrote: &mut crate::cell::Wrote,
     ) -> Result<Allowed, Refused> {
+        let clamp = || self.store.catch_up(tag, &self.tiers);
         self.store
-            .decide(tag, (algorithm, &self.tiers), (n, Clamp::Here), now, wrote)
+            .decide(tag, (algorithm, &self.tiers), (n, clamp), now, wrote)
     }
 }
 

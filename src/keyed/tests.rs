@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use super::store::{Clamp, One, Options, Store};
+use super::store::{One, Options, Store};
 use super::{KeyedRateLimiter, WhenFull};
 use crate::algorithm::Gcra;
 use crate::clock::ManualClock;
@@ -28,26 +28,14 @@ fn an_untracked_admission_reports_no_write() {
     let mut wrote = None;
     let first = Store::<ManualClock>::tag(1 << 40);
     assert!(store
-        .decide(
-            first,
-            (&gcra, &tiers),
-            (1, Clamp::Here),
-            || 1_000,
-            &mut wrote
-        )
+        .decide(first, (&gcra, &tiers), (1, || ()), || 1_000, &mut wrote)
         .is_ok());
     assert!(wrote.is_some(), "the first key is inserted and written");
     // As a lock-free attempt that lost its slot leaves it.
     let mut wrote = Some((7, 8));
     let second = Store::<ManualClock>::tag(2 << 40);
     assert!(store
-        .decide(
-            second,
-            (&gcra, &tiers),
-            (1, Clamp::Here),
-            || 1_000,
-            &mut wrote
-        )
+        .decide(second, (&gcra, &tiers), (1, || ()), || 1_000, &mut wrote)
         .is_ok());
     assert_eq!(wrote, None, "no room: admitted untracked, nothing written");
 }

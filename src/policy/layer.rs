@@ -11,7 +11,7 @@ use crate::algorithm::Step;
 use crate::algorithm::{Algorithm, AnyAlgorithm, Apply};
 use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
-use crate::keyed::{Clamp, One, Store, Tag};
+use crate::keyed::{One, Store, Tag};
 use crate::outcome::{Allowed, Refused};
 use crate::primitive::AtomicU64;
 
@@ -86,24 +86,24 @@ impl<R: ?Sized, C: Clock> Apply for Full<'_, R, C> {
             clock,
             wrote,
         } = self;
-        let answer = match &layer.buckets {
-            Buckets::Global(cells) => cells[q].update(recording(algorithm, now, n, wrote)),
+        let clamp = || layer.catch_up_now((q, tag), clock);
+        match &layer.buckets {
+            Buckets::Global(cells) => {
+                let answer = cells[q].update(recording(algorithm, now, n, wrote));
+                if let Err(refused) = &answer {
+                    if refused.clock_behind {
+                        clamp();
+                    }
+                }
+                answer
+            }
             // Every key of the store runs this quota, so the one reading of it also judges
             // whether the keys an insert meets are idle.
             Buckets::Keyed { stores, .. } => {
                 let tiers = One(algorithm);
-                let taking = (n, Clamp::ByCaller);
-                stores[q].decide(tag, (algorithm, &tiers), taking, || now, wrote)
-            }
-        };
-        if let Err(refused) = &answer {
-            if refused.clock_behind {
-                // Clamped under the quota in force now, not this reading of it: a quota raised
-                // in between must not see cells booked under it freed by the old, shorter lead.
-                layer.catch_up((q, tag), &layer.quotas[q].load(), clock);
+                stores[q].decide(tag, (algorithm, &tiers), (n, clamp), || now, wrote)
             }
         }
-        answer
     }
 }
 
@@ -192,6 +192,15 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
             Buckets::Global(cells) => cells[q].catch_up(algorithm, clock),
             Buckets::Keyed { stores, .. } => stores[q].catch_up(tag, &One(algorithm)),
         }
+    }
+
+    /// [`catch_up`](Self::catch_up) after a decision's refusal, under quota `q` as it is now,
+    /// not the decision's reading of it: a quota raised in between must not see cells booked
+    /// under it freed by the old, shorter lead.
+    #[cold]
+    #[inline(never)]
+    fn catch_up_now(&self, (q, tag): (usize, Tag), clock: &C) {
+        self.catch_up((q, tag), &self.quotas[q].load(), clock);
     }
 
     /// The quotas' stores (none for a global policy), each with its quota.

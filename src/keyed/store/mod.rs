@@ -93,16 +93,6 @@ pub(crate) struct Options {
     pub(crate) metrics: TableMetrics,
 }
 
-/// Who clamps a bucket that a refusal found booked further ahead than the reading explains.
-#[derive(Clone, Copy)]
-pub(crate) enum Clamp {
-    /// The store, with the algorithm `tiers` gives (a keyed limiter).
-    Here,
-    /// The caller (a policy, with its quota as it is when it clamps, which may have been
-    /// replaced since the decision read it).
-    ByCaller,
-}
-
 /// The buckets of a keyed limiter or of one quota of a keyed policy; see the
 /// [module docs](self) and the [`keyed` module docs](super) for the table's guarantees.
 pub(crate) struct Store<C: Clock> {
@@ -166,18 +156,21 @@ impl<C: Clock> Store<C> {
     /// before and after the decision's write, if it wrote one, for [`restore`](Self::restore).
     ///
     /// `algorithm` serves the lock-free path only, so that its fields can stay in registers;
-    /// the cold paths (a key the table does not hold, created here; a clamp after a clock step,
-    /// if `clamp` says so) ask `tiers` for the bucket's algorithm (the same one: a policy passes
-    /// its one reading of the quota for both).
+    /// the cold path (a key the table does not hold, created here) asks `tiers` for the
+    /// bucket's algorithm (the same one: a policy passes its one reading of the quota for
+    /// both). `clamp` is called after a refusal that found the bucket booked further ahead
+    /// than the reading explains: [`catch_up`](Self::catch_up) with the same algorithm for a
+    /// keyed limiter; a policy clamps with its quota as it is then, which may have been
+    /// replaced since the decision read it.
     ///
     /// One function, not a clamping wrapper around a non-clamping one: nested, the keyed check
-    /// compiled to about 40 more instructions (the answer moved between the two frames).
+    /// compiled to about 40 more instructions, and a caller clamping after it moved the answer.
     #[inline(always)]
     pub(crate) fn decide<A: Algorithm, T: Tiers>(
         &self,
         tag: Tag,
         (algorithm, tiers): (&A, &T),
-        (n, clamp): (u32, Clamp),
+        (n, clamp): (u32, impl FnOnce()),
         now: impl FnOnce() -> u64,
         wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
@@ -199,9 +192,9 @@ impl<C: Clock> Store<C> {
             }
         };
         *wrote = words;
-        if let (Err(refused), Clamp::Here) = (&answer, clamp) {
+        if let Err(refused) = &answer {
             if refused.clock_behind {
-                self.catch_up(tag, tiers);
+                clamp();
             }
         }
         answer
