@@ -45,6 +45,7 @@ mod schedule;
 mod sliding_window;
 mod stepped;
 pub(crate) mod window;
+mod words;
 
 pub use any::AnyAlgorithm;
 pub use credit::Credit;
@@ -54,8 +55,8 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
-pub(crate) use any::{Apply, WORDS};
 pub(crate) use schedule::Rule;
+pub(crate) use words::{Apply, WORDS};
 
 use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
