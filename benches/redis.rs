@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use common::paired::{median, mode};
 use common::{case_from_args, hot_loop, unknown_case};
-use flowgate::redis::{Level, RedisLimiter};
+use flowgate::policy::{Policies, Policy};
+use flowgate::redis::{RedisBackend, RedisLimiter};
 use flowgate::Quota;
 use redis::aio::ConnectionManager;
 
@@ -108,18 +109,16 @@ where
 /// The limiters of the bench, on `server`: plain, and with leases of 100 cells.
 fn limiters(server: &redis_server::RedisServer) -> (RedisLimiter<str>, RedisLimiter<str>) {
     let quota = Quota::per_second(1_000_000).unwrap();
-    let build = |prefix: &str| {
-        RedisLimiter::<str>::builder(server.client())
-            .prefix(prefix)
-            .level(Level::per_key("k").quota(quota))
-            .timeout(Duration::from_secs(5))
+    let build = |backend: RedisBackend| {
+        Policies::<str>::builder()
+            .policy(Policy::keyed("k", |k: &str| k).quota(quota))
+            .build_redis(backend.timeout(Duration::from_secs(5)))
+            .unwrap()
     };
+    let backend = |prefix: &str| RedisBackend::new(server.client()).prefix(prefix);
     (
-        build("seq").build().unwrap(),
-        build("lease")
-            .lease(100, Duration::from_secs(1))
-            .build()
-            .unwrap(),
+        build(backend("seq")),
+        build(backend("lease").lease(100, Duration::from_secs(1))),
     )
 }
 

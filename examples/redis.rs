@@ -12,7 +12,8 @@ mod redis_server;
 
 use std::time::Duration;
 
-use flowgate::redis::{Level, OnFailure, RedisLimiter};
+use flowgate::policy::{Policies, Policy};
+use flowgate::redis::{OnFailure, RedisBackend};
 use flowgate::Quota;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -36,12 +37,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut hosts = Vec::new();
     for host in ["host-a", "host-b"] {
         // Each host has its own limiter and connection, as two processes would.
-        let limiter = RedisLimiter::<str>::builder(redis::Client::open(url.as_str())?)
+        let backend = RedisBackend::new(redis::Client::open(url.as_str())?)
             .prefix(prefix.as_str())
-            .level(Level::per_key("user").quota(quota))
             .timeout(Duration::from_millis(200))
-            .on_failure(OnFailure::Local { share: 0.5 })
-            .build()?;
+            .on_failure(OnFailure::Local { share: 0.5 });
+        // The same policies an in-process set would have; `build_redis` instead of `build`.
+        let limiter = Policies::<str>::builder()
+            .policy(Policy::keyed("user", |user: &str| user).quota(quota))
+            .build_redis(backend)?;
         hosts.push(tokio::spawn(async move {
             let mut admitted = 0;
             for i in 0..8 {

@@ -194,20 +194,22 @@
 //! # Redis (feature `redis`)
 //!
 //! When one service runs on many hosts, a per-process limit multiplies by the number of hosts.
-//! `flowgate::redis::RedisLimiter` keeps the buckets in Redis and decides in one Lua script per
-//! request, with the same answers as in-process, a failure policy for when Redis is away, and
-//! optional leases that spend cells locally with one round trip per batch:
+//! The same policy set, built with `build_redis` instead of `build`, keeps its buckets in Redis
+//! and decides in one Lua script per request, with the same answers as in-process, a failure
+//! policy for when Redis is away, and optional leases that spend cells locally with one round
+//! trip per batch:
 //!
 //! ```no_run
-//! use std::time::Duration;
-//! use flowgate::redis::{Level, OnFailure, RedisLimiter};
+//! use flowgate::policy::{Policies, Policy};
+//! use flowgate::redis::{OnFailure, RedisBackend};
 //! use flowgate::Quota;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let limiter = RedisLimiter::<str>::builder(redis::Client::open("redis://127.0.0.1/")?)
-//!     .level(Level::per_key("user").quota(Quota::per_minute(100)?))
-//!     .on_failure(OnFailure::Local { share: 0.25 })
-//!     .build()?;
+//! let backend = RedisBackend::new(redis::Client::open("redis://127.0.0.1/")?)
+//!     .on_failure(OnFailure::Local { share: 0.25 });
+//! let limiter = Policies::<str>::builder()
+//!     .policy(Policy::keyed("user", |user: &str| user).quota(Quota::per_minute(100)?))
+//!     .build_redis(backend)?;
 //! if !limiter.check("alice").await?.is_allowed() {
 //!     // answer 429
 //! }

@@ -51,8 +51,8 @@
 //! * [`wait`]: waiting for cells instead of being refused: [`WaitOptions`] and the engine
 //!   behind every limiter's `wait` and `until_ready` methods.
 //! * `http` (feature `tower`): a tower middleware that answers 429 with the standard headers.
-//! * `redis` (feature `redis`): the same GCRA in Redis, shared by many processes, with a
-//!   failure policy and local leases.
+//! * `redis` (feature `redis`): the same policy sets decided in Redis, shared by many
+//!   processes, with a failure policy and local leases.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
 //! * [`guide`]: documentation only, the walk-through above.
@@ -77,7 +77,7 @@
 //!
 //! A standalone [`KeyedRateLimiter`] reports its keys under `limiter = name` once given
 //! [`metrics_label`](keyed::Builder::metrics_label); a policy set's tables always report, and
-//! so does the local fallback of a Redis limiter, under `policy = "redis:{prefix}:{level}"`.
+//! so does the local fallback of a Redis limiter, under `policy = "redis:{prefix}:{policy}"`.
 //! Cells are counted per attempt: a request over a quota's burst counts as refused cells of
 //! that quota, and a wait on a policy set that is refused, sleeps and is then admitted counts
 //! its cells once as refused and once as admitted.

@@ -215,16 +215,18 @@ fn a_labelled_keyed_limiter_reports_its_keys() {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn a_redis_limiter_counts_its_failures_and_fallbacks() {
-    use flowgate::redis::{Level, OnFailure, RedisLimiter};
+    use flowgate::policy::{Policies, Policy};
+    use flowgate::redis::{OnFailure, RedisBackend};
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let client = redis_server::nobody();
     let limiter = metrics::with_local_recorder(&recorder, || {
-        RedisLimiter::<str>::builder(client)
+        let backend = RedisBackend::new(client)
             .prefix("metered")
-            .level(Level::per_key("k").quota(Quota::per_second(1).unwrap()))
-            .on_failure(OnFailure::Open)
-            .build()
+            .on_failure(OnFailure::Open);
+        Policies::<str>::builder()
+            .policy(Policy::keyed("k", |k: &str| k).quota(Quota::per_second(1).unwrap()))
+            .build_redis(backend)
             .unwrap()
     });
     for _ in 0..3 {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowgate::clock::ManualClock;
-use flowgate::policy::{Policies, Policy};
+use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
 use flowgate::redis::{
-    Failure, Level, OnFailure, RedisBuilder, RedisConfigError, RedisLimiter, Source, Verdict,
+    Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
 };
 use flowgate::{Allowed, Quota, Refused};
 use redis_server::RedisServer;
@@ -39,14 +39,29 @@ fn refused(verdict: &Verdict) -> Refused {
     verdict.outcome().expect_err("refused")
 }
 
-/// Builds a limiter that decides at `clock`'s readings instead of the server's `TIME`.
-trait OnClock<R: ?Sized> {
-    fn on(self, clock: &ManualClock) -> RedisLimiter<R, ManualClock>;
+/// The policy and quota (their places) an outcome names.
+fn quota_of(verdict: &Verdict) -> Option<(usize, usize)> {
+    let by = match verdict.outcome() {
+        Ok(allowed) => allowed.by(),
+        Err(refused) => refused.by(),
+    };
+    by.map(|by| (by.policy_index(), by.quota_index()))
 }
 
-impl<R: ?Sized + 'static> OnClock<R> for RedisBuilder<R> {
-    fn on(self, clock: &ManualClock) -> RedisLimiter<R, ManualClock> {
-        self.clock(clock.clone()).client_time(true).build().unwrap()
+/// A policy with one bucket per string key.
+fn per_key(name: &str) -> Policy<str> {
+    Policy::keyed(name, |key: &str| key)
+}
+
+/// Builds a limiter that decides at `clock`'s readings instead of the server's `TIME`.
+trait OnClock<R: ?Sized> {
+    fn on(self, backend: RedisBackend, clock: &ManualClock) -> RedisLimiter<R, ManualClock>;
+}
+
+impl<R: ?Sized + 'static> OnClock<R> for PoliciesBuilder<R> {
+    fn on(self, backend: RedisBackend, clock: &ManualClock) -> RedisLimiter<R, ManualClock> {
+        let backend = backend.client_time(true);
+        self.clock(clock.clone()).build_redis(backend).unwrap()
     }
 }
 
@@ -76,38 +91,34 @@ async fn decides_exactly_like_the_in_process_limiter() {
         Quota::per_hour(30).unwrap(),
         Quota::per_second(3).unwrap(), // 333 333.3 µs: rounded up to 333 334 µs
     ];
-    let limiter = RedisLimiter::<Request>::builder(server.client())
-        .prefix("conformance")
-        .level(Level::global("global").quotas(global))
-        .level(Level::keyed("endpoint", |r: &Request| Some(r.endpoint.to_owned())).quotas(endpoint))
-        .level(
-            Level::keyed("user", |r: &Request| {
-                (r.user != "anonymous").then(|| r.user.clone())
-            })
-            .quotas(user),
-        )
-        .on(&clock);
+    let user_key = |r: &Request, key: &mut flowgate::policy::Key| {
+        if r.user == "anonymous" {
+            key.skip();
+        } else {
+            key.add(&r.user);
+        }
+    };
+    let limiter = Policies::<Request>::builder()
+        .policy(Policy::global("global").quotas(global))
+        .policy(Policy::keyed("endpoint", |r: &Request| r.endpoint).quotas(endpoint))
+        .policy(Policy::keyed_with("user", user_key).quotas(user))
+        .on(
+            RedisBackend::new(server.client()).prefix("conformance"),
+            &clock,
+        );
     // The in-process twin runs the quotas exactly as Redis enforces them (µs intervals).
     let twin = Policies::<Request>::builder()
         .clock(clock.clone())
-        .policy(Policy::global("global").quotas(limiter.quotas(0).unwrap()))
+        .policy(Policy::global("global").quotas(limiter.quotas("global").unwrap()))
         .policy(
-            Policy::keyed("endpoint", |r: &Request| r.endpoint).quotas(limiter.quotas(1).unwrap()),
+            Policy::keyed("endpoint", |r: &Request| r.endpoint)
+                .quotas(limiter.quotas("endpoint").unwrap()),
         )
-        .policy(
-            Policy::keyed_with("user", |r: &Request, key| {
-                if r.user == "anonymous" {
-                    key.skip();
-                } else {
-                    key.add(&r.user);
-                }
-            })
-            .quotas(limiter.quotas(2).unwrap()),
-        )
+        .policy(Policy::keyed_with("user", user_key).quotas(limiter.quotas("user").unwrap()))
         .build()
         .unwrap();
     assert_ne!(
-        limiter.quotas(2).unwrap()[2],
+        limiter.quotas("user").unwrap()[2],
         user[2],
         "the test covers a rounded quota"
     );
@@ -132,17 +143,19 @@ async fn decides_exactly_like_the_in_process_limiter_on_one_bucket() {
     let clock = ManualClock::starting_at(1_000_000_000_000);
     // 333 333.3 µs, rounded up to 333 334 µs; a burst of 5.
     let quota = Quota::per_second(3).unwrap().with_burst(5).unwrap();
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .prefix("conformance")
-        .level(Level::per_key("solo").quota(quota))
-        .on(&clock);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("solo").quota(quota))
+        .on(
+            RedisBackend::new(server.client()).prefix("conformance"),
+            &clock,
+        );
     let twin = Policies::<str>::builder()
         .clock(clock.clone())
         .policy(
             Policy::keyed_with("solo", |r: &str, key| {
                 key.add(r);
             })
-            .quotas(limiter.quotas(0).unwrap()),
+            .quotas(limiter.quotas("solo").unwrap()),
         )
         .build()
         .unwrap();
@@ -157,9 +170,68 @@ async fn decides_exactly_like_the_in_process_limiter_on_one_bucket() {
     .await;
 }
 
+/// Dry-run policies (before, between and after enforcing ones, one of them small enough for
+/// some requests never to fit) and jitter decide alike too: the same dry-run report, the same
+/// retry-after with the same draw of jitter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_runs_and_jitter_decide_exactly_like_the_in_process_limiter() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let per_second = |n: u32, burst: u32| Quota::per_second(n).unwrap().with_burst(burst).unwrap();
+    let policies = |quotas: [Vec<Quota>; 4]| {
+        let [first, user, endpoint, global] = quotas;
+        Policies::<Request>::builder()
+            .policy(
+                Policy::keyed("trial-user", |r: &Request| &r.user)
+                    .quotas(first)
+                    .dry_run(true),
+            )
+            .policy(
+                Policy::keyed("user", |r: &Request| &r.user)
+                    .quotas(user)
+                    .jitter(Duration::from_millis(1), Duration::from_millis(9)),
+            )
+            .policy(
+                Policy::keyed("trial-endpoint", |r: &Request| r.endpoint)
+                    .quotas(endpoint)
+                    .dry_run(true),
+            )
+            .policy(Policy::global("global").quotas(global))
+    };
+    let limiter = policies([
+        vec![per_second(1, 2), Quota::per_minute(20).unwrap()],
+        vec![per_second(2, 3)],
+        vec![per_second(3, 3)],
+        vec![Quota::per_minute(200).unwrap()],
+    ])
+    .on(RedisBackend::new(server.client()).prefix("dry"), &clock);
+    let rounded = |name: &str| limiter.quotas(name).unwrap();
+    let twin = policies([
+        rounded("trial-user"),
+        rounded("user"),
+        rounded("trial-endpoint"),
+        rounded("global"),
+    ])
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    let users = ["alice", "bob"];
+    let endpoints = ["/search", "/upload"];
+    conform(&limiter, &twin, &clock, 600_000, |random| {
+        let r = request(
+            users[random.below(2) as usize],
+            endpoints[random.below(2) as usize],
+        );
+        // 1 to 3: 3 is above the trial user's burst of 2 (a dry run that never fits).
+        (r, 1 + random.below(3) as u32)
+    })
+    .await;
+}
+
 /// Runs 600 random steps, 0 to `gap` µs apart, through `limiter` and its in-process `twin`,
 /// requiring the same verdicts: admission or refusal, the tightest or refusing quota, its
-/// gauge and the wait; then one round trip per decision and no failures.
+/// gauge, the wait with its jitter (both drawn from the same seed), and the dry-run report;
+/// then one round trip per decision and no failures.
 async fn conform<R, Q>(
     limiter: &RedisLimiter<R, ManualClock>,
     twin: &Policies<R, ManualClock>,
@@ -171,12 +243,15 @@ async fn conform<R, Q>(
     Q: std::borrow::Borrow<R>,
 {
     let mut random = Lcg(7);
-    let (mut admitted, mut refusals) = (0, 0);
+    let (mut admitted, mut refusals, mut dry_runs) = (0, 0, 0);
     for step in 0..600 {
         clock.advance(Duration::from_micros(random.below(gap)));
         let (r, n) = next(&mut random);
         let r = r.borrow();
+        // Both draw their jitter on this thread (the test's own, which runs this future).
+        flowgate::policy::seed_jitter(step);
         let remote = limiter.check_n(r, n).await;
+        flowgate::policy::seed_jitter(step);
         let local = twin.check_n(r, n);
         let context = format!("step {step}: {r:?} n={n}");
         match (remote, local) {
@@ -190,11 +265,9 @@ async fn conform<R, Q>(
                 let a = allowed(&verdict);
                 let tightest = admission.by().expect("an enforcing policy applied");
                 assert_eq!(a.gauge(), admission.gauge(), "{context}");
-                assert_eq!(
-                    verdict.quota(),
-                    Some((tightest.policy_index(), tightest.quota_index())),
-                    "{context}"
-                );
+                assert!(std::ptr::eq(a.by().unwrap(), tightest), "{context}");
+                assert_eq!(a.dry_run(), admission.dry_run(), "{context}");
+                dry_runs += usize::from(a.dry_run().is_some());
                 admitted += 1;
             }
             (Ok(verdict), Ok(Err(rejection))) => {
@@ -206,11 +279,9 @@ async fn conform<R, Q>(
                 );
                 let by = rejection.by().expect("a policy refused");
                 assert_eq!(r.gauge(), rejection.gauge(), "{context}");
-                assert_eq!(
-                    verdict.quota(),
-                    Some((by.policy_index(), by.quota_index())),
-                    "{context}"
-                );
+                assert!(std::ptr::eq(r.by().unwrap(), by), "{context}");
+                assert_eq!(r.dry_run(), rejection.dry_run(), "{context}");
+                dry_runs += usize::from(r.dry_run().is_some());
                 refusals += 1;
             }
             (remote, local) => panic!("{context}: Redis {remote:?}, in-process {local:?}"),
@@ -219,6 +290,12 @@ async fn conform<R, Q>(
     assert!(
         admitted > 100 && refusals > 100,
         "{admitted} admitted, {refusals} refused"
+    );
+    let has_dry_runs = twin.stats().iter().any(|policy| policy.dry_run);
+    assert_eq!(
+        dry_runs > 50,
+        has_dry_runs,
+        "{dry_runs} decisions reported a dry run"
     );
     let stats = limiter.stats();
     // One round trip per decision, and one more the first time: the server did not know the
@@ -243,18 +320,17 @@ async fn conform<R, Q>(
 async fn a_refused_request_takes_nothing_and_keys_expire_when_full_again() {
     let server = RedisServer::start();
     let start = Instant::now();
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(
-            Level::per_key("user")
-                .quotas([Quota::per_second(2).unwrap(), Quota::per_minute(3).unwrap()]),
+    let limiter = Policies::<str>::builder()
+        .policy(
+            per_key("user").quotas([Quota::per_second(2).unwrap(), Quota::per_minute(3).unwrap()]),
         )
-        .build()
+        .build_redis(RedisBackend::new(server.client()))
         .unwrap();
     assert!(limiter.check("carol").await.unwrap().is_allowed());
     assert!(limiter.check("carol").await.unwrap().is_allowed());
     // The per-second quota (burst 2) refuses: nothing is taken from the per-minute one.
     let no = limiter.check("carol").await.unwrap();
-    assert_eq!(no.quota(), Some((0, 0)));
+    assert_eq!(quota_of(&no), Some((0, 0)));
     let wait = refused(&no).retry_after();
     assert!(
         wait > Duration::ZERO && wait <= Duration::from_millis(500),
@@ -288,16 +364,16 @@ async fn a_key_keeps_its_ttl_within_a_grid_cell_and_gets_a_new_one_past_it() {
         Quota::per_second(10).unwrap(),
         Quota::per_second(1_000_000).unwrap(),
     );
-    let limiter = |level: Level<str>| {
-        RedisLimiter::<str>::builder(server.client())
-            .level(level)
-            .on(&clock)
+    let limiter = |policy: Policy<str>| {
+        Policies::<str>::builder()
+            .policy(policy)
+            .on(RedisBackend::new(server.client()), &clock)
     };
     // Both quotas on one key (the script's general path), and each alone (its one-bucket path).
-    let both = [limiter(Level::per_key("k").quotas([slow, fast]))];
+    let both = [limiter(per_key("k").quotas([slow, fast]))];
     let alone = [
-        limiter(Level::per_key("s").quota(slow)),
-        limiter(Level::per_key("f").quota(fast)),
+        limiter(per_key("s").quota(slow)),
+        limiter(per_key("f").quota(fast)),
     ];
     for (limiters, keys) in [(&both[..], ["k:0", "k:1"]), (&alone[..], ["s:0", "f:0"])] {
         let ttl = |bucket: usize| -> i64 {
@@ -345,9 +421,9 @@ async fn a_key_keeps_its_ttl_within_a_grid_cell_and_gets_a_new_one_past_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_and_flushall_mid_run() {
     let server = RedisServer::start();
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_hour(3).unwrap()))
-        .build()
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_hour(3).unwrap()))
+        .build_redis(RedisBackend::new(server.client()))
         .unwrap();
     assert_eq!(allowed(&limiter.check("a").await.unwrap()).remaining(), 2);
     assert_eq!(
@@ -382,9 +458,9 @@ async fn script_flush_and_flushall_mid_run() {
 async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
-        .on(&clock);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_second(10).unwrap()))
+        .on(RedisBackend::new(server.client()), &clock);
     let _: () = server.command(
         redis::cmd("SET")
             .arg("{flowgate:text}:k:0")
@@ -432,9 +508,9 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
 async fn a_clock_that_stepped_back_locks_out_for_one_window_at_most() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_second(2).unwrap()))
-        .on(&clock);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_second(2).unwrap()))
+        .on(RedisBackend::new(server.client()), &clock);
     assert!(limiter.check("k").await.unwrap().is_allowed());
     clock.rewind(Duration::from_secs(3_600));
     // Booked an hour ahead of the new reading: clamped to one window (1 s), never an hour.
@@ -453,13 +529,15 @@ async fn a_clock_that_stepped_back_locks_out_for_one_window_at_most() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_server_times_out_and_the_call_is_not_replayed() {
     let server = RedisServer::start();
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_hour(3).unwrap()))
-        .timeout(Duration::from_millis(100))
-        .on_failure(OnFailure::Closed {
-            retry_after: Duration::from_secs(2),
-        })
-        .build()
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_hour(3).unwrap()))
+        .build_redis(
+            RedisBackend::new(server.client())
+                .timeout(Duration::from_millis(100))
+                .on_failure(OnFailure::Closed {
+                    retry_after: Duration::from_secs(2),
+                }),
+        )
         .unwrap();
     assert_eq!(
         allowed(&limiter.check("slow").await.unwrap()).remaining(),
@@ -507,18 +585,22 @@ async fn a_slow_server_times_out_and_the_call_is_not_replayed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after_restart() {
     let mut server = RedisServer::start();
-    let local = RedisLimiter::<str>::builder(server.client())
-        .prefix("local")
-        .level(Level::per_key("k").quota(Quota::per_hour(10).unwrap()))
-        .timeout(Duration::from_millis(200))
-        .on_failure(OnFailure::Local { share: 0.3 })
-        .build()
+    let local = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_hour(10).unwrap()))
+        .build_redis(
+            RedisBackend::new(server.client())
+                .prefix("local")
+                .timeout(Duration::from_millis(200))
+                .on_failure(OnFailure::Local { share: 0.3 }),
+        )
         .unwrap();
-    let open = RedisLimiter::<str>::builder(server.client())
-        .prefix("open")
-        .level(Level::per_key("k").quota(Quota::per_hour(1).unwrap()))
-        .timeout(Duration::from_millis(200))
-        .build()
+    let open = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_hour(1).unwrap()))
+        .build_redis(
+            RedisBackend::new(server.client())
+                .prefix("open")
+                .timeout(Duration::from_millis(200)),
+        )
         .unwrap();
     assert_eq!(local.check("k").await.unwrap().source(), Source::Redis);
     assert_eq!(open.check("k").await.unwrap().source(), Source::Redis);
@@ -562,12 +644,11 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_server_at_all_fails_as_configured() {
     let client = redis_server::nobody();
-    let limiter = RedisLimiter::<str>::builder(client)
-        .level(Level::per_key("k").quota(Quota::per_second(1).unwrap()))
-        .on_failure(OnFailure::Closed {
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_second(1).unwrap()))
+        .build_redis(RedisBackend::new(client).on_failure(OnFailure::Closed {
             retry_after: Duration::from_millis(250),
-        })
-        .build()
+        }))
         .unwrap();
     for _ in 0..3 {
         let verdict = limiter.check("k").await.unwrap();
@@ -610,10 +691,9 @@ async fn many_clients_on_one_key_never_exceed_the_quota() {
     // test's time: exactly the burst is admitted, however the calls interleave.
     let limiters: Vec<_> = (0..4)
         .map(|_| {
-            RedisLimiter::<str>::builder(server.client())
-                .level(Level::per_key("k").quota(Quota::per_hour(100).unwrap()))
-                .timeout(Duration::from_secs(2))
-                .build()
+            Policies::<str>::builder()
+                .policy(per_key("k").quota(Quota::per_hour(100).unwrap()))
+                .build_redis(RedisBackend::new(server.client()).timeout(Duration::from_secs(2)))
                 .unwrap()
         })
         .collect();
@@ -628,11 +708,13 @@ async fn leased_clients_never_exceed_the_quota_and_unused_cells_go_back() {
     let server = RedisServer::start();
     let limiters: Vec<_> = (0..3)
         .map(|_| {
-            RedisLimiter::<str>::builder(server.client())
-                .level(Level::per_key("k").quota(Quota::per_hour(100).unwrap()))
-                .timeout(Duration::from_secs(2))
-                .lease(16, Duration::from_secs(3_600))
-                .build()
+            Policies::<str>::builder()
+                .policy(per_key("k").quota(Quota::per_hour(100).unwrap()))
+                .build_redis(
+                    RedisBackend::new(server.client())
+                        .timeout(Duration::from_secs(2))
+                        .lease(16, Duration::from_secs(3_600)),
+                )
                 .unwrap()
         })
         .collect();
@@ -652,9 +734,9 @@ async fn leased_clients_never_exceed_the_quota_and_unused_cells_go_back() {
         "every cell admitted or given back"
     );
     // What was given back is available to anyone now.
-    let fresh = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_hour(100).unwrap()))
-        .build()
+    let fresh = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_hour(100).unwrap()))
+        .build_redis(RedisBackend::new(server.client()))
         .unwrap();
     let mut more = 0u32;
     while fresh.check("shared").await.unwrap().is_allowed() {
@@ -671,13 +753,13 @@ async fn leases_save_round_trips_and_stay_within_their_bound() {
     let (burst, per_cell, lease) = (50u64, 10_000_000u64, 20u64);
     let limiters: Vec<_> = (0..3)
         .map(|_| {
-            RedisLimiter::<str>::builder(server.client())
-                .level(
-                    Level::per_key("k")
-                        .quota(Quota::per_second(100).unwrap().with_burst(50).unwrap()),
+            Policies::<str>::builder()
+                .policy(per_key("k").quota(Quota::per_second(100).unwrap().with_burst(50).unwrap()))
+                .on(
+                    RedisBackend::new(server.client())
+                        .lease(lease as u32, Duration::from_millis(200)),
+                    &clock,
                 )
-                .lease(lease as u32, Duration::from_millis(200))
-                .on(&clock)
         })
         .collect();
     let mut random = Lcg(11);
@@ -733,17 +815,16 @@ async fn leases_save_round_trips_and_stay_within_their_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_cut_round_trips_tenfold_when_the_quota_has_room() {
     let server = RedisServer::start();
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(
-            Level::per_key("k").quota(
+    let limiter = Policies::<str>::builder()
+        .policy(
+            per_key("k").quota(
                 Quota::per_second(1_000_000)
                     .unwrap()
                     .with_burst(1_000)
                     .unwrap(),
             ),
         )
-        .lease(100, Duration::from_secs(60))
-        .build()
+        .build_redis(RedisBackend::new(server.client()).lease(100, Duration::from_secs(60)))
         .unwrap();
     for _ in 0..2_000 {
         assert!(limiter.check("roomy").await.unwrap().is_allowed());
@@ -760,60 +841,89 @@ async fn leases_cut_round_trips_tenfold_when_the_quota_has_room() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_configurations_are_errors() {
-    let client = || redis::Client::open("redis://127.0.0.1:1/").unwrap();
-    let per_key = || Level::per_key("k").quota(Quota::per_second(1).unwrap());
-    let err = |b: RedisBuilder<str>| b.build().unwrap_err();
+    let backend = || RedisBackend::new(redis::Client::open("redis://127.0.0.1:1/").unwrap());
+    let per_key = || per_key("k").quota(Quota::per_second(1).unwrap());
+    let err = |b: PoliciesBuilder<str>, backend: RedisBackend| b.build_redis(backend).unwrap_err();
+    // The set's own rules, as in process.
+    assert_eq!(
+        err(Policies::builder(), backend()),
+        RedisConfigError::Policy(PolicyError::NoPolicies)
+    );
     assert!(matches!(
-        err(RedisLimiter::builder(client())),
-        RedisConfigError::Empty { .. }
+        err(Policies::builder().policy(self::per_key("k")), backend()),
+        RedisConfigError::Policy(PolicyError::NoQuotas { .. })
     ));
     assert!(matches!(
-        err(RedisLimiter::builder(client()).level(Level::per_key("k"))),
-        RedisConfigError::Empty { .. }
+        err(
+            Policies::builder().policy(per_key()).policy(per_key()),
+            backend()
+        ),
+        RedisConfigError::Policy(PolicyError::DuplicateName { .. })
     ));
+    // What keys cannot hold, and what the script cannot run.
     assert!(matches!(
-        err(RedisLimiter::builder(client())
-            .prefix("a{b}")
-            .level(per_key())),
+        err(
+            Policies::builder().policy(per_key()),
+            backend().prefix("a{b}")
+        ),
         RedisConfigError::BadName { what: "prefix", .. }
     ));
     assert!(matches!(
-        err(RedisLimiter::builder(client())
-            .level(per_key())
-            .level(per_key())),
-        RedisConfigError::BadName { what: "level", .. }
+        err(
+            Policies::builder().policy(self::per_key("a:b").quota(Quota::per_second(1).unwrap())),
+            backend()
+        ),
+        RedisConfigError::BadName { what: "policy", .. }
+    ));
+    let sliding = "10/s sliding"
+        .parse::<flowgate::algorithm::AnyAlgorithm>()
+        .unwrap();
+    assert!(matches!(
+        err(
+            Policies::builder().policy(per_key().algorithm(sliding)),
+            backend()
+        ),
+        RedisConfigError::Algorithm {
+            quota: 1,
+            algorithm: "sliding",
+            ..
+        }
     ));
     assert!(matches!(
-        err(RedisLimiter::builder(client())
-            .level(per_key())
-            .timeout(Duration::ZERO)),
+        err(
+            Policies::builder().policy(per_key()),
+            backend().timeout(Duration::ZERO)
+        ),
         RedisConfigError::Timeout
     ));
     for share in [0.0, -1.0, 1.5, f64::NAN] {
         assert!(matches!(
-            err(RedisLimiter::builder(client())
-                .level(per_key())
-                .on_failure(OnFailure::Local { share })),
+            err(
+                Policies::builder().policy(per_key()),
+                backend().on_failure(OnFailure::Local { share })
+            ),
             RedisConfigError::Share(_)
         ));
     }
     assert!(matches!(
-        err(RedisLimiter::builder(client())
-            .level(per_key())
-            .lease(0, Duration::from_secs(1))),
+        err(
+            Policies::builder().policy(per_key()),
+            backend().lease(0, Duration::from_secs(1))
+        ),
         RedisConfigError::Lease
     ));
     assert!(matches!(
-        err(RedisLimiter::builder(client())
-            .level(per_key())
-            .lease(5, Duration::ZERO)),
+        err(
+            Policies::builder().policy(per_key()),
+            backend().lease(5, Duration::ZERO)
+        ),
         RedisConfigError::Lease
     ));
     // Outside a runtime: an error, not tokio's panic.
     let outside = std::thread::spawn(move || {
-        RedisLimiter::<str>::builder(client())
-            .level(per_key())
-            .build()
+        Policies::<str>::builder()
+            .policy(per_key())
+            .build_redis(backend())
             .unwrap_err()
     });
     assert_eq!(outside.join().unwrap(), RedisConfigError::NoRuntime);
@@ -829,16 +939,16 @@ fn verdicts_and_limiters_can_cross_threads() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limiters_with_different_level_names_never_share_buckets() {
+async fn limiters_with_different_policy_names_never_share_buckets() {
     let server = RedisServer::start();
     // Same default prefix, same key: a tight login limit and a loose API limit.
-    let logins = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("login").quota(Quota::per_hour(3).unwrap()))
-        .build()
+    let logins = Policies::<str>::builder()
+        .policy(per_key("login").quota(Quota::per_hour(3).unwrap()))
+        .build_redis(RedisBackend::new(server.client()))
         .unwrap();
-    let api = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("api").quota(Quota::per_second(1_000).unwrap()))
-        .build()
+    let api = Policies::<str>::builder()
+        .policy(per_key("api").quota(Quota::per_second(1_000).unwrap()))
+        .build_redis(RedisBackend::new(server.client()))
         .unwrap();
     let mut admitted = Vec::new();
     for _ in 0..5 {
@@ -853,10 +963,12 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
     // 10/s, burst 10 (T = 100 ms, τ = 1 s); leases of 5 cells for 300 ms.
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
-        .lease(5, Duration::from_millis(300))
-        .on(&clock);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_second(10).unwrap()))
+        .on(
+            RedisBackend::new(server.client()).lease(5, Duration::from_millis(300)),
+            &clock,
+        );
     let first = limiter.check("leased").await.unwrap();
     assert_eq!(first.source(), Source::Redis);
     assert_eq!(allowed(&first).remaining(), 5, "the lease booked 5 of 10");
@@ -890,11 +1002,14 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
 async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
     let mut server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
-    let limiter = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("k").quota(Quota::per_second(10).unwrap()))
-        .lease(5, Duration::from_secs(60))
-        .timeout(Duration::from_millis(200))
-        .on(&clock);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("k").quota(Quota::per_second(10).unwrap()))
+        .on(
+            RedisBackend::new(server.client())
+                .lease(5, Duration::from_secs(60))
+                .timeout(Duration::from_millis(200)),
+            &clock,
+        );
     // Five keys, each with a lease of 5 cells of which 4 are unused.
     for key in ["a", "b", "c", "d", "e"] {
         assert_eq!(limiter.check(key).await.unwrap().source(), Source::Redis);
@@ -923,16 +1038,18 @@ async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
         .with_burst(5)
         .unwrap();
     let get = |key: &str| -> String { server.command(redis::cmd("GET").arg(key)) };
-    let plain = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("p").quota(quota))
-        .on(&clock);
+    let plain = Policies::<str>::builder()
+        .policy(per_key("p").quota(quota))
+        .on(RedisBackend::new(server.client()), &clock);
     assert!(plain.check("a").await.unwrap().is_allowed());
     assert_eq!(get("{flowgate:a}:p:0"), "1100000000");
     // A lease of 3 cells, 2 left unused and given back with the next call.
-    let leased = RedisLimiter::<str>::builder(server.client())
-        .level(Level::per_key("l").quota(quota))
-        .lease(3, Duration::from_millis(10))
-        .on(&clock);
+    let leased = Policies::<str>::builder()
+        .policy(per_key("l").quota(quota))
+        .on(
+            RedisBackend::new(server.client()).lease(3, Duration::from_millis(10)),
+            &clock,
+        );
     assert!(leased.check("a").await.unwrap().is_allowed());
     assert_eq!(get("{flowgate:a}:l:0"), "1300000000");
     clock.advance(Duration::from_millis(20));

@@ -203,7 +203,7 @@ impl Inbound {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[inline]
-pub fn by_client_ip(request: &Inbound, key: &mut Key) {
+pub fn by_client_ip(request: &Inbound, key: &mut Key<'_>) {
     key.add(&request.client);
 }
 

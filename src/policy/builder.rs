@@ -65,9 +65,24 @@ impl<R: ?Sized> Policy<R> {
     /// does not apply to that request).
     pub fn keyed_with<F>(name: impl Into<String>, key: F) -> Self
     where
-        F: Fn(&R, &mut Key) + Send + Sync + 'static,
+        F: Fn(&R, &mut Key<'_>) + Send + Sync + 'static,
     {
         Self::with_extract(name.into(), Some(Box::new(key)))
+    }
+
+    /// A policy like this one (its dry run, jitter and table settings) under `name`, with the
+    /// key extractor `extract` and without quotas.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn like(&self, name: String, extract: Option<Extract<R>>) -> Self {
+        Self {
+            name,
+            extract,
+            quotas: Vec::new(),
+            dry_run: self.dry_run,
+            jitter: self.jitter,
+            max_keys: self.max_keys,
+            when_full: self.when_full,
+        }
     }
 
     fn with_extract(name: String, extract: Option<Extract<R>>) -> Self {
@@ -211,6 +226,28 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
     where
         C: Clone,
     {
+        let now = self.clock.now();
+        let hash_seed = self.hash_seed;
+        let (policies, clock) = self.into_checked()?;
+        let stored = policies
+            .iter()
+            .map(|(p, _)| p.quotas.clone().into_boxed_slice())
+            .collect();
+        let mut layers: Vec<Layer<R, C>> = Vec::with_capacity(policies.len());
+        for (index, (policy, jitter)) in policies.into_iter().enumerate() {
+            layers.push(layer(policy, (index, jitter), now, &clock, hash_seed)?);
+        }
+        Ok(Policies {
+            layers: layers.into_boxed_slice(),
+            clock,
+            replacing: Mutex::new(stored),
+        })
+    }
+
+    /// The policies, each with its jitter in ns, and the clock, once every rule that holds on
+    /// any backend is checked: at least one policy, each named (uniquely) and with quotas, at
+    /// most [`MAX_QUOTAS`] in all, and jitters that fit.
+    pub(crate) fn into_checked(self) -> Result<(Checked<R>, C), PolicyError> {
         if self.policies.is_empty() {
             return Err(PolicyError::NoPolicies);
         }
@@ -218,50 +255,44 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
         if total > MAX_QUOTAS {
             return Err(PolicyError::TooManyQuotas { quotas: total });
         }
-        let now = self.clock.now();
-        let stored = self
-            .policies
-            .iter()
-            .map(|p| p.quotas.clone().into_boxed_slice())
-            .collect();
-        let mut layers: Vec<Layer<R, C>> = Vec::with_capacity(self.policies.len());
+        let mut checked: Checked<R> = Vec::with_capacity(self.policies.len());
         for (index, policy) in self.policies.into_iter().enumerate() {
-            if layers.iter().any(|l| *l.name == *policy.name) {
+            if policy.name.is_empty() {
+                return Err(PolicyError::NoName { index });
+            }
+            if checked.iter().any(|(p, _)| p.name == policy.name) {
                 return Err(PolicyError::DuplicateName {
                     policy: policy.name,
                 });
             }
-            layers.push(layer(policy, index, now, &self.clock, self.hash_seed)?);
+            if policy.quotas.is_empty() {
+                return Err(PolicyError::NoQuotas {
+                    policy: policy.name,
+                });
+            }
+            let Some(jitter) = jitter_nanos(policy.jitter) else {
+                return Err(PolicyError::Jitter {
+                    policy: policy.name,
+                });
+            };
+            checked.push((policy, jitter));
         }
-        Ok(Policies {
-            layers: layers.into_boxed_slice(),
-            clock: self.clock,
-            replacing: Mutex::new(stored),
-        })
+        Ok((checked, self.clock))
     }
 }
 
-/// Policy `index` of a set, validated, with its buckets created at `now` on `clock`.
+/// A set's policies once checked, each with its jitter in ns.
+pub(crate) type Checked<R> = Vec<(Policy<R>, (u64, u64))>;
+
+/// Policy `index` of a set (checked, with its jitter in ns), with its buckets created at `now`
+/// on `clock`.
 fn layer<R: ?Sized, C: Clock + Clone>(
     policy: Policy<R>,
-    index: usize,
+    (index, jitter): (usize, (u64, u64)),
     now: u64,
     clock: &C,
     hash_seed: Option<u64>,
 ) -> Result<Layer<R, C>, PolicyError> {
-    if policy.name.is_empty() {
-        return Err(PolicyError::NoName { index });
-    }
-    if policy.quotas.is_empty() {
-        return Err(PolicyError::NoQuotas {
-            policy: policy.name,
-        });
-    }
-    let Some(jitter) = jitter_nanos(policy.jitter) else {
-        return Err(PolicyError::Jitter {
-            policy: policy.name,
-        });
-    };
     let quotas = (policy.quotas.iter().enumerate())
         .map(|(q, quota)| LiveQuota::new(quota, &policy.name, (index, q), policy.dry_run))
         .collect();

@@ -93,7 +93,7 @@ pub struct PolicyConfig {
 }
 
 /// A key extractor that several policies of a file may name.
-type Shared<R> = Arc<dyn Fn(&R, &mut Key) + Send + Sync>;
+type Shared<R> = Arc<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
 
 /// Key extractors by name, for the `key` field of [`PolicyConfig`] (code can't live in a
 /// configuration file).
@@ -113,7 +113,7 @@ impl<R: ?Sized> KeyExtractors<R> {
     pub fn key(
         mut self,
         name: impl Into<String>,
-        extract: impl Fn(&R, &mut Key) + Send + Sync + 'static,
+        extract: impl Fn(&R, &mut Key<'_>) + Send + Sync + 'static,
     ) -> Self {
         self.keys.insert(name.into(), Arc::new(extract));
         self
@@ -300,7 +300,9 @@ impl PolicyConfig {
                         format!("no key extractor is named {name:?} (known: {known:?})"),
                     )
                 })?;
-                Policy::keyed_with(self.name.clone(), move |r: &R, k: &mut Key| extract(r, k))
+                Policy::keyed_with(self.name.clone(), move |r: &R, k: &mut Key<'_>| {
+                    extract(r, k)
+                })
             }
         };
         for algorithm in self.quotas(index)? {

@@ -1,6 +1,8 @@
 //! [`Key`]: how a policy's key extractor names the bucket a request goes to, by feeding borrowed
 //! parts of the request to one hasher: no allocation, one hash per policy, whatever the parts
-//! are (a user name, an endpoint, an IP address, a tuple of them).
+//! are (a user name, an endpoint, an IP address, a tuple of them). For a set decided in Redis
+//! the same extractor writes the parts' bytes instead (see [`Key`]'s docs), so that every process
+//! names a key's buckets alike.
 
 use core::hash::{BuildHasher, Hash, Hasher};
 
@@ -38,26 +40,61 @@ use core::hash::{BuildHasher, Hash, Hasher};
 /// assert!(policies.check(&anonymous).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # In Redis
+/// A set decided in Redis names each key's buckets by bytes written by the parts' [`Hash`]
+/// implementations, the same in every process whatever its hash seed. A key of one string
+/// part is that string (`"alice"` is the Redis key `…:alice…`). Any other key is the byte
+/// `0xff` (which no string holds, so the two forms never meet) followed by the bytes the parts
+/// write: strings as UTF-8 and a `0xff` end, integers little-endian whatever the machine,
+/// lengths as 8 bytes. The types std hashes by their value (strings, integers, `char`, `bool`,
+/// and tuples, slices and arrays of them) write the same bytes on every machine; for an IP
+/// address add its text or its octets, since std does not promise how `IpAddr` hashes across
+/// Rust releases.
+///
+/// The lifetime is that of a recording key's buffer; an extractor never names it
+/// (`|request: &Request, key: &mut Key| …`).
 #[derive(Debug)]
-pub struct Key {
+pub struct Key<'a> {
     hasher: ahash::AHasher,
     skip: bool,
+    /// Where the parts' bytes go, for a set decided in Redis; `None` in process. A reference,
+    /// not an owned buffer: a key with an owned one cost an in-process decision its drop on
+    /// every policy (BENCHMARKS.md, "Shared limits").
+    record: Option<&'a mut Recording>,
 }
 
-impl Key {
+impl Key<'_> {
     /// A key hashed with `state`.
     #[inline(always)]
     pub(crate) fn new(state: &ahash::RandomState) -> Self {
         Self {
             hasher: state.build_hasher(),
             skip: false,
+            record: None,
+        }
+    }
+}
+
+impl<'a> Key<'a> {
+    /// A key that records its parts' bytes into `record` (a set decided in Redis; see the
+    /// type's docs).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn recording(record: &'a mut Recording) -> Self {
+        Self {
+            hasher: ahash::RandomState::with_seeds(0, 0, 0, 0).build_hasher(),
+            skip: false,
+            record: Some(record),
         }
     }
 
     /// Adds `part` to the key.
     #[inline(always)]
     pub fn add<T: Hash + ?Sized>(&mut self, part: &T) -> &mut Self {
-        part.hash(&mut self.hasher);
+        match &mut self.record {
+            None => part.hash(&mut self.hasher),
+            Some(recording) => recording.add(part),
+        }
         self
     }
 
@@ -73,7 +110,167 @@ impl Key {
     pub(crate) fn finish(self) -> Option<u64> {
         (!self.skip).then(|| self.hasher.finish())
     }
+
+    /// Whether the extractor skipped the request.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn skipped(&self) -> bool {
+        self.skip
+    }
+}
+
+/// The bytes a recording key was given, and whether they are one string.
+#[derive(Debug, Default)]
+pub(crate) struct Recording {
+    bytes: Vec<u8>,
+    shape: Shape,
+}
+
+impl Recording {
+    /// The key `extract` names for `request` in its Redis form (see [`Key`]'s docs), or `None`
+    /// if it skipped the request.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn key_of<R: ?Sized>(
+        extract: &(dyn Fn(&R, &mut Key<'_>) + Send + Sync),
+        request: &R,
+    ) -> Option<Vec<u8>> {
+        let mut recording = Self::default();
+        let mut key = Key::recording(&mut recording);
+        extract(request, &mut key);
+        if key.skipped() {
+            return None;
+        }
+        let Self { mut bytes, shape } = recording;
+        if shape == Shape::Str {
+            bytes.pop();
+            return Some(bytes);
+        }
+        bytes.insert(0, 0xff);
+        Some(bytes)
+    }
+
+    /// Out of line: the recording path must not weigh on the hashing one, which every
+    /// in-process decision runs.
+    #[cold]
+    #[inline(never)]
+    fn add<T: Hash + ?Sized>(&mut self, part: &T) {
+        part.hash(self);
+    }
+}
+
+/// What a recording key was given so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Shape {
+    #[default]
+    Empty,
+    /// One `write`: a string's bytes, if its end follows.
+    Written,
+    /// One `write`, then the `0xff` that ends a string: one string part.
+    Str,
+    /// Anything else.
+    Other,
+}
+
+/// Integers in little-endian order whatever the machine's (`usize` and `isize` as 8 bytes), so
+/// that a key's bytes are the same everywhere.
+macro_rules! record_le {
+    ($($method:ident: $ty:ty as $wide:ty),* $(,)?) => {
+        $(
+            #[inline]
+            fn $method(&mut self, value: $ty) {
+                self.shape = Shape::Other;
+                self.bytes.extend_from_slice(&(value as $wide).to_le_bytes());
+            }
+        )*
+    };
+}
+
+impl Hasher for Recording {
+    fn finish(&self) -> u64 {
+        // Never asked: a recording key is read with `into_bytes`.
+        0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.shape = match self.shape {
+            Shape::Empty => Shape::Written,
+            _ => Shape::Other,
+        };
+        self.bytes.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn write_u8(&mut self, value: u8) {
+        self.shape = match (self.shape, value) {
+            (Shape::Written, 0xff) => Shape::Str,
+            _ => Shape::Other,
+        };
+        self.bytes.push(value);
+    }
+
+    record_le! {
+        write_u16: u16 as u16, write_u32: u32 as u32, write_u64: u64 as u64,
+        write_u128: u128 as u128, write_usize: usize as u64, write_i8: i8 as i8,
+        write_i16: i16 as i16, write_i32: i32 as i32, write_i64: i64 as i64,
+        write_i128: i128 as i128, write_isize: isize as i64,
+    }
 }
 
 /// A policy's key extractor, boxed.
-pub(crate) type Extract<R> = Box<dyn Fn(&R, &mut Key) + Send + Sync>;
+pub(crate) type Extract<R> = Box<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::{Extract, Key, Recording};
+
+    fn bytes(add: impl Fn(&mut Key<'_>) + Send + Sync + 'static) -> Vec<u8> {
+        let extract: Extract<()> = Box::new(move |_: &(), key: &mut Key<'_>| add(key));
+        Recording::key_of(&extract, &()).unwrap()
+    }
+
+    /// The bytes a recording key keeps are fixed by the parts' values, so that processes built
+    /// on other machines or by other Rust releases name the same Redis buckets. (If std ever
+    /// changed how strings or integers hash, this test would say so.)
+    #[test]
+    fn records_the_same_bytes_everywhere() {
+        let alice = bytes(|k| {
+            k.add("alice");
+        });
+        assert_eq!(alice, b"alice", "one string is itself");
+        let owned = bytes(|k| {
+            k.add(&String::from("alice"));
+        });
+        assert_eq!(owned, alice);
+        let numbers = bytes(|k| {
+            k.add(&0x0102_0304_u32).add(&7_usize);
+        });
+        assert_eq!(numbers, [0xff, 4, 3, 2, 1, 7, 0, 0, 0, 0, 0, 0, 0]);
+        let tuple = bytes(|k| {
+            k.add(&("a", -1_i16));
+        });
+        assert_eq!(tuple, [0xff, b'a', 0xff, 0xff, 0xff]);
+        let octets = bytes(|k| {
+            k.add(&[10_u8, 0, 0, 1][..]);
+        });
+        assert_eq!(octets, [0xff, 4, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1]);
+        // Distinct parts never run together: a string's end is marked.
+        let ab_c = bytes(|k| {
+            k.add("ab").add("c");
+        });
+        let a_bc = bytes(|k| {
+            k.add("a").add("bc");
+        });
+        assert_eq!(ab_c, b"\xffab\xffc\xff");
+        assert_ne!(ab_c, a_bc);
+        // A string and raw bytes that spell it are told apart.
+        let raw = bytes(|k| {
+            k.add(&0x0000_0065_6369_6c61_u64);
+        });
+        assert_eq!(raw[1..6], *b"alice");
+        assert_ne!(raw, alice);
+        let skipping: Extract<()> = Box::new(|_: &(), key: &mut Key<'_>| {
+            key.add("x").skip();
+        });
+        assert_eq!(Recording::key_of(&skipping, &()), None);
+    }
+}

@@ -137,6 +137,10 @@ pub use builder::{PoliciesBuilder, Policy};
 pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 pub use error::PolicyError;
 pub use key::Key;
+#[cfg(feature = "redis")]
+pub(crate) use builder::Checked;
+#[cfg(feature = "redis")]
+pub(crate) use key::{Extract, Recording};
 pub use manage::PolicyStats;
 
 pub use crate::jitter::seed_jitter;

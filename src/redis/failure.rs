@@ -84,7 +84,7 @@ pub enum Source {
     /// The script, on the server.
     Redis,
     /// Cells this process leased from Redis earlier (see
-    /// [`RedisBuilder::lease`](super::RedisBuilder::lease)).
+    /// [`RedisBackend::lease`](super::RedisBackend::lease)).
     Lease,
     /// Redis did not answer: admitted by [`OnFailure::Open`].
     FailedOpen(Failure),

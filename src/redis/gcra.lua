@@ -14,21 +14,29 @@
 --          means full. All keys of one call share one hash tag.
 -- ARGV[1]  the reading to decide at, in microseconds, or '' for the server's TIME (tests only)
 -- ARGV[2]  n, the cells to take (0 <= n <= every bucket's burst: checked by the client)
--- Then, for the common call (one bucket, no lease: four arguments in all):
+-- Then, for the common call (one bucket, no lease, not a dry run: four arguments in all):
 -- ARGV[3], ARGV[4]  the bucket's emission interval T and its window tau = burst * T
 -- Or, for every other call:
 -- ARGV[3]  want >= n: take up to `want` cells if every bucket has them, at least n (a lease)
 -- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
--- ARGV[2i+3], ARGV[2i+4]  bucket i's emission interval T and its window tau = burst * T
+-- ARGV[5]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
+--          separated, one per policy ('' if none). A dry-run policy takes its cells only if
+--          every one of its buckets admits, and never refuses.
+-- ARGV[2i+4], ARGV[2i+5]  bucket i's emission interval T and its window tau = burst * T
+-- Buckets come in the policies' order of evaluation.
 --
 -- Replies. The common call, when its value needs no repair or clamp, is answered with one
 -- integer, because a table costs the server more than the rest of the decision: debt >= 0 when
 -- admitted (the new TAT less now), or -(debt + 1) when refused (debt: the TAT less now, at
 -- least 0; the wait is debt + n * T - tau, which the client knows). Every other answer is
--- {1, repaired, granted, debt_1, ..., debt_m} when every bucket admitted (granted: the cells taken, n <= granted <= want; debt_i: how far bucket i's
--- new TAT lies ahead of now), or {0, repaired, i, debt, wait} when bucket i refused with the
--- longest wait (the first on a tie; wait -1: never, past the horizon); debt is its TAT (clamped)
--- less now. repaired counts buckets whose value was not a TAT (overwritten by something else):
+-- {1, repaired, granted, dry, dry_wait, debt_1, ..., debt_m} when every bucket of every
+-- enforcing policy admitted (granted: the cells taken, n <= granted <= want; debt_i: how far
+-- bucket i's TAT lies ahead of now, after the decision), or {0, repaired, i, debt, wait, dry,
+-- dry_wait} when bucket i refused with the longest wait (the first on a tie; wait -1: never,
+-- past the horizon); debt is its TAT (clamped) less now. dry is the first bucket that refused
+-- in the first dry-run policy that would have refused (before the first enforcing bucket that
+-- refused, if any: the order in which a policy set evaluates), 0 if none, and dry_wait its
+-- wait. repaired counts buckets whose value was not a TAT (overwritten by something else):
 -- each is taken as fully booked and rewritten.
 --
 -- Expiry. A key lives until its bucket would be full again, rounded up to the 10 ms grid and one
@@ -94,18 +102,25 @@ end
 
 local n = tonumber(ARGV[2])
 -- Bucket i's T and tau are ARGV[2i + at] and ARGV[2i + at + 1].
-local want, give, at = n, 0, 1
+local want, give, at, dry = n, 0, 1, ''
 if #ARGV ~= 4 then
-  want, give, at = tonumber(ARGV[3]), tonumber(ARGV[4]), 3
+  want, give, dry, at = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], 4
 end
 local m = #KEYS
+-- The first bucket of each dry-run bucket's policy, by bucket.
+local group = {}
+for first, last in string.gmatch(dry, '(%d+)-(%d+)') do
+  first = tonumber(first)
+  for i = first, tonumber(last) do group[i] = first end
+end
 
 -- Per call, tables of the TATs read (when they were TATs) and as they stand after repair,
--- clamp and give-back, and, only when a bucket needs writing on a refusal, one of flags.
-local olds, tats = {}, {}
+-- clamp and give-back, of the waits of buckets that refuse, and, only when a bucket needs
+-- writing on a refusal, one of flags.
+local olds, tats, waits = {}, {}, {}
 local writes
 local repaired = 0
-local refused, worst, wait_of = 0, -1, 0
+local refused, worst, wait_of, first = 0, -1, 0, m + 1
 
 for i = 1, m do
   local interval = tonumber(ARGV[2 * i + at])
@@ -163,11 +178,28 @@ for i = 1, m do
     wait = debt - window
     if wait < 1 then wait = 1 end
   end
-  if wait and wait > worst then
-    refused, worst, wait_of = i, wait, tat - now
-    if wait_of < 0 then wait_of = 0 end
+  waits[i] = wait
+  if wait and not group[i] then
+    if first > m then first = i end
+    if wait > worst then
+      refused, worst, wait_of = i, wait, tat - now
+      if wait_of < 0 then wait_of = 0 end
+    end
   end
 end
+
+-- Dry-run policies that would refuse take nothing (skip, by their first bucket); the first of
+-- them evaluated before any enforcing refusal is reported.
+local skip = {}
+local dry_at, dry_wait = 0, 0
+for i = 1, m do
+  local g = group[i]
+  if g and waits[i] and not skip[g] then
+    skip[g] = true
+    if dry_at == 0 and i < first then dry_at, dry_wait = i, waits[i] end
+  end
+end
+if dry_wait == math.huge then dry_wait = -1 end
 
 -- A number to write, as Redis will read it back on every version (see the top).
 local function exact(x)
@@ -203,15 +235,15 @@ if refused > 0 then
   end
   local wait = worst
   if wait == math.huge then wait = -1 end
-  return {0, repaired, refused, wait_of, wait}
+  return {0, repaired, refused, wait_of, wait, dry_at, dry_wait}
 end
 
--- Every bucket admits n: take up to `want`, as many as every bucket holds (at least n, since
--- n * T fits between each base and latest).
+-- Every bucket that takes admits n: take up to `want`, as many as every one of them holds (at
+-- least n, since n * T fits between each base and latest).
 local granted = n
 if want > n then
   granted = want
-  for i = 1, m do
+  for i = 1, m do if not skip[group[i] or 0] then
     local interval = tonumber(ARGV[2 * i + at])
     local latest = now + tonumber(ARGV[2 * i + at + 1])
     local base = tats[i]
@@ -220,14 +252,20 @@ if want > n then
     -- The quotient of two integers below 2^53 is rounded once: step back if it rounded up.
     if base + room * interval > latest then room = room - 1 end
     if room < granted then granted = room end
-  end
+  end end
 end
-local answer = {1, repaired, granted}
+local answer = {1, repaired, granted, dry_at, dry_wait}
 for i = 1, m do
   local base = tats[i]
   if now > base then base = now end
-  local tat = base + granted * tonumber(ARGV[2 * i + at])
-  store(i, tat)
-  answer[3 + i] = tat - now
+  if skip[group[i] or 0] then
+    -- A dry-run policy that would refuse: as it stands (repaired or clamped if need be).
+    if writes and writes[i] then store(i, tats[i]) end
+    answer[5 + i] = base - now
+  else
+    local tat = base + granted * tonumber(ARGV[2 * i + at])
+    store(i, tat)
+    answer[5 + i] = tat - now
+  end
 end
 return answer

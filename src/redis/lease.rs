@@ -30,12 +30,12 @@ pub(crate) struct Lease {
 
 /// One entry: the buckets' keys and quotas (to give cells back) and the lease.
 pub(crate) struct Entry {
-    pub(crate) keys: Vec<String>,
+    pub(crate) keys: Vec<Vec<u8>>,
     pub(crate) quotas: Vec<(u64, u64)>,
     pub(crate) lease: Lease,
 }
 
-type Shard = Mutex<HashMap<Vec<String>, Arc<Entry>, ahash::RandomState>>;
+type Shard = Mutex<HashMap<Vec<Vec<u8>>, Arc<Entry>, ahash::RandomState>>;
 
 /// The leases of a limiter, by the keys of the buckets they were taken from, in a bounded,
 /// sharded map (the lock is held only to find or insert an entry, never across a call).
@@ -58,7 +58,7 @@ impl Leases {
         }
     }
 
-    fn shard(&self, keys: &[String]) -> &Shard {
+    fn shard(&self, keys: &[Vec<u8>]) -> &Shard {
         let hash = self.hasher.hash_one(keys);
         &self.shards[(hash >> 60) as usize % SHARDS]
     }
@@ -68,7 +68,7 @@ impl Leases {
     /// the decision goes to Redis without a lease.
     pub(crate) fn entry(
         &self,
-        keys: &[String],
+        keys: &[Vec<u8>],
         quotas: &[(u64, u64)],
         now_ms: u64,
         dropped: &AtomicU64,
@@ -172,7 +172,7 @@ mod tests {
     fn a_full_map_drops_spent_leases_only() {
         let leases = Leases::new(SHARDS); // one entry per shard
         let dropped = AtomicU64::new(0);
-        let keys = |i: usize| vec![format!("k{i}")];
+        let keys = |i: usize| vec![format!("k{i}").into_bytes()];
         // Fill shards until one refuses a second, live entry.
         let mut live = Vec::new();
         let mut refused = None;

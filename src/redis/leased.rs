@@ -45,7 +45,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             let plan = Plan {
                 keys: entry.keys.clone(),
                 quotas: entry.quotas.clone(),
-                refs: Vec::new(),
+                ..Plan::default()
             };
             match self.call(&plan, 0, 0, rest).await {
                 Ok(_) => {
@@ -61,13 +61,18 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         returned
     }
 
-    /// The cells to lease for a decision of `n`, or `None` to decide without a lease.
+    /// The cells to lease for a decision of `n`, or `None` to decide without a lease (also
+    /// when a dry-run policy applies: a lease spends for every bucket alike, and a dry-run
+    /// policy's cells are taken only when it would admit).
     pub(super) fn lease_size(&self, plan: &Plan, n: u32) -> Option<u32> {
         let (cells, _) = self.shared.lease?;
+        if !plan.dry.is_empty() {
+            return None;
+        }
         let smallest = plan
             .refs
             .iter()
-            .map(|&(l, q)| self.shared.levels[l].quotas[q].burst)
+            .map(|&(p, q)| self.shared.policies[p].quotas[q].burst)
             .min()?;
         let want = cells.min(smallest);
         (n >= 1 && n <= want).then_some(want)
@@ -84,7 +89,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 .entry(&plan.keys, &plan.quotas, now, &counters.dropped_cells)
         else {
             return match self.call(plan, n, n, 0).await {
-                Ok(reply) => self.verdict(plan, &reply),
+                Ok(reply) => self.verdict(plan, n, &reply),
                 Err(failure) => self.fail(request, n, failure),
             };
         };
@@ -113,11 +118,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 {
                     add(&counters.leases, 1);
                     add(&counters.leased_cells, u64::from(granted));
-                    let verdict = self.verdict(plan, &reply);
-                    let bucket = plan
-                        .refs
-                        .iter()
-                        .position(|&r| Some(r) == verdict.quota)
+                    let verdict = self.verdict(plan, n, &reply);
+                    let by = verdict.outcome.ok().and_then(|allowed| allowed.by);
+                    let bucket = (0..plan.refs.len())
+                        .position(|b| by.is_some_and(|by| core::ptr::eq(by, self.by(plan, b))))
                         .unwrap_or(0);
                     let lifetime = shared.lease.map_or(0, |(_, ms)| ms);
                     // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
@@ -129,7 +133,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     );
                     verdict
                 } else {
-                    self.verdict(plan, &reply)
+                    self.verdict(plan, n, &reply)
                 }
             }
             Err(failure) => {
@@ -148,10 +152,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         // The bucket index was recorded from this plan's buckets (`leased`), which are the
         // same for every decision on this lease; the first one stands in if it ever were not,
         // so that cells once spent are always reported as admitted.
-        let (l, q) = plan.refs.get(bucket).or(plan.refs.first()).copied()?;
+        let bucket = if bucket < plan.refs.len() { bucket } else { 0 };
+        plan.refs.get(bucket)?;
+        let mut allowed = Allowed::new(self.gauge(plan, bucket, debt));
+        allowed.by = Some(self.by(plan, bucket));
         Some(Verdict {
-            outcome: Ok(Allowed::new(self.shared.levels[l].quotas[q].gauge(debt))),
-            quota: Some((l, q)),
+            outcome: Ok(allowed),
             source: Source::Lease,
         })
     }

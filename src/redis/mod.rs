@@ -1,16 +1,19 @@
-//! Distributed limits in Redis (cargo feature `redis`): the same GCRA as in-process, decided by
-//! one server-side script per decision, for services that run on many hosts.
+//! Distributed limits in Redis (cargo feature `redis`): the same policy sets as in process,
+//! decided by one server-side script per decision, for services that run on many hosts.
 //!
 //! ```no_run
-//! use flowgate::redis::{Level, RedisLimiter};
+//! use flowgate::policy::{Policies, Policy};
+//! use flowgate::redis::RedisBackend;
 //! use flowgate::Quota;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-//! let limiter = RedisLimiter::<str>::builder(client)
-//!     .prefix("api")
-//!     .level(Level::per_key("user").quotas([Quota::per_second(20)?, Quota::per_hour(5_000)?]))
-//!     .build()?;
+//! let limiter = Policies::<str>::builder()
+//!     .policy(
+//!         Policy::keyed("user", |user: &str| user)
+//!             .quotas([Quota::per_second(20)?, Quota::per_hour(5_000)?]),
+//!     )
+//!     .build_redis(RedisBackend::new(client).prefix("api"))?;
 //! let verdict = limiter.check("alice").await?;
 //! match verdict.outcome() {
 //!     Ok(allowed) => println!("go ahead, {} left", allowed.remaining()),
@@ -20,11 +23,22 @@
 //! # }
 //! ```
 //!
+//! # One description, two backends
+//! A [`Policies`] set and a [`RedisLimiter`] are built from the same [`Policy`] values by the
+//! same builder ([`PoliciesBuilder::build`] or [`PoliciesBuilder::build_redis`]): the same
+//! names, key extractors, quotas, dry runs, jitter and order, and the same outcomes
+//! ([`Allowed`] and [`Refused`] naming their policy and quota, [`InsufficientCapacity`]). In
+//! Redis a key extractor writes the key's bytes instead of hashing them (see [`Key`]), so that
+//! every process finds the same buckets. Quotas run as GCRA (a leaky-bucket meter decides
+//! alike); other algorithms are refused when the set is built
+//! ([`RedisConfigError::Algorithm`]).
+//!
 //! # One round trip, all or nothing
-//! A limiter has one or more [`Level`]s (global, or one bucket per key), each with one or more
-//! quotas. A decision takes `n` cells from every quota of every level that applies, or from
-//! none, in one call of one Lua script (`EVALSHA`; the source is sent again only after
-//! `NOSCRIPT`, when the server restarted or its scripts were flushed). The script:
+//! A decision takes `n` cells from every quota of every policy that applies, or from none, in
+//! one call of one Lua script (`EVALSHA`; the source is sent again only after `NOSCRIPT`, when
+//! the server restarted or its scripts were flushed). A dry-run policy takes its cells only if
+//! all its quotas admit, never refuses, and is reported ([`Allowed::dry_run`]) as in process.
+//! The script:
 //! * keeps each bucket as GCRA's theoretical arrival time in integer microseconds (exact in
 //!   Lua's doubles: every value stays below 2^53);
 //! * reads the server's clock (`TIME`), so hosts with skewed clocks agree;
@@ -46,21 +60,21 @@
 //!
 //! Quotas run in whole microseconds: each emission interval is rounded **up** to a whole µs
 //! (never a faster rate than asked for), and windows must stay below
-//! [`MAX_WINDOW_MICROS`](level::MAX_WINDOW_MICROS). The answers are those of the in-process
-//! [`Gcra`](crate::Gcra) for the rounded quota, exactly: `tests/redis.rs` runs one sequence
-//! of requests through both and requires the same decisions.
+//! [`MAX_WINDOW_MICROS`]. The answers are those of the in-process set with the rounded quotas,
+//! exactly: `tests/redis.rs` runs one sequence of requests through both and requires the same
+//! decisions.
 //!
 //! # Keys and hash tags (Redis Cluster: not supported yet)
 //! The keys of one decision share a hash tag, as a cluster would need. A limiter with a single
-//! keyed level tags each key on its own (`{prefix:key}:level:quota`); a limiter with a global
-//! level or several levels puts every bucket in one slot (`{prefix}:level:quota:key`). But the
+//! keyed policy tags each key on its own (`{prefix:key}:policy:quota`); a limiter with a global
+//! policy or several policies puts every bucket in one slot (`{prefix}:policy:quota:key`). But the
 //! limiter talks to **one node** through `redis`'s connection manager, which does not follow
 //! a cluster's `MOVED` redirects: against a cluster, calls for keys on other nodes fail (and
 //! follow the failure policy). Use a single primary (with replicas or Sentinel for failover).
-//! Limiters that share a prefix and a level name share buckets: give each limit its own.
+//! Limiters that share a prefix and a policy name share buckets: give each limit its own.
 //!
 //! # When Redis does not answer
-//! Every call has a timeout ([`RedisBuilder::timeout`], 50 ms unless set). A call that timed
+//! Every call has a timeout ([`RedisBackend::timeout`], 50 ms unless set). A call that timed
 //! out or failed on the connection is **never sent again**: it may have run, and a replay would
 //! take its cells twice. The connection manager reconnects in the background. Meanwhile each
 //! decision follows the limiter's [`OnFailure`] policy (admit, refuse, or decide with a local
@@ -68,7 +82,7 @@
 //! Nothing panics.
 //!
 //! # Leases: a local fast path
-//! With [`RedisBuilder::lease`], a decision that finds no cells in its local lease takes up to
+//! With [`RedisBackend::lease`], a decision that finds no cells in its local lease takes up to
 //! `cells` cells from Redis in one call (never more than every bucket holds) and spends the rest
 //! from a local atomic word, without a round trip, until they run out or the lease expires.
 //! Unused cells go back to Redis with the next call for the same buckets (the script frees them
@@ -79,11 +93,11 @@
 //! # Minimum Rust version
 //! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.75).
 
-mod builder;
+mod backend;
 mod failure;
 mod lease;
 mod leased;
-pub mod level;
+mod plan;
 mod script;
 mod stats;
 mod verdict;
@@ -97,36 +111,32 @@ use ::redis::aio::ConnectionManager;
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::RedisMetrics;
 use crate::outcome::{Allowed, Gauge, InsufficientCapacity};
-use crate::policy::Policies;
+use crate::policy::{Policies, PolicyError};
 use crate::quota::Quota;
 
-pub use builder::{RedisBuilder, RedisConfigError};
+#[cfg(doc)]
+use crate::policy::{Key, PoliciesBuilder, Policy};
+#[cfg(doc)]
+use crate::Refused;
+
+pub use backend::{RedisBackend, RedisConfigError};
 pub use failure::{Failure, OnFailure, Source};
 pub use lease::MAX_LEASE_CELLS;
-pub use level::Level;
+pub use plan::MAX_WINDOW_MICROS;
 pub use stats::RedisStats;
 pub use verdict::Verdict;
 
 use lease::Leases;
-use level::{bucket_key, Micros, Tag};
+use plan::{Plan, Prepared, Tag};
 use script::{Call, Reply, Script};
 use stats::{add, Counters};
-
-/// A level ready to decide: its quotas in µs.
-struct Prepared<R: ?Sized> {
-    pub(crate) name: String,
-    pub(crate) key: Option<level::KeyOf<R>>,
-    pub(crate) quotas: Vec<Micros>,
-}
 
 struct Shared<R: ?Sized, C: Clock> {
     connection: ConnectionManager,
     script: Script,
     prefix: String,
     tag: Tag,
-    levels: Vec<Prepared<R>>,
-    /// Quotas over all levels: the most buckets one decision touches.
-    buckets: usize,
+    policies: Vec<Prepared<R>>,
     timeout: Duration,
     on_failure: OnFailure,
     fallback: Option<Policies<R, C>>,
@@ -140,9 +150,9 @@ struct Shared<R: ?Sized, C: Clock> {
     metrics: RedisMetrics,
 }
 
-/// A rate limiter whose buckets live in Redis, shared by every process that uses the same
-/// prefix and levels. Cheap to clone (the clones share one connection and one set of
-/// counters). See the [module docs](self).
+/// A policy set whose buckets live in Redis, shared by every process that uses the same
+/// prefix and policies; built by [`PoliciesBuilder::build_redis`]. Cheap to clone (the clones
+/// share one connection and one set of counters). See the [module docs](self).
 pub struct RedisLimiter<R: ?Sized = str, C: Clock = QuantaClock> {
     shared: Arc<Shared<R, C>>,
 }
@@ -159,26 +169,17 @@ impl<R: ?Sized, C: Clock> fmt::Debug for RedisLimiter<R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
             .field("prefix", &self.shared.prefix)
-            .field("levels", &self.level_names().collect::<Vec<_>>())
+            .field("policies", &self.names().collect::<Vec<_>>())
             .field("on_failure", &self.shared.on_failure)
             .finish_non_exhaustive()
     }
 }
 
-/// The gauge of an admission no quota describes (no level applied, or Redis did not decide).
+/// The gauge of an admission no quota describes (no policy applied, or Redis did not decide).
 const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
 
-/// The buckets of one decision.
-struct Plan {
-    keys: Vec<String>,
-    /// Each bucket's (interval, window) in µs.
-    quotas: Vec<(u64, u64)>,
-    /// Each bucket's level and quota index.
-    refs: Vec<(usize, usize)>,
-}
-
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
-    /// Takes one cell from every quota of every level that applies, or nothing.
+    /// Takes one cell from every quota of every policy that applies, or nothing.
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
@@ -186,31 +187,30 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         self.check_n(request, 1).await
     }
 
-    /// Takes `n` cells from every quota of every level that applies, or nothing. `n = 0`
+    /// Takes `n` cells from every quota of every policy that applies, or nothing. `n = 0`
     /// takes nothing and reports the buckets as they are.
     ///
     /// # Errors
-    /// [`InsufficientCapacity`] when `n` exceeds the burst of a quota that applies: the
-    /// request can never succeed. Checked before any round trip.
+    /// [`InsufficientCapacity`] when `n` exceeds the burst of a quota of an enforcing policy
+    /// that applies: the request can never succeed. Checked before any round trip.
     ///
     /// # Performance
     /// One round trip (one `EVALSHA`), or none when a lease holds the cells. The keys are
     /// formatted into new strings each call.
     pub async fn check_n(&self, request: &R, n: u32) -> Result<Verdict, InsufficientCapacity> {
         let shared = &*self.shared;
-        let plan = self.plan(request, n)?;
+        let plan = Plan::new(&shared.policies, (&shared.prefix, shared.tag), request, n)?;
         add(&shared.counters.decisions, 1);
         let verdict = if plan.keys.is_empty() {
             Verdict {
                 outcome: Ok(Allowed::new(UNLIMITED)),
-                quota: None,
                 source: Source::Redis,
             }
         } else {
             match self.lease_size(&plan, n) {
                 Some(want) => self.leased(request, &plan, n, want).await,
                 None => match self.call(&plan, n, n, 0).await {
-                    Ok(reply) => self.verdict(&plan, &reply),
+                    Ok(reply) => self.verdict(&plan, n, &reply),
                     Err(failure) => self.fail(request, n, failure),
                 },
             }
@@ -229,51 +229,22 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         self.shared.counters.snapshot()
     }
 
-    /// The levels' names, in order.
-    pub fn level_names(&self) -> impl Iterator<Item = &str> {
-        self.shared.levels.iter().map(|l| l.name.as_str())
+    /// The policies' names, in evaluation order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.shared.policies.iter().map(|p| p.name.as_str())
     }
 
-    /// The quotas of level `level` as Redis enforces them (intervals rounded up to whole µs),
-    /// or `None` if there is no such level.
-    pub fn quotas(&self, level: usize) -> Option<Vec<Quota>> {
-        let level = self.shared.levels.get(level)?;
-        Some(level.quotas.iter().map(|m| m.quota).collect())
-    }
-
-    /// The buckets `request` goes to, or the error if `n` exceeds one's burst.
-    fn plan(&self, request: &R, n: u32) -> Result<Plan, InsufficientCapacity> {
-        let shared = &*self.shared;
-        let mut plan = Plan {
-            keys: Vec::with_capacity(shared.buckets),
-            quotas: Vec::with_capacity(shared.buckets),
-            refs: Vec::with_capacity(shared.buckets),
-        };
-        for (l, level) in shared.levels.iter().enumerate() {
-            let key = match &level.key {
-                None => None,
-                Some(key_of) => match key_of(request) {
-                    Some(key) => Some(key),
-                    None => continue,
-                },
-            };
-            for (q, micros) in level.quotas.iter().enumerate() {
-                InsufficientCapacity::check(n, micros.burst)?;
-                let mut out = String::new();
-                bucket_key(
-                    &mut out,
-                    shared.tag,
-                    &shared.prefix,
-                    &level.name,
-                    q,
-                    key.as_deref(),
-                );
-                plan.keys.push(out);
-                plan.quotas.push((micros.interval, micros.window));
-                plan.refs.push((l, q));
-            }
-        }
-        Ok(plan)
+    /// The quotas of the policy `name` as Redis enforces them (intervals rounded up to whole
+    /// µs).
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
+    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
+        let policy = self.shared.policies.iter().find(|p| p.name == name);
+        let policy = policy.ok_or_else(|| PolicyError::UnknownPolicy {
+            policy: name.into(),
+        })?;
+        Ok(policy.quotas.iter().map(|m| m.quota).collect())
     }
 
     /// One script call within the timeout, counted.
@@ -286,6 +257,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let call = Call {
             keys: &plan.keys,
             quotas: &plan.quotas,
+            dry: &plan.dry,
             now,
             n,
             want,

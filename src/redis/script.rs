@@ -67,9 +67,11 @@ impl Script {
 #[derive(Debug)]
 pub(crate) struct Call<'a> {
     /// The buckets' keys, which share one hash tag.
-    pub(crate) keys: &'a [String],
+    pub(crate) keys: &'a [Vec<u8>],
     /// Each bucket's emission interval and window, in µs.
     pub(crate) quotas: &'a [(u64, u64)],
+    /// The dry-run policies' buckets (see `plan::Plan::dry`).
+    pub(crate) dry: &'a str,
     /// The reading to decide at, in µs; `None` for the server's `TIME`.
     pub(crate) now: Option<u64>,
     /// The cells to take.
@@ -81,18 +83,23 @@ pub(crate) struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// One bucket, no lease and nothing given back: the call sent with four arguments, which
-    /// the script answers with one integer.
+    /// One bucket, no lease, nothing given back and no dry run: the call sent with four
+    /// arguments, which the script answers with one integer.
     fn is_common(&self) -> bool {
-        self.keys.len() == 1 && self.quotas.len() == 1 && self.want == self.n && self.give == 0
+        self.keys.len() == 1
+            && self.quotas.len() == 1
+            && self.want == self.n
+            && self.give == 0
+            && self.dry.is_empty()
     }
 
     fn command(&self, verb: &str, script: &str) -> Cmd {
         // Sized up front: growing the command argument by argument cost more than the rest of
         // a decision's client side (callgrind, BENCHMARKS.md "Redis"). Numbers take 20 bytes
         // at most.
-        let args = 7 + self.keys.len() + 2 * self.quotas.len();
-        let bytes = verb.len() + script.len() + self.keys.iter().map(String::len).sum::<usize>();
+        let args = 8 + self.keys.len() + 2 * self.quotas.len();
+        let bytes = verb.len() + script.len() + self.dry.len();
+        let bytes = bytes + self.keys.iter().map(Vec::len).sum::<usize>();
         let mut command = Cmd::with_capacity(args, bytes + 20 * (args - 2 - self.keys.len()));
         command
             .arg(verb)
@@ -104,10 +111,10 @@ impl Call<'_> {
             None => command.arg(""),
         };
         command.arg(self.n);
-        // The common call leaves out want and give (gcra.lua): two arguments fewer to send and
-        // for the server to make into Lua strings.
+        // The common call leaves out want, give and the dry runs (gcra.lua): three arguments
+        // fewer to send and for the server to make into Lua strings.
         if !self.is_common() {
-            command.arg(self.want).arg(self.give);
+            command.arg(self.want).arg(self.give).arg(self.dry);
         }
         for &(interval, window) in self.quotas {
             command.arg(interval).arg(window);
@@ -116,14 +123,20 @@ impl Call<'_> {
     }
 }
 
+/// The first bucket that refused in the first dry-run policy that would have refused, and its
+/// wait (µs; `None`: never).
+pub(crate) type DryRefusal = Option<(usize, Option<u64>)>;
+
 /// What the script answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// Every bucket admitted: `granted` cells were taken from each, leaving bucket `i`'s TAT
+    /// Every bucket of every enforcing policy admitted: `granted` cells were taken from each
+    /// bucket (but those of dry-run policies that would refuse), leaving bucket `i`'s TAT
     /// `debts[i]` µs ahead of the script's reading.
     Admitted {
         repaired: u32,
         granted: u32,
+        dry: DryRefusal,
         debts: Vec<u64>,
     },
     /// Bucket `index` refused with the longest wait (µs; `None`: never), its TAT `debt` µs
@@ -133,6 +146,7 @@ pub(crate) enum Reply {
         index: usize,
         debt: u64,
         wait: Option<u64>,
+        dry: DryRefusal,
     },
 }
 
@@ -151,6 +165,7 @@ impl Reply {
                     Self::Admitted {
                         repaired: 0,
                         granted: call.n,
+                        dry: None,
                         debts: vec![code.unsigned_abs()],
                     }
                 } else {
@@ -163,6 +178,7 @@ impl Reply {
                         index: 0,
                         debt,
                         wait: Some(wait.filter(|&w| w > 0)?),
+                        dry: None,
                     }
                 }
             }
@@ -190,28 +206,23 @@ impl Reply {
             }
         }
         let unsigned = |x: i64| u64::try_from(x).ok();
-        match numbers.as_slice() {
-            [1, repaired, granted, debts @ ..] if debts.len() == buckets => Some(Self::Admitted {
-                repaired: u32::try_from(*repaired).ok()?,
-                granted: u32::try_from(*granted).ok()?,
-                debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
-            }),
-            &[0, repaired, index, debt, wait] => {
-                let index = usize::try_from(index).ok()?.checked_sub(1)?;
-                if index >= buckets {
-                    return None;
-                }
-                Some(Self::Refused {
-                    repaired: u32::try_from(repaired).ok()?,
-                    index,
-                    debt: unsigned(debt)?,
-                    wait: if wait == -1 {
-                        None
-                    } else {
-                        Some(unsigned(wait).filter(|&w| w > 0)?)
-                    },
+        let repaired = |x: i64| u32::try_from(x).ok();
+        match *numbers.as_slice() {
+            [1, fixed, granted, dry, dry_wait, ref debts @ ..] if debts.len() == buckets => {
+                Some(Self::Admitted {
+                    repaired: repaired(fixed)?,
+                    granted: u32::try_from(granted).ok()?,
+                    dry: dry_refusal(dry, dry_wait, buckets)?,
+                    debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
                 })
             }
+            [0, fixed, index, debt, wait, dry, dry_wait] => Some(Self::Refused {
+                repaired: repaired(fixed)?,
+                index: bucket(index, buckets)?,
+                debt: unsigned(debt)?,
+                wait: wait_of(wait)?,
+                dry: dry_refusal(dry, dry_wait, buckets)?,
+            }),
             _ => None,
         }
     }
@@ -224,6 +235,29 @@ impl Reply {
     }
 }
 
+/// Bucket number `number` (from 1) of `buckets`, as an index from 0.
+fn bucket(number: i64, buckets: usize) -> Option<usize> {
+    let index = usize::try_from(number).ok()?.checked_sub(1)?;
+    (index < buckets).then_some(index)
+}
+
+/// A refusal's wait: positive, or -1 for never.
+fn wait_of(wait: i64) -> Option<Option<u64>> {
+    if wait == -1 {
+        return Some(None);
+    }
+    Some(Some(u64::try_from(wait).ok().filter(|&w| w > 0)?))
+}
+
+/// The dry-run refusal a reply reports (bucket 0: none), or `None` if it is not one the
+/// script sends.
+fn dry_refusal(dry: i64, wait: i64, buckets: usize) -> Option<DryRefusal> {
+    if dry == 0 {
+        return (wait == 0).then_some(None);
+    }
+    Some(Some((bucket(dry, buckets)?, wait_of(wait)?)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,12 +266,14 @@ mod tests {
         Value::Array(numbers.iter().map(|&n| Value::Int(n)).collect())
     }
 
+    static KEYS: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+
     /// Two buckets of T = 10 µs, τ = 100 µs and T = 1 µs, τ = 8 µs; n = 2, up to 3.
     fn pair() -> Call<'static> {
-        static KEYS: [String; 2] = [String::new(), String::new()];
         Call {
             keys: &KEYS,
             quotas: &[(10, 100), (1, 8)],
+            dry: "",
             now: None,
             n: 2,
             want: 3,
@@ -247,10 +283,10 @@ mod tests {
 
     /// One bucket of T = 10 µs, τ = 100 µs, n = 3, no lease: the common call.
     fn single() -> Call<'static> {
-        static KEYS: [String; 1] = [String::new()];
         Call {
-            keys: &KEYS,
+            keys: &KEYS[..1],
             quotas: &[(10, 100)],
+            dry: "",
             now: None,
             n: 3,
             want: 3,
@@ -261,29 +297,41 @@ mod tests {
     #[test]
     fn reads_what_the_script_sends() {
         assert_eq!(
-            Reply::parse(&array(&[1, 0, 3, 50, 7]), &pair()),
+            Reply::parse(&array(&[1, 0, 3, 0, 0, 50, 7]), &pair()),
             Some(Reply::Admitted {
                 repaired: 0,
                 granted: 3,
+                dry: None,
                 debts: vec![50, 7]
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 1, 2, 4, 9]), &pair()),
+            Reply::parse(&array(&[1, 0, 3, 2, 40, 50, 7]), &pair()),
+            Some(Reply::Admitted {
+                repaired: 0,
+                granted: 3,
+                dry: Some((1, Some(40))),
+                debts: vec![50, 7]
+            })
+        );
+        assert_eq!(
+            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1]), &pair()),
             Some(Reply::Refused {
                 repaired: 1,
                 index: 1,
                 debt: 4,
-                wait: Some(9)
+                wait: Some(9),
+                dry: Some((0, None)),
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 0, 1, 4, -1]), &pair()),
+            Reply::parse(&array(&[0, 0, 1, 4, -1, 0, 0]), &pair()),
             Some(Reply::Refused {
                 repaired: 0,
                 index: 0,
                 debt: 4,
-                wait: None
+                wait: None,
+                dry: None,
             })
         );
         // The common call: one integer, or a table when the script repaired or clamped.
@@ -292,6 +340,7 @@ mod tests {
             Some(Reply::Admitted {
                 repaired: 0,
                 granted: 3,
+                dry: None,
                 debts: vec![60]
             })
         );
@@ -302,16 +351,18 @@ mod tests {
                 repaired: 0,
                 index: 0,
                 debt: 80,
-                wait: Some(10)
+                wait: Some(10),
+                dry: None,
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 1, 1, 100, 30]), &single()),
+            Reply::parse(&array(&[0, 1, 1, 100, 30, 0, 0]), &single()),
             Some(Reply::Refused {
                 repaired: 1,
                 index: 0,
                 debt: 100,
-                wait: Some(30)
+                wait: Some(30),
+                dry: None,
             })
         );
     }
@@ -323,16 +374,20 @@ mod tests {
             Value::Okay,
             Value::Int(5), // one integer for a call with two buckets
             array(&[]),
-            array(&[1, 0, 3, 5]),      // one debt for two buckets
-            array(&[0, 0, 3, 4, 9]),   // bucket 3 of 2
-            array(&[0, 0, 0, 4, 9]),   // bucket 0: the script counts from 1
-            array(&[0, 0, 1, 4, 0]),   // a refusal that waits for nothing
-            array(&[1, -1, 3, 5, 7]),  // a negative count of repairs
-            array(&[2, 0, 3, 5, 7]),   // neither admitted nor refused
-            array(&[1, 0, 1, 5, 7]),   // granted fewer than n
-            array(&[1, 0, 4, 5, 7]),   // granted more than wanted
-            array(&[1, 0, 3, 5, 9]),   // a debt past bucket 2's window of 8
-            array(&[0, 0, 1, 101, 9]), // a TAT past bucket 1's window of 100
+            array(&[1, 0, 3, 0, 0, 5]),      // one debt for two buckets
+            array(&[0, 0, 3, 4, 9, 0, 0]),   // bucket 3 of 2
+            array(&[0, 0, 0, 4, 9, 0, 0]),   // bucket 0: the script counts from 1
+            array(&[0, 0, 1, 4, 0, 0, 0]),   // a refusal that waits for nothing
+            array(&[0, 0, 1, 4, 9]),         // no dry-run fields
+            array(&[1, -1, 3, 0, 0, 5, 7]),  // a negative count of repairs
+            array(&[2, 0, 3, 0, 0, 5, 7]),   // neither admitted nor refused
+            array(&[1, 0, 1, 0, 0, 5, 7]),   // granted fewer than n
+            array(&[1, 0, 4, 0, 0, 5, 7]),   // granted more than wanted
+            array(&[1, 0, 3, 0, 0, 5, 9]),   // a debt past bucket 2's window of 8
+            array(&[0, 0, 1, 101, 9, 0, 0]), // a TAT past bucket 1's window of 100
+            array(&[1, 0, 3, 3, 5, 5, 7]),   // a dry-run refusal of bucket 3 of 2
+            array(&[1, 0, 3, 1, 0, 5, 7]),   // a dry-run refusal that waits for nothing
+            array(&[1, 0, 3, 0, 5, 5, 7]),   // a wait without a dry-run refusal
             Value::Array(vec![
                 Value::Int(1),
                 Value::Nil,

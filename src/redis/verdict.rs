@@ -1,25 +1,29 @@
 //! [`Verdict`]: what one decision of a [`RedisLimiter`] answers, and how a script's reply or a
-//! failure policy becomes one.
+//! failure policy becomes one: the same outcomes, naming the same quotas, as a policy set
+//! decided in process.
 
 use super::failure::{Failure, OnFailure, Source};
-use super::script::Reply;
+use super::plan::Plan;
+use super::script::{DryRefusal, Reply};
 use super::stats::add;
-use super::{Plan, RedisLimiter, UNLIMITED};
+use super::{RedisLimiter, UNLIMITED};
 use crate::clock::Clock;
-use crate::outcome::{tightness, Allowed, Gauge, Refused};
+use crate::jitter;
+use crate::outcome::{tightness, Allowed, DryRun, Gauge, Refused};
 
-/// The outcome of one decision, which quota it describes, and where it came from.
+/// The outcome of one decision, and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     pub(super) outcome: Result<Allowed, Refused>,
-    pub(super) quota: Option<(usize, usize)>,
     pub(super) source: Source,
 }
 
 impl Verdict {
-    /// Admitted (the tightest quota after taking the cells) or refused (the quota that waits
-    /// longest, and when to retry): the same types, and for a decision Redis made the same
-    /// values, as the in-process limiter's.
+    /// Admitted (describing the tightest enforcing quota after taking the cells) or refused
+    /// (the enforcing quota that waits longest, and when to retry, with its policy's jitter):
+    /// the same types, and for a decision Redis made the same values, as a policy set decided
+    /// in process. [`Allowed::by`] and [`Refused::by`] name the quota; `None` when no policy
+    /// applied or Redis did not decide.
     pub fn outcome(&self) -> Result<Allowed, Refused> {
         self.outcome
     }
@@ -33,26 +37,26 @@ impl Verdict {
     pub fn source(&self) -> Source {
         self.source
     }
-
-    /// The level and the quota within it that [`outcome`](Self::outcome) describes; `None`
-    /// when no level applied (an admission with nothing to report) or Redis did not decide.
-    pub fn quota(&self) -> Option<(usize, usize)> {
-        self.quota
-    }
 }
 
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
-    /// The verdict of the script's reply.
-    pub(super) fn verdict(&self, plan: &Plan, reply: &Reply) -> Verdict {
-        let gauge = |bucket: usize, debt: u64| {
-            let (l, q) = plan.refs[bucket];
-            self.shared.levels[l].quotas[q].gauge(debt)
-        };
-        match reply {
-            Reply::Admitted { debts, .. } => {
+    /// The gauge of the plan's bucket `bucket` whose TAT lies `debt` µs ahead.
+    pub(super) fn gauge(&self, plan: &Plan, bucket: usize, debt: u64) -> Gauge {
+        let (p, q) = plan.refs[bucket];
+        self.shared.policies[p].quotas[q].gauge(debt)
+    }
+
+    /// The verdict of the script's reply to a decision of `n` cells.
+    pub(super) fn verdict(&self, plan: &Plan, n: u32, reply: &Reply) -> Verdict {
+        let policies = &self.shared.policies;
+        let outcome = match reply {
+            Reply::Admitted { debts, dry, .. } => {
                 let mut best: Option<(usize, Gauge)> = None;
                 for (bucket, &debt) in debts.iter().enumerate() {
-                    let g = gauge(bucket, debt);
+                    if policies[plan.refs[bucket].0].dry_run {
+                        continue;
+                    }
+                    let g = self.gauge(plan, bucket, debt);
                     let tighter = best.map_or(true, |(_, b)| {
                         tightness(g.remaining(), g.reset_after_nanos())
                             < tightness(b.remaining(), b.reset_after_nanos())
@@ -61,25 +65,58 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                         best = Some((bucket, g));
                     }
                 }
-                // The plan is not empty, and the reply has one debt per bucket.
-                let (bucket, g) = best.unwrap_or((0, UNLIMITED));
-                Verdict {
-                    outcome: Ok(Allowed::new(g)),
-                    quota: plan.refs.get(bucket).copied(),
-                    source: Source::Redis,
-                }
+                let mut allowed = Allowed::new(best.map_or(UNLIMITED, |(_, g)| g));
+                allowed.by = best.map(|(bucket, _)| self.by(plan, bucket));
+                allowed.dry_run = self.dry_run(plan, n, *dry);
+                Ok(allowed)
             }
             &Reply::Refused {
-                index, debt, wait, ..
+                index,
+                debt,
+                wait,
+                dry,
+                ..
             } => {
                 let wait = wait.map_or(u64::MAX, |w| w.saturating_mul(1_000));
-                Verdict {
-                    outcome: Err(Refused::new(gauge(index, debt), wait)),
-                    quota: Some(plan.refs[index]),
-                    source: Source::Redis,
+                let mut refused = Refused::new(self.gauge(plan, index, debt), wait);
+                let (min, max) = policies[plan.refs[index].0].jitter;
+                if max > 0 && wait != u64::MAX {
+                    refused.jitter = jitter::draw(min, max);
                 }
+                refused.by = Some(self.by(plan, index));
+                refused.dry_run = self.dry_run(plan, n, dry);
+                Err(refused)
             }
+        };
+        Verdict {
+            outcome,
+            source: Source::Redis,
         }
+    }
+
+    /// The quota of the plan's bucket `bucket`, as outcomes name it.
+    pub(super) fn by(&self, plan: &Plan, bucket: usize) -> &'static crate::outcome::PolicyQuota {
+        let (p, q) = plan.refs[bucket];
+        self.shared.policies[p].by[q]
+    }
+
+    /// The dry-run refusal the script reported (only a dry-run policy's bucket counts): a
+    /// request over its quota's burst never conforms, as in process.
+    fn dry_run(&self, plan: &Plan, n: u32, dry: DryRefusal) -> Option<DryRun> {
+        let (bucket, wait) = dry?;
+        let (p, q) = plan.refs[bucket];
+        let policy = &self.shared.policies[p];
+        if !policy.dry_run {
+            return None;
+        }
+        let wait = match wait {
+            Some(wait) if n <= policy.quotas[q].burst => wait.saturating_mul(1_000),
+            _ => u64::MAX,
+        };
+        Some(DryRun {
+            by: policy.by[q],
+            wait,
+        })
     }
 
     /// The decision of the failure policy.
@@ -90,7 +127,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             (OnFailure::Local { .. }, Some(local)) => {
                 add(&counters.local, 1);
                 shared.metrics.local.increment(1);
-                // The local policies name themselves `redis:{prefix}:{level}`.
+                // The local policies name themselves `redis:{prefix}:{policy}`.
                 let outcome = match local.check_n(request, n) {
                     Ok(answer) => answer,
                     // n fits every quota in Redis but not this process's share of one: never,
@@ -105,7 +142,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 };
                 Verdict {
                     outcome,
-                    quota: None,
                     source: Source::Local(failure),
                 }
             }
@@ -117,7 +153,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     .max(1);
                 Verdict {
                     outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)),
-                    quota: None,
                     source: Source::FailedClosed(failure),
                 }
             }
@@ -126,7 +161,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 shared.metrics.failed_open.increment(1);
                 Verdict {
                     outcome: Ok(Allowed::new(UNLIMITED)),
-                    quota: None,
                     source: Source::FailedOpen(failure),
                 }
             }

@@ -1,0 +1,342 @@
+//! [`RedisBackend`]: where and how a policy set decided in Redis keeps its buckets, and
+//! [`PoliciesBuilder::build_redis`], which checks the set and those settings in full before
+//! anything connects; [`RedisConfigError`], what can be wrong with them.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::Arc;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::algorithm::Algorithm;
+use crate::clock::Clock;
+use crate::observe::RedisMetrics;
+use crate::policy::{Checked, Extract, Key, Policies, PoliciesBuilder, PolicyError};
+use crate::quota::Quota;
+
+use super::lease::{Leases, MAX_LEASE_CELLS};
+use super::plan::{check_part, Prepared, SharedKey, Tag};
+use super::script::Script;
+use super::stats::Counters;
+use super::{OnFailure, RedisLimiter, Shared};
+
+/// Why a policy set could not be built in Redis.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RedisConfigError {
+    /// The set is invalid on any backend (no policy, a policy without quotas, two policies
+    /// with one name, …).
+    Policy(PolicyError),
+    /// The prefix or a policy name is empty or holds `:`, `{` or `}` (which would make keys
+    /// ambiguous or break the hash tag).
+    BadName {
+        /// What was named: "prefix" or "policy".
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A quota's algorithm has no script in Redis yet.
+    Algorithm {
+        /// The policy.
+        policy: String,
+        /// The quota's index in the policy.
+        quota: usize,
+        /// The algorithm's name in the quota grammar.
+        algorithm: &'static str,
+    },
+    /// A quota's window exceeds [`MAX_WINDOW_MICROS`](super::MAX_WINDOW_MICROS).
+    WindowTooLong {
+        /// The policy.
+        policy: String,
+        /// The quota's index in the policy.
+        quota: usize,
+    },
+    /// A quota starts its buckets less than full ([`Quota::with_initial`]): in Redis a missing
+    /// key is a full bucket.
+    InitialNotFull {
+        /// The policy.
+        policy: String,
+        /// The quota's index in the policy.
+        quota: usize,
+    },
+    /// [`OnFailure::Local`]'s share is not in `(0, 1]`, or a scaled quota is invalid.
+    Share(f64),
+    /// The lease is empty, larger than [`MAX_LEASE_CELLS`], or its lifetime is zero.
+    Lease,
+    /// The timeout is zero.
+    Timeout,
+    /// The set was built outside a tokio runtime (the connection manager needs one).
+    NoRuntime,
+    /// The `redis` crate refused the client's configuration.
+    Client(String),
+}
+
+impl fmt::Display for RedisConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Policy(error) => error.fmt(f),
+            Self::BadName { what, name } => {
+                write!(f, "{what} {name:?} is empty or holds ':', '{{' or '}}'")
+            }
+            Self::Algorithm {
+                policy,
+                quota,
+                algorithm,
+            } => write!(
+                f,
+                "quota {quota} of policy {policy:?}: the {algorithm} algorithm does not run in \
+                 Redis"
+            ),
+            Self::WindowTooLong { policy, quota } => write!(
+                f,
+                "quota {quota} of policy {policy:?}: the window exceeds 2^51 µs"
+            ),
+            Self::InitialNotFull { policy, quota } => write!(
+                f,
+                "quota {quota} of policy {policy:?}: buckets in Redis start full"
+            ),
+            Self::Share(share) => write!(f, "local share {share} is not in (0, 1]"),
+            Self::Lease => f.write_str("a lease needs 1 to 2^24 - 1 cells and a lifetime"),
+            Self::Timeout => f.write_str("the timeout is zero"),
+            Self::NoRuntime => f.write_str("build a Redis limiter inside a tokio runtime"),
+            Self::Client(error) => write!(f, "redis client: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisConfigError {}
+
+impl From<PolicyError> for RedisConfigError {
+    fn from(error: PolicyError) -> Self {
+        Self::Policy(error)
+    }
+}
+
+/// Where and how a policy set decided in Redis keeps its buckets: the server, the keys'
+/// prefix, the timeout, what to do when Redis does not answer, and leases. Give it to
+/// [`PoliciesBuilder::build_redis`].
+///
+/// ```no_run
+/// use core::time::Duration;
+/// use flowgate::policy::{Policies, Policy};
+/// use flowgate::redis::{OnFailure, RedisBackend};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let backend = RedisBackend::new(redis::Client::open("redis://127.0.0.1/")?)
+///     .prefix("api")
+///     .timeout(Duration::from_millis(20))
+///     .on_failure(OnFailure::Local { share: 0.25 });
+/// let limiter = Policies::<str>::builder()
+///     .policy(Policy::keyed("user", |user: &str| user).quota("100/min".parse()?))
+///     .build_redis(backend)?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackend {
+    client: ::redis::Client,
+    prefix: String,
+    timeout: Duration,
+    on_failure: OnFailure,
+    lease: Option<(u32, Duration)>,
+    max_leases: usize,
+    client_time: bool,
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("on_failure", &self.on_failure)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBackend {
+    /// Buckets on `client`'s server (see [`redis::Client::open`]), under the prefix
+    /// "flowgate", with a 50 ms timeout, failing open, without leases.
+    pub fn new(client: ::redis::Client) -> Self {
+        Self {
+            client,
+            prefix: "flowgate".to_owned(),
+            timeout: Duration::from_millis(50),
+            on_failure: OnFailure::Open,
+            lease: None,
+            max_leases: 4096,
+            client_time: false,
+        }
+    }
+
+    /// The prefix of every key ("flowgate" unless set).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest a decision waits for Redis (50 ms unless set), connecting included.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What to decide when Redis does not answer ([`OnFailure::Open`] unless set).
+    pub fn on_failure(mut self, on_failure: OnFailure) -> Self {
+        self.on_failure = on_failure;
+        self
+    }
+
+    /// Leases up to `cells` cells per call (no more than the smallest burst of the decision)
+    /// and spends them locally for at most `lifetime` (see the [module docs](super#leases-a-local-fast-path)).
+    pub fn lease(mut self, cells: u32, lifetime: Duration) -> Self {
+        self.lease = Some((cells, lifetime));
+        self
+    }
+
+    /// The most leases held at once (4096 unless set); a decision that finds no room goes to
+    /// Redis without one.
+    pub fn max_leases(mut self, max: usize) -> Self {
+        self.max_leases = max;
+        self
+    }
+
+    /// Decides at the set's clock (in µs) instead of the server's `TIME`: for tests and
+    /// simulations with a [`ManualClock`](crate::clock::ManualClock), never in production
+    /// (hosts' clocks differ, and the default clock's origin is per process). Keys still
+    /// expire in the server's real time.
+    pub fn client_time(mut self, client_time: bool) -> Self {
+        self.client_time = client_time;
+        self
+    }
+}
+
+impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuilder<R, C> {
+    /// The policy set, decided in Redis: the same policies (names, keys, quotas, dry runs,
+    /// jitter, order) as [`build`](Self::build) decides in process, their buckets shared by
+    /// every process that uses the same prefix. The set's clock times leases and the local
+    /// fallback (and, with [`RedisBackend::client_time`], the decisions). A keyed policy's
+    /// table settings ([`Policy::max_keys`](crate::Policy::max_keys), [`Policy::when_full`](crate::Policy::when_full)) apply to the local fallback
+    /// only: Redis keeps a key until its buckets are full again.
+    ///
+    /// It connects lazily: a set built while Redis is down decides by its failure policy until
+    /// Redis answers.
+    ///
+    /// # Errors
+    /// A [`RedisConfigError`] naming what is wrong: the set itself
+    /// ([`RedisConfigError::Policy`], as [`build`](Self::build) would say), or what Redis cannot
+    /// run.
+    pub fn build_redis(
+        self,
+        backend: RedisBackend,
+    ) -> Result<RedisLimiter<R, C>, RedisConfigError> {
+        check_part(&backend.prefix, "prefix")?;
+        if backend.timeout.is_zero() {
+            return Err(RedisConfigError::Timeout);
+        }
+        let (mut policies, clock) = self.into_checked()?;
+        // Each extractor is shared by the limiter and its local fallback.
+        let extracts: Vec<Option<SharedKey<R>>> = (policies.iter_mut())
+            .map(|(policy, _)| policy.extract.take().map(SharedKey::from))
+            .collect();
+        let fallback = match backend.on_failure {
+            OnFailure::Local { share } => Some(local_limiter(
+                &backend.prefix,
+                (&policies, &extracts),
+                share,
+                clock.clone(),
+            )?),
+            _ => None,
+        };
+        let mut prepared = Vec::with_capacity(policies.len());
+        let all = policies.into_iter().zip(extracts).enumerate();
+        for (index, ((policy, jitter), extract)) in all {
+            prepared.push(Prepared::new(index, (policy, extract), jitter)?);
+        }
+        let lease = lease_in_millis(backend.lease)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(RedisConfigError::NoRuntime);
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
+            .set_response_timeout(None)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_secs(1));
+        let connection = ConnectionManager::new_lazy_with_config(backend.client, config)
+            .map_err(|e| RedisConfigError::Client(e.to_string()))?;
+        let single_keyed = prepared.len() == 1 && prepared[0].extract.is_some();
+        let metrics = RedisMetrics::new(&backend.prefix);
+        Ok(RedisLimiter {
+            shared: Arc::new(Shared {
+                connection,
+                script: Script::new(),
+                tag: if single_keyed {
+                    Tag::ByKey
+                } else {
+                    Tag::ByPrefix
+                },
+                prefix: backend.prefix,
+                policies: prepared,
+                timeout: backend.timeout,
+                on_failure: backend.on_failure,
+                fallback,
+                lease,
+                leases: Leases::new(backend.max_leases.max(1)),
+                client_time: backend.client_time,
+                clock,
+                counters: Counters::default(),
+                metrics,
+            }),
+        })
+    }
+}
+
+/// A lease's cells and lifetime in whole milliseconds (at least one), checked.
+fn lease_in_millis(lease: Option<(u32, Duration)>) -> Result<Option<(u32, u64)>, RedisConfigError> {
+    let Some((cells, lifetime)) = lease else {
+        return Ok(None);
+    };
+    if cells == 0 || cells > MAX_LEASE_CELLS || lifetime.is_zero() {
+        return Err(RedisConfigError::Lease);
+    }
+    let millis = u64::try_from(lifetime.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    Ok(Some((cells, millis)))
+}
+
+/// The in-process set of [`OnFailure::Local`]: the same policies (keys, dry runs, jitter, table
+/// settings), each quota scaled to `share` of its rate (the interval divided by `share`,
+/// rounded up) and of its burst (at least one cell), as GCRA.
+///
+/// Its policies are named `redis:{prefix}:{policy}`, so that what the `metrics` feature reports
+/// of them never mixes with an in-process policy of the same name.
+fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
+    prefix: &str,
+    (policies, extracts): (&Checked<R>, &[Option<SharedKey<R>>]),
+    share: f64,
+    clock: C,
+) -> Result<Policies<R, C>, RedisConfigError> {
+    if !(share > 0.0 && share <= 1.0) {
+        return Err(RedisConfigError::Share(share));
+    }
+    let mut builder = Policies::<R>::builder().clock(clock);
+    for ((policy, _), extract) in policies.iter().zip(extracts) {
+        let name = format!("redis:{prefix}:{}", policy.name);
+        let extract = extract.clone().map(|shared| -> Extract<R> {
+            Box::new(move |request: &R, key: &mut Key<'_>| shared(request, key))
+        });
+        let mut local = policy.like(name, extract);
+        for algorithm in &policy.quotas {
+            let quota = algorithm.quota();
+            let interval = (quota.interval_nanos() as f64 / share).ceil();
+            let burst = ((f64::from(quota.burst()) * share).floor() as u32).max(1);
+            let scaled = Quota::from_nanos(1, interval as u64)
+                .and_then(|q| q.with_burst(burst))
+                .map_err(|_| RedisConfigError::Share(share))?;
+            local = local.quota(scaled);
+        }
+        builder = builder.policy(local);
+    }
+    builder.build().map_err(|_| RedisConfigError::Share(share))
+}
