@@ -132,13 +132,13 @@ mod refuse;
 mod report;
 mod wait;
 
+#[cfg(feature = "redis")]
+pub(crate) use builder::Checked;
 pub use builder::{PoliciesBuilder, Policy};
 #[cfg(feature = "serde")]
 pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 pub use error::PolicyError;
 pub use key::Key;
-#[cfg(feature = "redis")]
-pub(crate) use builder::Checked;
 #[cfg(feature = "redis")]
 pub(crate) use key::{Extract, Recording};
 pub use manage::PolicyStats;
