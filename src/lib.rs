@@ -53,6 +53,8 @@
 //! * `http` (feature `tower`): a tower middleware that answers 429 with the standard headers.
 //! * `redis` (feature `redis`): the same policy sets decided in Redis, shared by many
 //!   processes, with a failure policy and local leases.
+//! * [`backend`]: [`AnyPolicies`](backend::AnyPolicies), a policy set on either backend,
+//!   chosen when it is built (in code or in a configuration file), behind one API.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
 //! * [`guide`]: documentation only, the walk-through above.
@@ -85,6 +87,7 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod algorithm;
+pub mod backend;
 mod cell;
 pub mod clock;
 pub mod guide;

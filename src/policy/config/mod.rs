@@ -47,6 +47,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod redis;
+
+pub use self::redis::RedisConfig;
+
 use super::builder::{PoliciesBuilder, Policy};
 use super::error::PolicyError;
 use super::key::Key;
@@ -57,9 +61,17 @@ use crate::keyed::WhenFull;
 use crate::quota::parse_duration;
 
 /// A policy set as written in a configuration file.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoliciesConfig {
+    /// Where the set decides: `"in_process"` (the default) or `"redis"` (feature `redis`,
+    /// with the [`redis`](Self::redis) table). Built by `build_any` (see
+    /// [`crate::backend`]); [`build`](Self::build) builds in process only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// The Redis settings of `backend = "redis"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisConfig>,
     /// The policies, in evaluation order.
     pub policies: Vec<PolicyConfig>,
 }
@@ -168,11 +180,35 @@ impl PoliciesConfig {
         keys: &KeyExtractors<R>,
         clock: C,
     ) -> Result<Policies<R, C>, ConfigError> {
+        match self.backend.as_deref() {
+            None | Some("in_process") => {}
+            Some(other) => {
+                return Err(ConfigError {
+                    policy: "(all)".into(),
+                    field: "backend".into(),
+                    message: format!(
+                        "{other:?}: `build` builds in process; build the set with `build_any` \
+                         (flowgate::backend) to decide where the file says"
+                    ),
+                })
+            }
+        }
+        self.builder(keys, clock)?
+            .build()
+            .map_err(|e| self.blame(e))
+    }
+
+    /// A builder holding the file's policies, on `clock`.
+    pub(crate) fn builder<R: ?Sized + 'static, C: Clock>(
+        &self,
+        keys: &KeyExtractors<R>,
+        clock: C,
+    ) -> Result<PoliciesBuilder<R, C>, ConfigError> {
         let mut builder = PoliciesBuilder::new().clock(clock);
         for (index, policy) in self.policies.iter().enumerate() {
             builder = builder.policy(policy.to_policy(index, keys)?);
         }
-        builder.build().map_err(|e| self.blame(e))
+        Ok(builder)
     }
 
     /// Replaces the quotas of every policy in `policies` with this configuration's, keeping
@@ -232,7 +268,7 @@ impl PoliciesConfig {
     }
 
     /// A builder's error, pointed at its policy.
-    fn blame(&self, error: PolicyError) -> ConfigError {
+    pub(crate) fn blame(&self, error: PolicyError) -> ConfigError {
         let (policy, field) = match &error {
             PolicyError::NoPolicies => (String::from("(none)"), "policies"),
             PolicyError::NoName { index } => (format!("#{index}"), "name"),

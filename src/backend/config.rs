@@ -1,0 +1,133 @@
+//! [`PoliciesConfig::build_any`]: a configuration file's set on the backend the file names
+//! (feature `serde`).
+
+use crate::clock::Clock;
+#[cfg(feature = "redis")]
+use crate::policy::RedisConfig;
+use crate::policy::{ConfigError, KeyExtractors, PoliciesConfig};
+
+use super::AnyPolicies;
+
+impl PoliciesConfig {
+    /// Builds the set on the backend the file names (`backend`: `"in_process"`, the default,
+    /// or `"redis"` with its `[redis]` table), finding each keyed policy's extractor in `keys`.
+    /// Code that uses the result switches backends when the file does.
+    ///
+    /// ```
+    /// use flowgate::clock::ManualClock;
+    /// use flowgate::policy::{KeyExtractors, PoliciesConfig};
+    ///
+    /// let file: PoliciesConfig = toml::from_str(r#"
+    ///     backend = "in_process"   # or "redis", with a [redis] table (feature `redis`)
+    ///     [[policies]]
+    ///     name = "per-key"
+    ///     key = "api-key"
+    ///     quotas = ["200/10s", "5000/h", "20000/day fixed"]
+    /// "#)?;
+    /// let keys = KeyExtractors::new().key("api-key", |key: &str, k| { k.add(key); });
+    /// let limits = file.build_any(&keys, ManualClock::new())?;
+    /// assert_eq!(limits.backend_name(), "in_process");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`ConfigError`] for the first mistake: anything [`build`](Self::build) reports, an
+    /// unknown backend, a Redis backend without its table (or without the `redis` feature), or
+    /// a Redis setting that is invalid (field `redis.…`). Building in Redis needs a tokio
+    /// runtime, as `build_redis` does.
+    pub fn build_any<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static>(
+        &self,
+        keys: &KeyExtractors<R>,
+        clock: C,
+    ) -> Result<AnyPolicies<R, C>, ConfigError> {
+        let builder = self.builder(keys, clock)?;
+        match self.backend.as_deref() {
+            None | Some("in_process") => {
+                let set = builder.build().map_err(|e| self.blame(e))?;
+                Ok(set.into())
+            }
+            #[cfg(feature = "redis")]
+            Some("redis") => {
+                let Some(redis) = &self.redis else {
+                    return Err(setting(
+                        "redis",
+                        "backend = \"redis\" needs a [redis] table",
+                    ));
+                };
+                let set = builder.build_redis(redis_backend(redis)?);
+                set.map(AnyPolicies::from).map_err(|error| match error {
+                    crate::redis::RedisConfigError::Policy(e) => self.blame(e),
+                    other => setting("redis", other.to_string()),
+                })
+            }
+            Some(other) => Err(setting(
+                "backend",
+                format!(
+                    "{other:?}: expected \"in_process\"{}",
+                    if cfg!(feature = "redis") {
+                        " or \"redis\""
+                    } else {
+                        " (\"redis\" needs the `redis` feature)"
+                    }
+                ),
+            )),
+        }
+    }
+}
+
+/// A mistake in a setting that is not a policy's.
+fn setting(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        policy: "(all)".into(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The backend a `[redis]` table describes.
+#[cfg(feature = "redis")]
+fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, ConfigError> {
+    use core::time::Duration;
+
+    use crate::quota::parse_duration;
+    use crate::redis::{OnFailure, RedisBackend};
+
+    let duration = |field: &str, text: &str| {
+        parse_duration(text)
+            .map(Duration::from_nanos)
+            .map_err(|e| setting(&format!("redis.{field}"), format!("{text:?}: {e}")))
+    };
+    let client = ::redis::Client::open(config.url.as_str())
+        .map_err(|e| setting("redis.url", format!("{:?}: {e}", config.url)))?;
+    let mut backend = RedisBackend::new(client);
+    if let Some(prefix) = &config.prefix {
+        backend = backend.prefix(prefix.as_str());
+    }
+    if let Some(timeout) = &config.timeout {
+        backend = backend.timeout(duration("timeout", timeout)?);
+    }
+    let on_failure = match config.on_failure.as_deref() {
+        None | Some("open") => OnFailure::Open,
+        Some("closed") => OnFailure::Closed {
+            retry_after: match &config.retry_after {
+                Some(text) => duration("retry_after", text)?,
+                None => Duration::from_secs(1),
+            },
+        },
+        Some("local") => match config.local_share {
+            Some(share) => OnFailure::Local { share },
+            None => return Err(setting("redis.local_share", "\"local\" needs a share")),
+        },
+        Some(other) => {
+            return Err(setting(
+                "redis.on_failure",
+                format!("{other:?}: expected \"open\", \"closed\" or \"local\""),
+            ))
+        }
+    };
+    backend = backend.on_failure(on_failure);
+    if let Some((cells, lifetime)) = &config.lease {
+        backend = backend.lease(*cells, duration("lease", lifetime)?);
+    }
+    Ok(backend)
+}

@@ -1,0 +1,256 @@
+//! [`AnyPolicies`]: one policy set, decided in process or in Redis as chosen when it is built
+//! ([`Backend`] in code, `backend` in a configuration file), behind one asynchronous API that
+//! answers in the same outcomes either way. Code written against it switches backends by
+//! changing the backend and nothing else.
+//!
+//! ```
+//! use flowgate::backend::{AnyPolicies, Backend};
+//! use flowgate::policy::{Policies, Policy};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // `Backend::Redis(RedisBackend::new(client))` with the `redis` feature.
+//! let backend = Backend::InProcess;
+//! let limits: AnyPolicies<str> = Policies::builder()
+//!     .policy(Policy::keyed("user", |user: &str| user).quota("2/min".parse()?))
+//!     .build_on(backend)?;
+//! assert!(limits.check("alice").await.is_ok());
+//! assert!(limits.check("alice").await.is_ok());
+//! let refused = limits.check("alice").await.unwrap_err();
+//! assert_eq!(refused.policy(), Some("user"));
+//! # Ok(())
+//! # }
+//! # futures_lite_block_on(run()).unwrap();
+//! # fn futures_lite_block_on<F: core::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
+//! ```
+//!
+//! In process, a decision is the [`Policies`] set's own (no await point is ever pending); in
+//! Redis it is a `redis::RedisLimiter`'s (feature `redis`), whose failure policy answers
+//! when Redis does not. [`AnyPolicies::in_process`] and `AnyPolicies::redis` give the set
+//! itself, for what only one backend has (quota replacement and sweeping in process; leases
+//! and the Redis counters).
+
+#[cfg(feature = "serde")]
+mod config;
+
+use core::fmt;
+use std::sync::Arc;
+
+use crate::clock::{Clock, QuantaClock};
+use crate::outcome::{Allowed, InsufficientCapacity, Refused};
+use crate::policy::{Policies, PoliciesBuilder, PolicyError};
+use crate::quota::Quota;
+#[cfg(feature = "redis")]
+use crate::redis::{RedisBackend, RedisConfigError, RedisLimiter};
+
+/// Where a policy set keeps its buckets and decides.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+// A setting, built once per set: its size costs nothing, and a box would cost every user a
+// `Box::new` to write one.
+#[allow(clippy::large_enum_variant)]
+pub enum Backend {
+    /// In this process: lock-free, no I/O, limits per process.
+    #[default]
+    InProcess,
+    /// In Redis (feature `redis`): limits shared by every process on the same prefix.
+    #[cfg(feature = "redis")]
+    Redis(RedisBackend),
+}
+
+/// Why a policy set could not be built on its backend.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The set is invalid on any backend.
+    Policy(PolicyError),
+    /// Redis cannot run the set as configured (feature `redis`).
+    #[cfg(feature = "redis")]
+    Redis(RedisConfigError),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Policy(error) => error.fmt(f),
+            #[cfg(feature = "redis")]
+            Self::Redis(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<PolicyError> for BuildError {
+    fn from(error: PolicyError) -> Self {
+        Self::Policy(error)
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<RedisConfigError> for BuildError {
+    fn from(error: RedisConfigError) -> Self {
+        match error {
+            RedisConfigError::Policy(error) => Self::Policy(error),
+            other => Self::Redis(other),
+        }
+    }
+}
+
+/// Where an [`AnyPolicies`] decides.
+pub(crate) enum Inner<R: ?Sized, C: Clock> {
+    InProcess(Arc<Policies<R, C>>),
+    #[cfg(feature = "redis")]
+    Redis(RedisLimiter<R, C>),
+}
+
+/// A policy set on either backend; see the [module docs](self). Cheap to clone (the clones
+/// share the set).
+pub struct AnyPolicies<R: ?Sized, C: Clock = QuantaClock> {
+    pub(crate) inner: Inner<R, C>,
+}
+
+impl<R: ?Sized, C: Clock> Clone for AnyPolicies<R, C> {
+    fn clone(&self) -> Self {
+        let inner = match &self.inner {
+            Inner::InProcess(set) => Inner::InProcess(Arc::clone(set)),
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => Inner::Redis(set.clone()),
+        };
+        Self { inner }
+    }
+}
+
+impl<R: ?Sized, C: Clock> fmt::Debug for AnyPolicies<R, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnyPolicies")
+            .field("backend", &self.backend_name())
+            .field("policies", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: ?Sized, C: Clock> From<Policies<R, C>> for AnyPolicies<R, C> {
+    fn from(set: Policies<R, C>) -> Self {
+        Self::from(Arc::new(set))
+    }
+}
+
+impl<R: ?Sized, C: Clock> From<Arc<Policies<R, C>>> for AnyPolicies<R, C> {
+    fn from(set: Arc<Policies<R, C>>) -> Self {
+        Self {
+            inner: Inner::InProcess(set),
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+impl<R: ?Sized, C: Clock> From<RedisLimiter<R, C>> for AnyPolicies<R, C> {
+    fn from(set: RedisLimiter<R, C>) -> Self {
+        Self {
+            inner: Inner::Redis(set),
+        }
+    }
+}
+
+impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
+    /// Takes one cell from every quota of every policy that applies to `request`, or nothing.
+    ///
+    /// # Errors
+    /// [`Refused`] names the refusing policy and quota and says when to retry.
+    pub async fn check(&self, request: &R) -> Result<Allowed, Refused> {
+        match self.check_n(request, 1).await {
+            Ok(answer) => answer,
+            // One cell never exceeds a capacity (every capacity is at least 1).
+            Err(capacity) => Err(Refused::new(
+                crate::outcome::Gauge::new(u64::from(capacity.burst), 1, capacity.burst, 0),
+                u64::MAX,
+            )),
+        }
+    }
+
+    /// Takes `n` cells from every quota of every policy that applies, or nothing; `n = 0`
+    /// takes nothing and reports the quotas as they are.
+    ///
+    /// # Errors
+    /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the capacity of a quota of
+    /// an enforcing policy that applies: the request can never succeed. The inner `Err` is a
+    /// [`Refused`].
+    pub async fn check_n(
+        &self,
+        request: &R,
+        n: u32,
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        match &self.inner {
+            Inner::InProcess(set) => set.check_n(request, n),
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => Ok(set.check_n(request, n).await?.outcome()),
+        }
+    }
+
+    /// The policies' names, in evaluation order.
+    pub fn names(&self) -> Vec<&str> {
+        match &self.inner {
+            Inner::InProcess(set) => set.names().collect(),
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => set.names().collect(),
+        }
+    }
+
+    /// The quotas of the policy `name` as the backend enforces them (in Redis, intervals
+    /// rounded up to whole µs).
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
+    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
+        match &self.inner {
+            Inner::InProcess(set) => set.quotas(name),
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => set.quotas(name),
+        }
+    }
+
+    /// `"in_process"` or `"redis"`.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.inner {
+            Inner::InProcess(_) => "in_process",
+            #[cfg(feature = "redis")]
+            Inner::Redis(_) => "redis",
+        }
+    }
+
+    /// The in-process set, if that is the backend.
+    pub fn in_process(&self) -> Option<&Arc<Policies<R, C>>> {
+        match &self.inner {
+            Inner::InProcess(set) => Some(set),
+            #[cfg(feature = "redis")]
+            Inner::Redis(_) => None,
+        }
+    }
+
+    /// The Redis set, if that is the backend (feature `redis`).
+    #[cfg(feature = "redis")]
+    pub fn redis(&self) -> Option<&RedisLimiter<R, C>> {
+        match &self.inner {
+            Inner::Redis(set) => Some(set),
+            Inner::InProcess(_) => None,
+        }
+    }
+}
+
+impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuilder<R, C> {
+    /// The policy set on `backend`: [`build`](Self::build) for [`Backend::InProcess`],
+    /// `build_redis` for `Backend::Redis`.
+    ///
+    /// # Errors
+    /// [`BuildError::Policy`] for a set that is invalid anywhere; with the `redis` feature,
+    /// `BuildError::Redis` for what Redis cannot run.
+    pub fn build_on(self, backend: Backend) -> Result<AnyPolicies<R, C>, BuildError> {
+        match backend {
+            Backend::InProcess => Ok(self.build()?.into()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(redis) => Ok(self.build_redis(redis)?.into()),
+        }
+    }
+}

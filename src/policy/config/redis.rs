@@ -1,0 +1,44 @@
+//! [`RedisConfig`]: the `[redis]` table of a configuration file whose set decides in Redis.
+
+use serde::{Deserialize, Serialize};
+
+/// Where and how a set decided in Redis keeps its buckets, as written in a configuration file
+/// (the fields of `flowgate::redis::RedisBackend`).
+///
+/// ```toml
+/// backend = "redis"
+///
+/// [redis]
+/// url = "redis://127.0.0.1:6379/"
+/// prefix = "api"
+/// timeout = "20ms"
+/// on_failure = "local"    # or "open" (the default), or "closed"
+/// local_share = 0.25      # with "local": each process's share of every quota
+/// # retry_after = "1s"    # with "closed": the Retry-After of those refusals
+/// # lease = [10, "100ms"] # cells per lease and a lease's lifetime
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// The server, as `redis::Client::open` takes it.
+    pub url: String,
+    /// The prefix of every key ("flowgate" if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The longest a decision waits for Redis, as a duration ("50ms" if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// What to decide when Redis does not answer: `"open"` (the default), `"closed"` or
+    /// `"local"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
+    /// With `on_failure = "closed"`: the retry-after of those refusals ("1s" if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
+    /// With `on_failure = "local"`: the share of every quota each process keeps, in `(0, 1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_share: Option<f64>,
+    /// Cells per lease and a lease's lifetime (`[10, "100ms"]`); no leases if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<(u32, String)>,
+}

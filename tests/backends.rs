@@ -1,0 +1,174 @@
+//! One policy set on either backend: built from code ([`Backend`]) or from a configuration file
+//! (`backend = "redis"`), decided through the same [`AnyPolicies`] calls, with the same answers;
+//! Redis runs on a private `redis-server` on a loopback port.
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use flowgate::backend::{AnyPolicies, Backend, BuildError};
+use flowgate::clock::QuantaClock;
+use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
+use flowgate::redis::{RedisBackend, RedisConfigError};
+use redis_server::RedisServer;
+
+/// Sends `alice`, `alice`, `bob`, `alice`, `alice`, `bob` and reports what each got: admitted,
+/// or the refusing policy.
+async fn drive(limits: &AnyPolicies<str>) -> Vec<Result<(), String>> {
+    let mut seen = Vec::new();
+    for user in ["alice", "alice", "bob", "alice", "alice", "bob"] {
+        let answer = limits.check(user).await;
+        seen.push(
+            answer
+                .map(|_| ())
+                .map_err(|r| r.policy().unwrap().to_owned()),
+        );
+    }
+    seen
+}
+
+fn file(backend: &str, url: &str) -> PoliciesConfig {
+    toml::from_str(&format!(
+        r#"
+        backend = "{backend}"
+        [redis]
+        url = "{url}"
+        prefix = "backends-{backend}"
+        timeout = "2s"
+        on_failure = "closed"
+        retry_after = "3s"
+
+        [[policies]]
+        name = "per-user"
+        key = "user"
+        quotas = ["3/hour"]
+
+        [[policies]]
+        name = "everyone"
+        quotas = ["5/hour"]
+        "#
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_is_chosen_in_the_file_and_nothing_else_changes() {
+    let server = RedisServer::start();
+    let keys = KeyExtractors::new().key("user", |user: &str, k| {
+        k.add(user);
+    });
+    let mut answers = Vec::new();
+    for backend in ["in_process", "redis"] {
+        let limits = file(backend, &server.url())
+            .build_any(&keys, QuantaClock::new())
+            .unwrap();
+        assert_eq!(limits.backend_name(), backend);
+        assert_eq!(limits.names(), ["per-user", "everyone"]);
+        answers.push(drive(&limits).await);
+    }
+    let expected: Vec<Result<(), String>> = vec![
+        Ok(()),
+        Ok(()),
+        Ok(()),
+        Ok(()),
+        Err("per-user".into()),
+        Ok(()),
+    ];
+    assert_eq!(answers[0], expected);
+    assert_eq!(
+        answers[1], expected,
+        "Redis answers as the in-process set does"
+    );
+    // Two instances built from the same file share the Redis limit: the global 5 is spent.
+    let other = file("redis", &server.url())
+        .build_any(&keys, QuantaClock::new())
+        .unwrap();
+    let refused = other.check("carol").await.unwrap_err();
+    assert_eq!(refused.policy(), Some("everyone"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_is_chosen_in_code_and_nothing_else_changes() {
+    let server = RedisServer::start();
+    let set = || {
+        Policies::<str>::builder()
+            .policy(Policy::keyed("per-user", |u: &str| u).quota("3/hour".parse().unwrap()))
+            .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
+    };
+    let in_process = set().build_on(Backend::InProcess).unwrap();
+    let backend = RedisBackend::new(server.client()).prefix("backends-code");
+    let redis = set().build_on(Backend::Redis(backend)).unwrap();
+    assert!(in_process.in_process().is_some() && in_process.redis().is_none());
+    assert!(redis.redis().is_some() && redis.in_process().is_none());
+    assert_eq!(drive(&in_process).await, drive(&redis).await);
+    // A look (n = 0) takes nothing on either, and reports the tightest quota: the spent
+    // global one.
+    for limits in [&in_process, &redis] {
+        for _ in 0..2 {
+            let state = limits.check_n("dave", 0).await.unwrap().unwrap();
+            let seen = (state.remaining(), state.policy());
+            assert_eq!(seen, (0, Some("everyone")), "{}", limits.backend_name());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_backends_are_errors_naming_the_setting() {
+    let keys = KeyExtractors::<str>::new().key("user", |user: &str, k| {
+        k.add(user);
+    });
+    let clock = QuantaClock::new;
+    let error = |text: &str| {
+        let config: PoliciesConfig = toml::from_str(text).unwrap();
+        config.build_any(&keys, clock()).unwrap_err()
+    };
+    let policies = "[[policies]]\nname = \"p\"\nkey = \"user\"\nquotas = [\"1/s\"]\n";
+    let unknown = error(&format!("backend = \"memcached\"\n{policies}"));
+    assert_eq!(unknown.field, "backend");
+    let no_table = error(&format!("backend = \"redis\"\n{policies}"));
+    assert_eq!(no_table.field, "redis");
+    let bad_url = error(&format!(
+        "backend = \"redis\"\n[redis]\nurl = \"nonsense\"\n{policies}"
+    ));
+    assert_eq!(bad_url.field, "redis.url");
+    let bad_timeout = error(&format!(
+        "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\ntimeout = \"soon\"\n{policies}"
+    ));
+    assert_eq!(bad_timeout.field, "redis.timeout");
+    let no_share = error(&format!(
+        "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\non_failure = \"local\"\n{policies}"
+    ));
+    assert_eq!(no_share.field, "redis.local_share");
+    let zero = error(&format!(
+        "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\ntimeout = \"0s\"\n{policies}"
+    ));
+    assert_eq!(
+        (zero.field.as_str(), zero.message.as_str()),
+        ("redis", "the timeout is zero")
+    );
+    // A policy's own mistake is blamed on the policy, whatever the backend.
+    let empty = error(
+        "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n[[policies]]\nname = \"p\"\nquotas = []\n",
+    );
+    assert_eq!(
+        (empty.policy.as_str(), empty.field.as_str()),
+        ("'p'", "quotas")
+    );
+    // `build` builds in process only, and says so rather than ignoring the file's backend.
+    let config: PoliciesConfig = toml::from_str(&format!(
+        "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n{policies}"
+    ))
+    .unwrap();
+    assert_eq!(config.build(&keys, clock()).unwrap_err().field, "backend");
+    // In code: the set's mistakes are `Policy`, Redis's own are `Redis`.
+    let none = Policies::<str>::builder().build_on(Backend::InProcess);
+    assert_eq!(
+        none.unwrap_err(),
+        BuildError::Policy(PolicyError::NoPolicies)
+    );
+    let backend = RedisBackend::new(redis_server::nobody()).prefix("a:b");
+    let set = Policies::<str>::builder().policy(Policy::global("g").quota("1/s".parse().unwrap()));
+    assert!(matches!(
+        set.build_on(Backend::Redis(backend)).unwrap_err(),
+        BuildError::Redis(RedisConfigError::BadName { what: "prefix", .. })
+    ));
+}
