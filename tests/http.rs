@@ -131,6 +131,8 @@ async fn without_headers_the_decisions_are_the_same() {
     // One refusal counted, against the per-client policy.
     let refused: Vec<_> = layer
         .policies()
+        .in_process()
+        .unwrap()
         .stats()
         .into_iter()
         .map(|stats| (stats.name, stats.refused))
@@ -374,7 +376,7 @@ async fn requests_without_a_client_address_follow_the_rule() {
         &clock,
         ClientIp::peer().when_missing(Unkeyed::Refuse(StatusCode::FORBIDDEN)),
     );
-    let policies = Arc::clone(refusing.policies());
+    let policies = Arc::clone(refusing.policies().in_process().unwrap());
     let refused = serve(app(refusing), false).await;
     let reply = get_with(&client, refused, "/", &[]).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);

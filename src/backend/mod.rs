@@ -211,6 +211,22 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         }
     }
 
+    /// Each policy's name, whether it is a dry run, and its quotas as enforced, in evaluation
+    /// order.
+    #[cfg(feature = "tower")]
+    pub(crate) fn describe(&self) -> Vec<(String, bool, Vec<Quota>)> {
+        match &self.inner {
+            Inner::InProcess(set) => (set.stats().into_iter())
+                .map(|stats| {
+                    let quotas = set.quotas(&stats.name).unwrap_or_default();
+                    (stats.name, stats.dry_run, quotas)
+                })
+                .collect(),
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => set.describe(),
+        }
+    }
+
     /// `"in_process"` or `"redis"`.
     pub fn backend_name(&self) -> &'static str {
         match &self.inner {

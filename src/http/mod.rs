@@ -1,7 +1,8 @@
 //! HTTP middleware in tower's shape (feature `tower`): [`RateLimitLayer`] wraps any service of
 //! `http` requests whose response body can be made from [`Bytes`] (axum's `Body`,
 //! `http_body_util::Full`), as axum and plain hyper serve them, and decides each request with a
-//! [`Policies`] set over [`Inbound`], the request's head.
+//! policy set over [`Inbound`], the request's head: a [`Policies`] set in process, or the same
+//! set decided in Redis (see [Over Redis](#over-redis)).
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -95,6 +96,18 @@
 //! [`HeaderStyle::NONE`] the decision is a plain yes or no and nothing is allocated for an
 //! admission. `BENCHMARKS.md` compares it with `tower_governor`.
 //!
+//! # Over Redis
+//! The layer takes any [`AnyPolicies`]: a set built with `build_redis` (feature `redis`)
+//! decides every request in Redis, shared by every instance of the service, with the same
+//! responses as in process (the same 429 body, `Retry-After`, quota headers of every quota the
+//! decision went through, cost function, client addresses and refusal delay; `tests/
+//! http_redis.rs` compares the two response by response). The request's keys and cost are read
+//! at once; the inner service, made ready, and the request wait for the decision (the service
+//! is cloned to take its place, so it must be `Clone`, as axum's are). A request above a burst
+//! is refused after one look at the buckets, for its headers. When Redis does not answer, the
+//! set's failure policy decides. With leases, an admission spent from a lease reports the one
+//! quota the lease describes.
+//!
 //! # Delaying refusals
 //! [`RateLimitLayer::delay_refusals`] holds a refusal for a while before sending it (for
 //! clients that ignore `Retry-After`), on tokio's timer, without holding a thread. Outside a
@@ -111,6 +124,8 @@ mod future;
 mod headers;
 mod inbound;
 mod refusal;
+#[cfg(feature = "redis")]
+mod remote;
 mod service;
 
 use core::time::Duration;
@@ -130,6 +145,7 @@ pub use refusal::Refusal;
 pub use service::RateLimitService;
 
 use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
+use crate::backend::AnyPolicies;
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::{InsufficientCapacity, QuotaState, Refused};
 use crate::policy::{Policies, Silent, Visit};
@@ -139,7 +155,7 @@ type Body = Arc<dyn Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync>;
 
 /// The configuration every service of one layer shares.
 pub(crate) struct Shared<C: Clock> {
-    policies: Arc<Policies<Inbound, C>>,
+    policies: AnyPolicies<Inbound, C>,
     /// Per policy, in evaluation order: whether it has more than one quota (its header items
     /// are then numbered).
     several: Box<[bool]>,
@@ -155,7 +171,7 @@ pub(crate) struct Shared<C: Clock> {
 impl<C: Clock> Clone for Shared<C> {
     fn clone(&self) -> Self {
         Self {
-            policies: Arc::clone(&self.policies),
+            policies: self.policies.clone(),
             several: self.several.clone(),
             cache: self.cache.clone(),
             client_ip: self.client_ip.clone(),
@@ -168,14 +184,14 @@ impl<C: Clock> Clone for Shared<C> {
 }
 
 impl<C: Clock> Shared<C> {
-    /// Decides `inbound` at `cost` cells: an admission's quota headers (if the style has any:
-    /// the states the decision left every enforcing quota in), or the refusal.
+    /// Decides `inbound` at `cost` cells in process: an admission's quota headers (if the
+    /// style has any: the states the decision left every enforcing quota in), or the refusal.
     fn decide(
         &self,
+        policies: &Policies<Inbound, C>,
         inbound: &Inbound,
         cost: u32,
     ) -> Result<Result<Option<Box<Ready>>, Refused>, InsufficientCapacity> {
-        let policies = &*self.policies;
         let now = || policies.clock().now();
         if !self.style.any() {
             if cost == 0 {
@@ -187,7 +203,7 @@ impl<C: Clock> Shared<C> {
             return Ok(answer.map(|()| None));
         }
         if cost == 0 {
-            return Ok(Ok(Some(Box::new(self.inspect(inbound)))));
+            return Ok(Ok(Some(Box::new(self.inspect(policies, inbound)))));
         }
         let mut headers = QuotaHeaders::new(self.style, &self.cache);
         let visit = Visit(|state: QuotaState| self.push(&mut headers, &state));
@@ -195,11 +211,19 @@ impl<C: Clock> Shared<C> {
         Ok(answer.map(|()| Some(Box::new(headers.finish()))))
     }
 
-    /// The quota headers of every enforcing quota that applies to `inbound`, as they stand.
-    fn inspect(&self, inbound: &Inbound) -> Ready {
+    /// The quota headers of every enforcing quota of `policies` that applies to `inbound`, as
+    /// they stand.
+    fn inspect(&self, policies: &Policies<Inbound, C>, inbound: &Inbound) -> Ready {
         let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        self.policies
-            .inspect(inbound, |state| self.push(&mut headers, &state));
+        policies.inspect(inbound, |state| self.push(&mut headers, &state));
+        headers.finish()
+    }
+
+    /// The quota headers of the states `states` visits.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn headers_of(&self, states: impl FnOnce(&mut dyn FnMut(QuotaState))) -> Ready {
+        let mut headers = QuotaHeaders::new(self.style, &self.cache);
+        states(&mut |state| self.push(&mut headers, &state));
         headers.finish()
     }
 
@@ -230,10 +254,8 @@ impl<C: Clock> Clone for RateLimitLayer<C> {
 impl<C: Clock> core::fmt::Debug for RateLimitLayer<C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field(
-                "policies",
-                &self.shared.policies.names().collect::<Vec<_>>(),
-            )
+            .field("policies", &self.shared.policies.names())
+            .field("backend", &self.shared.policies.backend_name())
             .field("client_ip", &self.shared.client_ip)
             .field("style", &self.shared.style)
             .field("delay", &self.shared.delay)
@@ -242,17 +264,17 @@ impl<C: Clock> core::fmt::Debug for RateLimitLayer<C> {
 }
 
 impl<C: Clock> RateLimitLayer<C> {
-    /// A layer deciding every request with `policies` (owned, or an `Arc` shared with the rest
-    /// of the program), each request costing one cell, with the draft's quota headers, the
-    /// peer as the client, and the default problem body.
-    pub fn new(policies: impl Into<Arc<Policies<Inbound, C>>>) -> Self {
+    /// A layer deciding every request with `policies`: a [`Policies`] set (owned, or an `Arc`
+    /// shared with the rest of the program), a Redis set (`RedisLimiter`), or either as an
+    /// [`AnyPolicies`]; each request costing one cell, with the draft's quota headers, the peer
+    /// as the client, and the default problem body.
+    pub fn new(policies: impl Into<AnyPolicies<Inbound, C>>) -> Self {
         let policies = policies.into();
         let mut several = Vec::new();
         let mut items = Vec::new();
-        for (policy_index, stats) in policies.stats().into_iter().enumerate() {
-            let quotas = policies.quotas(&stats.name).unwrap_or_default();
+        for (policy_index, (name, dry_run, quotas)) in policies.describe().into_iter().enumerate() {
             several.push(quotas.len() > 1);
-            if stats.dry_run {
+            if dry_run {
                 continue;
             }
             for (quota_index, quota) in quotas.into_iter().enumerate() {
@@ -260,7 +282,7 @@ impl<C: Clock> RateLimitLayer<C> {
                     policy_index,
                     quota_index,
                     quota,
-                    name: stats.name.as_str().into(),
+                    name: name.as_str().into(),
                     several: several[policy_index],
                 });
             }
@@ -315,9 +337,10 @@ impl<C: Clock> RateLimitLayer<C> {
         self
     }
 
-    /// The policy set, for [`stats`](Policies::stats), [`sweep`](Policies::sweep) or
+    /// The policy set; in process ([`AnyPolicies::in_process`]) for
+    /// [`stats`](Policies::stats), [`sweep`](Policies::sweep) or
     /// [`replace_quotas`](Policies::replace_quotas).
-    pub fn policies(&self) -> &Arc<Policies<Inbound, C>> {
+    pub fn policies(&self) -> &AnyPolicies<Inbound, C> {
         &self.shared.policies
     }
 

@@ -2,16 +2,18 @@
 //! around another, which decides each request before the inner service sees it.
 
 use core::task::{Context, Poll};
+use core::time::Duration;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
 
+use super::headers::Ready;
 use super::refusal::{self, Refusal};
 use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
+use crate::backend::{AnyPolicies, Inner};
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::Cause;
-use crate::policy::Policies;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
 /// inner service sees it.
@@ -39,7 +41,7 @@ impl<S: core::fmt::Debug, C: Clock> core::fmt::Debug for RateLimitService<S, C> 
 
 impl<S, C: Clock> RateLimitService<S, C> {
     /// The policy set.
-    pub fn policies(&self) -> &Arc<Policies<Inbound, C>> {
+    pub fn policies(&self) -> &AnyPolicies<Inbound, C> {
         &self.shared.policies
     }
 
@@ -49,35 +51,47 @@ impl<S, C: Clock> RateLimitService<S, C> {
     }
 }
 
-/// The answer to a refused request: its response, held for the configured delay.
-fn refuse<F, B: From<Bytes>, C: Clock>(
+/// The response to a refused request, and how long to hold it: `quotas` are the quota headers
+/// of every enforcing quota that applies, as they stand, if the style has any.
+pub(super) fn refusal_of<C: Clock>(
     shared: &Shared<C>,
     refusal: &Refusal,
-    inbound: Option<&Inbound>,
-) -> ResponseFuture<F, B> {
+    quotas: impl FnOnce() -> Option<Ready>,
+) -> (Response<Bytes>, Option<Duration>) {
     // A table-full refusal gets no quota headers: the tables do not hold the client, so they
     // would describe a fresh bucket next to a 429.
     let table_full = matches!(refusal, Refusal::Limited(r) if r.cause() == Cause::TableFull);
-    let quotas = match inbound {
-        Some(inbound) if shared.style.any() && !table_full => Some(shared.inspect(inbound)),
-        _ => None,
+    let quotas = if shared.style.any() && !table_full {
+        quotas()
+    } else {
+        None
     };
     let response = refusal::respond(shared, refusal, quotas);
     // A delay needs tokio's timer; outside a runtime the refusal goes at once.
     let delay = (!shared.delay.is_zero() && tokio::runtime::Handle::try_current().is_ok())
         .then_some(shared.delay);
-    ResponseFuture::refused(response, delay)
+    (response, delay)
+}
+
+/// The answer to a refused request: its response, held for the configured delay.
+pub(super) fn refuse<F, B: From<Bytes>, S, Q, C: Clock>(
+    shared: &Shared<C>,
+    refusal: &Refusal,
+    quotas: impl FnOnce() -> Option<Ready>,
+) -> ResponseFuture<F, B, S, Q> {
+    let (response, delay) = refusal_of(shared, refusal, quotas);
+    ResponseFuture::refused(response.map(B::from), delay)
 }
 
 impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
 where
-    S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>>,
-    C: Clock,
+    S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    C: Clock + Send + Sync + 'static,
     ResBody: From<Bytes>,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResBody>;
+    type Future = ResponseFuture<S::Future, ResBody, S, ReqBody>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -90,16 +104,32 @@ where
             .client_ip
             .resolve(peer_addr(request.extensions()), request.headers());
         if let (None, Unkeyed::Refuse(status)) = (client, shared.client_ip.missing()) {
-            return refuse(shared, &Refusal::Unkeyed(status), None);
+            return refuse(shared, &Refusal::Unkeyed(status), || None);
         }
+        // One arm without the `redis` feature.
+        #[allow(clippy::infallible_destructuring_match)]
+        let policies = match &shared.policies.inner {
+            Inner::InProcess(policies) => policies,
+            #[cfg(feature = "redis")]
+            Inner::Redis(limiter) => {
+                let limiter = limiter.clone();
+                return super::remote::call(
+                    &self.shared,
+                    &limiter,
+                    &mut self.inner,
+                    (request, client),
+                );
+            }
+        };
         let decided = Inbound::scope(&request, client, |inbound| {
             let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
-            let refusal = match shared.decide(inbound, cost) {
+            let refusal = match shared.decide(policies, inbound, cost) {
                 Ok(Ok(headers)) => return Ok(headers),
                 Ok(Err(refused)) => Refusal::Limited(refused),
                 Err(capacity) => Refusal::Oversized(capacity),
             };
-            Err(refuse(shared, &refusal, Some(inbound)))
+            let quotas = || Some(shared.inspect(policies, inbound));
+            Err(refuse(shared, &refusal, quotas))
         });
         match decided {
             Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),

@@ -32,8 +32,9 @@
 -- {1, repaired, granted, dry, dry_wait, debt_1, ..., debt_m} when every bucket of every
 -- enforcing policy admitted (granted: the cells taken, n <= granted <= want; debt_i: how far
 -- bucket i's TAT lies ahead of now, after the decision), or {0, repaired, i, debt, wait, dry,
--- dry_wait} when bucket i refused with the longest wait (the first on a tie; wait -1: never,
--- past the horizon); debt is its TAT (clamped) less now. dry is the first bucket that refused
+-- dry_wait, debt_1, ..., debt_m} when bucket i refused with the longest wait (the first on a
+-- tie; wait -1: never, past the horizon); debt is its TAT (clamped) less now, and debt_j
+-- bucket j's as it stands (for headers that describe every quota). dry is the first bucket that refused
 -- in the first dry-run policy that would have refused (before the first enforcing bucket that
 -- refused, if any: the order in which a policy set evaluates), 0 if none, and dry_wait its
 -- wait. repaired counts buckets whose value was not a TAT (overwritten by something else):
@@ -235,7 +236,13 @@ if refused > 0 then
   end
   local wait = worst
   if wait == math.huge then wait = -1 end
-  return {0, repaired, refused, wait_of, wait, dry_at, dry_wait}
+  local answer = {0, repaired, refused, wait_of, wait, dry_at, dry_wait}
+  for i = 1, m do
+    local debt = tats[i] - now
+    if debt < 0 then debt = 0 end
+    answer[7 + i] = debt
+  end
+  return answer
 end
 
 -- Every bucket that takes admits n: take up to `want`, as many as every one of them holds (at

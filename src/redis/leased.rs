@@ -5,7 +5,7 @@ use super::failure::Failure;
 use super::lease::{self, Leases};
 use super::script::Reply;
 use super::stats::add;
-use super::{Plan, RedisLimiter, Source, Verdict};
+use super::{Decided, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
 use crate::outcome::Allowed;
 
@@ -79,7 +79,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     }
 
     /// A decision through the lease of the plan's buckets.
-    pub(super) async fn leased(&self, request: &R, plan: &Plan, n: u32, want: u32) -> Verdict {
+    pub(super) async fn leased(&self, plan: &Plan, n: u32, want: u32) -> Result<Decided, Failure> {
         let shared = &*self.shared;
         let counters = &shared.counters;
         let now = self.now_millis();
@@ -88,13 +88,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 .leases
                 .entry(&plan.keys, &plan.quotas, now, &counters.dropped_cells)
         else {
-            return match self.call(plan, n, n, 0).await {
-                Ok(reply) => self.verdict(plan, n, &reply),
-                Err(failure) => self.fail(request, n, failure),
-            };
+            return self.unleased(plan, n).await;
         };
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
-            return verdict;
+            return Ok(Decided::lease(verdict));
         }
         // One task at a time asks Redis for this lease; the others wait, then spend from it.
         // The wait for the lock counts against the timeout too: when Redis is slow, waiters
@@ -102,47 +99,47 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let Ok(_renewing) = tokio::time::timeout(shared.timeout, entry.lease.renewing.lock()).await
         else {
             add(&counters.timeouts, 1);
-            return self.fail(request, n, Failure::Timeout);
+            return Err(Failure::Timeout);
         };
         let now = self.now_millis();
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
-            return verdict;
+            return Ok(Decided::lease(verdict));
         }
         let rest = entry.lease.word.take_rest();
-        match self.call(plan, n, want, rest).await {
-            Ok(reply) => {
-                add(&counters.returned_cells, u64::from(rest));
-                if let Reply::Admitted {
-                    granted, ref debts, ..
-                } = reply
-                {
-                    add(&counters.leases, 1);
-                    add(&counters.leased_cells, u64::from(granted));
-                    let verdict = self.verdict(plan, n, &reply);
-                    let by = verdict.outcome.ok().and_then(|allowed| allowed.by);
-                    let bucket = (0..plan.refs.len())
-                        .position(|b| by.is_some_and(|by| core::ptr::eq(by, self.by(plan, b))))
-                        .unwrap_or(0);
-                    let lifetime = shared.lease.map_or(0, |(_, ms)| ms);
-                    // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
-                    entry.lease.word.fill(
-                        granted.min(want).saturating_sub(n),
-                        now.saturating_add(lifetime),
-                        debts.get(bucket).copied().unwrap_or(0),
-                        bucket,
-                    );
-                    verdict
-                } else {
-                    self.verdict(plan, n, &reply)
-                }
-            }
+        let reply = match self.call(plan, n, want, rest).await {
+            Ok(reply) => reply,
             Err(failure) => {
                 // The call may have run (given the rest back) or not: the rest is not spent
                 // here, so at worst it stays booked in Redis.
                 add(&counters.dropped_cells, u64::from(rest));
-                self.fail(request, n, failure)
+                return Err(failure);
             }
+        };
+        add(&counters.returned_cells, u64::from(rest));
+        let verdict = self.verdict(plan, n, &reply);
+        if let Reply::Admitted {
+            granted, ref debts, ..
+        } = reply
+        {
+            add(&counters.leases, 1);
+            add(&counters.leased_cells, u64::from(granted));
+            let by = verdict.outcome.ok().and_then(|allowed| allowed.by);
+            let bucket = (0..plan.refs.len())
+                .position(|b| by.is_some_and(|by| core::ptr::eq(by, self.by(plan, b))))
+                .unwrap_or(0);
+            let lifetime = shared.lease.map_or(0, |(_, ms)| ms);
+            // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
+            entry.lease.word.fill(
+                granted.min(want).saturating_sub(n),
+                now.saturating_add(lifetime),
+                debts.get(bucket).copied().unwrap_or(0),
+                bucket,
+            );
         }
+        Ok(Decided {
+            verdict,
+            reply: Some(reply),
+        })
     }
 
     /// `n` cells from `lease`, if it holds them at `now_ms`.

@@ -124,10 +124,12 @@ pub use failure::{Failure, OnFailure, Source};
 pub use lease::MAX_LEASE_CELLS;
 pub use plan::MAX_WINDOW_MICROS;
 pub use stats::RedisStats;
+pub(crate) use verdict::Decided;
 pub use verdict::Verdict;
 
 use lease::Leases;
-use plan::{Plan, Prepared, Tag};
+pub(crate) use plan::Plan;
+use plan::{Prepared, Tag};
 use script::{Call, Reply, Script};
 use stats::{add, Counters};
 
@@ -198,30 +200,57 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// One round trip (one `EVALSHA`), or none when a lease holds the cells. The keys are
     /// formatted into new strings each call.
     pub async fn check_n(&self, request: &R, n: u32) -> Result<Verdict, InsufficientCapacity> {
+        let plan = self.plan(request, n)?;
+        let verdict = match self.decide(&plan, n).await {
+            Ok(decided) => decided.verdict,
+            Err(failure) => self.fail(request, n, failure),
+        };
+        self.count(&verdict);
+        Ok(verdict)
+    }
+
+    /// The buckets `request` goes to, or the error if `n` exceeds an enforcing quota's burst.
+    pub(crate) fn plan(&self, request: &R, n: u32) -> Result<Plan, InsufficientCapacity> {
         let shared = &*self.shared;
-        let plan = Plan::new(&shared.policies, (&shared.prefix, shared.tag), request, n)?;
-        add(&shared.counters.decisions, 1);
-        let verdict = if plan.keys.is_empty() {
-            Verdict {
+        Plan::new(&shared.policies, (&shared.prefix, shared.tag), request, n)
+    }
+
+    /// Decides `plan` for `n` cells in Redis (or from a lease); the failure if Redis did not
+    /// answer, for the caller to decide by the failure policy ([`fail`](Self::fail)) with the
+    /// request at hand.
+    pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
+        add(&self.shared.counters.decisions, 1);
+        if plan.keys.is_empty() {
+            let verdict = Verdict {
                 outcome: Ok(Allowed::new(UNLIMITED)),
                 source: Source::Redis,
-            }
-        } else {
-            match self.lease_size(&plan, n) {
-                Some(want) => self.leased(request, &plan, n, want).await,
-                None => match self.call(&plan, n, n, 0).await {
-                    Ok(reply) => self.verdict(&plan, n, &reply),
-                    Err(failure) => self.fail(request, n, failure),
-                },
-            }
-        };
+            };
+            return Ok(Decided::lease(verdict));
+        }
+        if let Some(want) = self.lease_size(plan, n) {
+            return self.leased(plan, n, want).await;
+        }
+        self.unleased(plan, n).await
+    }
+
+    /// Decides `plan` for `n` cells in one call, without a lease.
+    async fn unleased(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
+        let reply = self.call(plan, n, n, 0).await?;
+        Ok(Decided {
+            verdict: self.verdict(plan, n, &reply),
+            reply: Some(reply),
+        })
+    }
+
+    /// Counts a decision's outcome.
+    pub(crate) fn count(&self, verdict: &Verdict) {
+        let counters = &self.shared.counters;
         let outcome = if verdict.is_allowed() {
-            &shared.counters.admitted
+            &counters.admitted
         } else {
-            &shared.counters.refused
+            &counters.refused
         };
         add(outcome, 1);
-        Ok(verdict)
     }
 
     /// The counters since the limiter was built.
@@ -245,6 +274,16 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             policy: name.into(),
         })?;
         Ok(policy.quotas.iter().map(|m| m.quota).collect())
+    }
+
+    /// Each policy's name, whether it is a dry run, and its quotas as enforced.
+    #[cfg(feature = "tower")]
+    pub(crate) fn describe(&self) -> Vec<(String, bool, Vec<Quota>)> {
+        let policies = self.shared.policies.iter();
+        let quotas = |p: &Prepared<R>| p.quotas.iter().map(|m| m.quota).collect();
+        policies
+            .map(|p| (p.name.clone(), p.dry_run, quotas(p)))
+            .collect()
     }
 
     /// One script call within the timeout, counted.

@@ -4,8 +4,6 @@
 //! (from the policies' own key extractors, recording instead of hashing), and which of them
 //! belong to dry-run policies.
 
-use core::time::Duration;
-
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::outcome::{Gauge, InsufficientCapacity, PolicyQuota};
 use crate::policy::{Key, Policy, Recording};
@@ -175,13 +173,19 @@ impl Micros {
             let (policy, quota) = at();
             return Err(RedisConfigError::WindowTooLong { policy, quota });
         };
+        // The quota as written when its interval is whole µs (headers then advertise it as
+        // written); otherwise the same count over a period stretched to the rounded interval.
         // interval ≥ 1 µs and burst·interval ≤ 2^51 µs: a valid in-process quota.
-        let enforced = Quota::with_period(Duration::from_micros(interval))
-            .and_then(|q| q.with_burst(quota.burst()))
-            .map_err(|_| {
-                let (policy, quota) = at();
-                RedisConfigError::WindowTooLong { policy, quota }
-            })?;
+        let enforced = if quota.interval_nanos() == interval * 1_000 {
+            Ok(*quota)
+        } else {
+            let period = interval * 1_000 * u64::from(quota.count());
+            Quota::from_nanos(quota.count(), period).and_then(|q| q.with_burst(quota.burst()))
+        };
+        let enforced = enforced.map_err(|_| {
+            let (policy, quota) = at();
+            RedisConfigError::WindowTooLong { policy, quota }
+        })?;
         Ok(Self {
             interval,
             window,
@@ -275,6 +279,8 @@ fn push_policy(out: &mut Vec<u8>, policy: &str, quota: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use core::time::Duration;
 
     #[test]
     fn rounds_the_interval_up_to_whole_microseconds() {

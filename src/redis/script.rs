@@ -140,13 +140,15 @@ pub(crate) enum Reply {
         debts: Vec<u64>,
     },
     /// Bucket `index` refused with the longest wait (µs; `None`: never), its TAT `debt` µs
-    /// ahead of the script's reading. Nothing was taken.
+    /// ahead of the script's reading. Nothing was taken; bucket `i`'s TAT stands `debts[i]` µs
+    /// ahead.
     Refused {
         repaired: u32,
         index: usize,
         debt: u64,
         wait: Option<u64>,
         dry: DryRefusal,
+        debts: Vec<u64>,
     },
 }
 
@@ -179,6 +181,7 @@ impl Reply {
                         debt,
                         wait: Some(wait.filter(|&w| w > 0)?),
                         dry: None,
+                        debts: vec![debt],
                     }
                 }
             }
@@ -191,7 +194,13 @@ impl Reply {
                 (call.n..=call.want).contains(granted)
                     && debts.iter().enumerate().all(|(i, &d)| d <= window(i))
             }
-            &Self::Refused { index, debt, .. } => debt <= window(index),
+            Self::Refused {
+                index, debt, debts, ..
+            } => {
+                *debt <= window(*index)
+                    && debts.get(*index) == Some(debt)
+                    && debts.iter().enumerate().all(|(i, &d)| d <= window(i))
+            }
         };
         possible.then_some(reply)
     }
@@ -216,13 +225,18 @@ impl Reply {
                     debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
                 })
             }
-            [0, fixed, index, debt, wait, dry, dry_wait] => Some(Self::Refused {
-                repaired: repaired(fixed)?,
-                index: bucket(index, buckets)?,
-                debt: unsigned(debt)?,
-                wait: wait_of(wait)?,
-                dry: dry_refusal(dry, dry_wait, buckets)?,
-            }),
+            [0, fixed, index, debt, wait, dry, dry_wait, ref debts @ ..]
+                if debts.len() == buckets =>
+            {
+                Some(Self::Refused {
+                    repaired: repaired(fixed)?,
+                    index: bucket(index, buckets)?,
+                    debt: unsigned(debt)?,
+                    wait: wait_of(wait)?,
+                    dry: dry_refusal(dry, dry_wait, buckets)?,
+                    debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
+                })
+            }
             _ => None,
         }
     }
@@ -315,23 +329,25 @@ mod tests {
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1]), &pair()),
+            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1, 60, 4]), &pair()),
             Some(Reply::Refused {
                 repaired: 1,
                 index: 1,
                 debt: 4,
                 wait: Some(9),
                 dry: Some((0, None)),
+                debts: vec![60, 4],
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 0, 1, 4, -1, 0, 0]), &pair()),
+            Reply::parse(&array(&[0, 0, 1, 4, -1, 0, 0, 4, 0]), &pair()),
             Some(Reply::Refused {
                 repaired: 0,
                 index: 0,
                 debt: 4,
                 wait: None,
                 dry: None,
+                debts: vec![4, 0],
             })
         );
         // The common call: one integer, or a table when the script repaired or clamped.
@@ -353,16 +369,18 @@ mod tests {
                 debt: 80,
                 wait: Some(10),
                 dry: None,
+                debts: vec![80],
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 1, 1, 100, 30, 0, 0]), &single()),
+            Reply::parse(&array(&[0, 1, 1, 100, 30, 0, 0, 100]), &single()),
             Some(Reply::Refused {
                 repaired: 1,
                 index: 0,
                 debt: 100,
                 wait: Some(30),
                 dry: None,
+                debts: vec![100],
             })
         );
     }

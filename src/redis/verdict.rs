@@ -9,7 +9,7 @@ use super::stats::add;
 use super::{RedisLimiter, UNLIMITED};
 use crate::clock::Clock;
 use crate::jitter;
-use crate::outcome::{tightness, Allowed, DryRun, Gauge, Refused};
+use crate::outcome::{tightness, Allowed, DryRun, Gauge, QuotaState, Refused};
 
 /// The outcome of one decision, and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,59 @@ impl Verdict {
     }
 }
 
+/// A decision Redis (or a lease) made, and the script's reply behind it (none for a lease's,
+/// or when no policy applied).
+pub(crate) struct Decided {
+    pub(crate) verdict: Verdict,
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(super) reply: Option<Reply>,
+}
+
+impl Decided {
+    /// A decision made without a call.
+    pub(super) fn lease(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            reply: None,
+        }
+    }
+}
+
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
+    /// Calls `visit` with the state of every enforcing quota of `plan` as `decided` left it,
+    /// in evaluation order (for headers that list them): every one when the script answered,
+    /// the one a lease describes otherwise.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn states(&self, plan: &Plan, decided: &Decided, mut visit: impl FnMut(QuotaState)) {
+        let policies = &self.shared.policies;
+        let debts = match &decided.reply {
+            Some(Reply::Admitted { debts, .. } | Reply::Refused { debts, .. }) => debts,
+            None => {
+                if let Ok(allowed) = decided.verdict.outcome {
+                    if let Some(by) = allowed.by {
+                        let policy = &policies[by.policy_index()];
+                        let quota = policy.quotas[by.quota_index()].quota;
+                        visit(QuotaState::new(by, quota, allowed.gauge));
+                    }
+                }
+                return;
+            }
+        };
+        for (bucket, &debt) in debts.iter().enumerate() {
+            let (p, q) = plan.refs[bucket];
+            let policy = &policies[p];
+            if policy.dry_run {
+                continue;
+            }
+            let micros = &policy.quotas[q];
+            visit(QuotaState::new(
+                policy.by[q],
+                micros.quota,
+                micros.gauge(debt),
+            ));
+        }
+    }
+
     /// The gauge of the plan's bucket `bucket` whose TAT lies `debt` µs ahead.
     pub(super) fn gauge(&self, plan: &Plan, bucket: usize, debt: u64) -> Gauge {
         let (p, q) = plan.refs[bucket];
@@ -120,7 +172,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     }
 
     /// The decision of the failure policy.
-    pub(super) fn fail(&self, request: &R, n: u32, failure: Failure) -> Verdict {
+    pub(crate) fn fail(&self, request: &R, n: u32, failure: Failure) -> Verdict {
         let shared = &*self.shared;
         let counters = &shared.counters;
         match (shared.on_failure, &shared.fallback) {

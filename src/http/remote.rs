@@ -1,0 +1,93 @@
+//! The middleware over a set decided in Redis (feature `redis`): the request's keys and cost
+//! are read at once, as in process; the decision is then awaited while the inner service (made
+//! ready) and the request's body wait for it; then the request goes on with the quota headers
+//! of every quota the decision went through, or is refused with them. A decision Redis could
+//! not make follows the set's failure policy, which sees the request as the policies do.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::future::Decision;
+use super::refusal::Refusal;
+use super::service::{refusal_of, refuse};
+use super::{Inbound, ResponseFuture, Shared};
+use crate::clock::Clock;
+use crate::outcome::QuotaState;
+use crate::redis::RedisLimiter;
+
+/// [`RateLimitService::call`](super::RateLimitService) for a set decided in Redis.
+pub(super) fn call<S, C, Q, B>(
+    shared: &Arc<Shared<C>>,
+    limiter: &RedisLimiter<Inbound, C>,
+    inner: &mut S,
+    (request, client): (Request<Q>, Option<IpAddr>),
+) -> ResponseFuture<S::Future, B, S, Q>
+where
+    S: Service<Request<Q>, Response = Response<B>> + Clone,
+    C: Clock + Send + Sync + 'static,
+    B: From<Bytes>,
+{
+    // A request above a burst is refused whatever the buckets hold; the call then only looks
+    // (n = 0), for the quota headers the refusal carries, as in process.
+    let planned = Inbound::scope(&request, client, |inbound| {
+        let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
+        match limiter.plan(inbound, cost) {
+            Ok(plan) => Ok((plan, cost, None)),
+            Err(capacity) => limiter
+                .plan(inbound, 0)
+                .map(|plan| (plan, 0, Some(capacity))),
+        }
+    });
+    let (plan, cost, oversized) = match planned {
+        Ok(planned) => planned,
+        // A look never exceeds a burst: not reached.
+        Err(capacity) => return refuse(shared, &Refusal::Oversized(capacity), || None),
+    };
+    // The service made ready goes with the request; a clone takes its place (tower's way of
+    // calling a service later).
+    let clone = inner.clone();
+    let ready = core::mem::replace(inner, clone);
+    let (parts, body) = request.into_parts();
+    let shared = Arc::clone(shared);
+    let limiter = limiter.clone();
+    let decision = Box::pin(async move {
+        let decided = limiter.decide(&plan, cost).await;
+        let request = Request::from_parts(parts, ());
+        let (verdict, decided) = match decided {
+            Ok(decided) => (decided.verdict, Some(decided)),
+            Err(failure) => {
+                let fail = |inbound: &Inbound| limiter.fail(inbound, cost, failure);
+                (Inbound::scope(&request, client, fail), None)
+            }
+        };
+        let states = |visit: &mut dyn FnMut(QuotaState)| {
+            if let Some(decided) = &decided {
+                limiter.states(&plan, decided, visit);
+            }
+        };
+        let refusal = match (oversized, verdict.outcome()) {
+            (Some(capacity), _) => Refusal::Oversized(capacity),
+            (None, Err(refused)) => {
+                limiter.count(&verdict);
+                Refusal::Limited(refused)
+            }
+            (None, Ok(_)) => {
+                limiter.count(&verdict);
+                let headers = shared
+                    .style
+                    .any()
+                    .then(|| Box::new(shared.headers_of(states)));
+                return (request.into_parts().0, Decision::Admit(headers));
+            }
+        };
+        let quotas = || Some(shared.headers_of(states));
+        let (response, delay) = refusal_of(&shared, &refusal, quotas);
+        let decision = Decision::Refuse(response, delay);
+        (request.into_parts().0, decision)
+    });
+    ResponseFuture::deciding(decision, ready, body)
+}
