@@ -172,3 +172,57 @@ async fn bad_backends_are_errors_naming_the_setting() {
         BuildError::Redis(RedisConfigError::BadName { what: "prefix", .. })
     ));
 }
+
+/// A wait on either backend sleeps exactly as long as the refusal says, through the sleep it
+/// is given (here: the test's clock, moved forwards), and a bounded wait that cannot succeed in
+/// time ends at once; Redis decides at the clock's readings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_sleep_alike_on_either_backend() {
+    use flowgate::clock::ManualClock;
+    use flowgate::{Error, WaitOptions};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let set = || {
+        Policies::<str>::builder()
+            .clock(clock.clone())
+            .policy(Policy::keyed("per-user", |u: &str| u).quota("2/s".parse().unwrap()))
+    };
+    let backend = RedisBackend::new(server.client())
+        .prefix("waits")
+        .client_time(true);
+    let sets = [
+        set().build_on(Backend::InProcess).unwrap(),
+        set().build_on(Backend::Redis(backend)).unwrap(),
+    ];
+    let mut slept_by = Vec::new();
+    for limits in &sets {
+        let slept = Mutex::new(Vec::new());
+        let sleep = |d: Duration| {
+            slept.lock().unwrap().push(d);
+            clock.advance(d);
+            core::future::ready(())
+        };
+        assert!(limits.check_n("erin", 2).await.unwrap().is_ok());
+        let options = WaitOptions::new();
+        let allowed = limits.until_ready_with("erin", 1, options, sleep).await;
+        assert_eq!(allowed.unwrap().remaining(), 0, "{}", limits.backend_name());
+        // Within 100 ms the next cell (500 ms away) cannot come: refused without sleeping.
+        let before = slept.lock().unwrap().len();
+        let bounded = WaitOptions::new().at_most(Duration::from_millis(100));
+        let refused = limits.until_ready_with("erin", 1, bounded, sleep).await;
+        assert!(matches!(refused, Err(Error::Refused(_))), "{refused:?}");
+        assert_eq!(slept.lock().unwrap().len(), before);
+        let never = limits.until_ready_with("erin", 3, options, sleep).await;
+        assert!(matches!(never, Err(Error::Capacity(_))), "{never:?}");
+        clock.advance(Duration::from_secs(5));
+        slept_by.push(slept.into_inner().unwrap());
+    }
+    assert_eq!(slept_by[0], [Duration::from_millis(500)]);
+    assert_eq!(
+        slept_by[0], slept_by[1],
+        "Redis waits as the in-process set does"
+    );
+}

@@ -35,14 +35,17 @@
 mod config;
 
 use core::fmt;
+use core::future::Future;
+use core::time::Duration;
 use std::sync::Arc;
 
 use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Allowed, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Error, InsufficientCapacity, Refused};
 use crate::policy::{Policies, PoliciesBuilder, PolicyError};
 use crate::quota::Quota;
 #[cfg(feature = "redis")]
 use crate::redis::{RedisBackend, RedisConfigError, RedisLimiter};
+use crate::wait::WaitOptions;
 
 /// Where a policy set keeps its buckets and decides.
 #[derive(Debug, Clone, Default)]
@@ -187,6 +190,55 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
             #[cfg(feature = "redis")]
             Inner::Redis(set) => Ok(set.check_n(request, n).await?.outcome()),
         }
+    }
+
+    /// Takes `n` cells from every quota that applies to `request`, sleeping through `sleep`
+    /// until all admit at once, within `options`' bound: the set's own wait (see
+    /// [`Policies::until_ready_with`], and `RedisLimiter::until_ready_with`, which retries
+    /// each refusal after its retry-after and never reserves).
+    ///
+    /// # Errors
+    /// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity; [`Error::Refused`]
+    /// when the wait would exceed the bound, or never ends.
+    pub async fn until_ready_with<F: Future<Output = ()>>(
+        &self,
+        request: &R,
+        n: u32,
+        options: WaitOptions,
+        sleep: impl FnMut(Duration) -> F,
+    ) -> Result<Allowed, Error> {
+        match &self.inner {
+            Inner::InProcess(set) => set.until_ready_with(request, n, options, sleep).await,
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => set.until_ready_with(request, n, options, sleep).await,
+        }
+    }
+
+    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound
+    /// (feature `tokio`).
+    ///
+    /// # Errors
+    /// As [`until_ready_with`](Self::until_ready_with).
+    #[cfg(feature = "tokio")]
+    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+        self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
+            .await
+    }
+
+    /// [`until_ready`](Self::until_ready) for at most `max_wait` (feature `tokio`).
+    ///
+    /// # Errors
+    /// As [`until_ready_with`](Self::until_ready_with).
+    #[cfg(feature = "tokio")]
+    pub async fn until_ready_within(
+        &self,
+        request: &R,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Allowed, Error> {
+        let options = WaitOptions::new().at_most(max_wait);
+        self.until_ready_with(request, n, options, tokio::time::sleep)
+            .await
     }
 
     /// The policies' names, in evaluation order.

@@ -101,6 +101,7 @@ mod plan;
 mod script;
 mod stats;
 mod verdict;
+mod wait;
 
 use core::fmt;
 use core::time::Duration;

@@ -152,6 +152,47 @@ fn nanos(duration: Duration) -> u64 {
 }
 
 /// Gives a reservation's cells back: an exact undo of what the decision wrote.
+/// A decision that never reserves (a remote one): nothing to give back.
+#[cfg(feature = "redis")]
+pub(crate) enum Unreserved {}
+
+#[cfg(feature = "redis")]
+impl GiveBack for Unreserved {
+    fn give_back(self) {
+        match self {}
+    }
+}
+
+/// The asynchronous loop over attempts that are themselves asynchronous (a decision in Redis,
+/// given what is left of `max_wait`), which never reserve: each refusal is slept out for its
+/// retry-after (plus `options`' jitter) on `clock`'s time, then asked again.
+#[cfg(feature = "redis")]
+pub(crate) async fn until_remote<C: Clock, A: Future<Output = Attempt<Unreserved>>, F>(
+    clock: &C,
+    options: WaitOptions,
+    mut attempt: impl FnMut(u64) -> A,
+    mut sleep: impl FnMut(Duration) -> F,
+) -> Result<Allowed, Error>
+where
+    F: Future<Output = ()>,
+{
+    let start = clock.now();
+    loop {
+        // A clock that steps back counts as no time spent.
+        let left = (options.max_wait).saturating_sub(clock.now().saturating_sub(start));
+        match attempt(left).await {
+            Attempt::Ready { value, delay, .. } => {
+                if delay > 0 {
+                    sleep(Duration::from_nanos(delay)).await;
+                }
+                return Ok(value);
+            }
+            Attempt::Retry(wait) => sleep(options.retry_sleep(wait, left)).await,
+            Attempt::Fail(error) => return Err(error),
+        }
+    }
+}
+
 pub(crate) trait GiveBack {
     /// Undoes the reservation (each write it made, if the bucket still holds it).
     fn give_back(self);

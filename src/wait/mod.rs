@@ -71,6 +71,8 @@ mod engine;
 
 pub use engine::WaitOptions;
 pub(crate) use engine::{as_is, block, judge, until, Attempt, GiveBack};
+#[cfg(feature = "redis")]
+pub(crate) use engine::{until_remote, Unreserved};
 
 #[cfg(doc)]
 use crate::clock::Clock;
