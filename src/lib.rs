@@ -74,12 +74,18 @@
 //! | `flowgate_near_limit_total` | counter | `policy`, `quota` | admissions that left the quota's bucket at least 80 % used (Envoy's "near limit") |
 //! | `flowgate_keys` | gauge | `policy` and `quota`, or `limiter` | keys a keyed table holds |
 //! | `flowgate_keys_evicted_total` | counter | as `flowgate_keys` | idle keys forgotten |
+//! | `flowgate_redis_decisions_total` | counter | `prefix`, `source` | decisions of a set in Redis made by the script (`redis`) or from a lease (`lease`) |
+//! | `flowgate_redis_call_seconds` | histogram | `prefix` | time of each script call, answered or not |
 //! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`) |
 //! | `flowgate_redis_fallbacks_total` | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
 //!
+//! `quota` is the quota as written (`"200/10s"`, `"20000/d fixed"`), as the set was built: a
+//! quota replaced at run time keeps counting under its first label. A set decided in Redis
+//! counts its cells under the same names and labels as in process, so dashboards survive a
+//! change of backend. Every metric is described to the recorder (an exporter's HELP lines).
 //! A standalone [`KeyedRateLimiter`] reports its keys under `limiter = name` once given
 //! [`metrics_label`](keyed::Builder::metrics_label); a policy set's tables always report, and
-//! so does the local fallback of a Redis limiter, under `policy = "redis:{prefix}:{policy}"`.
+//! so does the local fallback of a Redis set, under `policy = "redis:{prefix}:{policy}"`.
 //! Cells are counted per attempt: a request over a quota's burst counts as refused cells of
 //! that quota, and a wait on a policy set that is refused, sleeps and is then admitted counts
 //! its cells once as refused and once as admitted.

@@ -12,6 +12,8 @@
 /// Whether metrics are compiled in: a constant, for code that should vanish entirely without.
 pub(crate) const ENABLED: bool = cfg!(feature = "metrics");
 
+#[cfg(all(feature = "metrics", feature = "redis"))]
+pub(crate) use metrics::Histogram;
 #[cfg(feature = "metrics")]
 pub(crate) use metrics::{Counter, Gauge};
 
@@ -48,6 +50,88 @@ impl Gauge {
     pub(crate) fn decrement(&self, _by: f64) {}
 }
 
+/// Without the feature: records nothing.
+#[cfg(all(not(feature = "metrics"), feature = "redis"))]
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Histogram;
+
+#[cfg(all(not(feature = "metrics"), feature = "redis"))]
+impl Histogram {
+    pub(crate) fn noop() -> Self {
+        Self
+    }
+
+    #[inline(always)]
+    pub(crate) fn record(&self, _value: f64) {}
+}
+
+/// Every metric flowgate reports: name, kind, and what it counts (the exporter's HELP line).
+#[cfg(feature = "metrics")]
+const DESCRIBED: [(&str, char, &str); 10] = [
+    (
+        "flowgate_admitted_cells_total",
+        'c',
+        "Cells a policy's quota admitted.",
+    ),
+    (
+        "flowgate_refused_cells_total",
+        'c',
+        "Cells refused, counted against the quota that refused.",
+    ),
+    (
+        "flowgate_dry_run_refused_cells_total",
+        'c',
+        "Cells a dry-run policy's quota would have refused.",
+    ),
+    (
+        "flowgate_near_limit_total",
+        'c',
+        "Admissions that left the quota's bucket at least 80 % used.",
+    ),
+    ("flowgate_keys", 'g', "Keys a keyed table holds."),
+    (
+        "flowgate_keys_evicted_total",
+        'c',
+        "Idle keys a keyed table forgot.",
+    ),
+    (
+        "flowgate_redis_failures_total",
+        'c',
+        "Redis calls that timed out, lost their connection or had a malformed reply.",
+    ),
+    (
+        "flowgate_redis_fallbacks_total",
+        'c',
+        "Decisions made by the failure policy while Redis did not answer.",
+    ),
+    (
+        "flowgate_redis_call_seconds",
+        'h',
+        "Time of one script call to Redis, answered or not.",
+    ),
+    (
+        "flowgate_redis_decisions_total",
+        'c',
+        "Decisions of a set decided in Redis, by where they came from.",
+    ),
+];
+
+/// Describes every metric to the recorder (HELP lines), as each set of handles is registered:
+/// a recorder installed after some were registered still learns them.
+#[cfg(feature = "metrics")]
+fn describe() {
+    for (name, kind, help) in DESCRIBED {
+        match kind {
+            'c' => metrics::describe_counter!(name, help),
+            'g' => metrics::describe_gauge!(name, help),
+            _ => metrics::describe_histogram!(name, metrics::Unit::Seconds, help),
+        }
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+fn describe() {}
+
 /// `labels` as the facade takes them.
 #[cfg(feature = "metrics")]
 fn labels(labels: &[(&'static str, String)]) -> Vec<metrics::Label> {
@@ -79,6 +163,17 @@ fn gauge(_name: &'static str, _labels: &[(&'static str, String)]) -> Gauge {
     Gauge::noop()
 }
 
+/// A histogram named `name` with `labels`.
+#[cfg(all(feature = "metrics", feature = "redis"))]
+fn histogram(name: &'static str, labels: &[(&'static str, String)]) -> Histogram {
+    metrics::histogram!(name, self::labels(labels))
+}
+
+#[cfg(all(not(feature = "metrics"), feature = "redis"))]
+fn histogram(_name: &'static str, _labels: &[(&'static str, String)]) -> Histogram {
+    Histogram::noop()
+}
+
 /// The counters of one quota of a policy.
 #[derive(Debug, Clone)]
 pub(crate) struct QuotaMetrics {
@@ -89,9 +184,10 @@ pub(crate) struct QuotaMetrics {
 }
 
 impl QuotaMetrics {
-    /// Quota `quota` (its index) of the policy `policy`.
-    pub(crate) fn new(policy: &str, quota: usize) -> Self {
-        let labels = [("policy", policy.to_owned()), ("quota", quota.to_string())];
+    /// The quota written `quota` (`"200/10s"`, `"20000/d fixed"`) of the policy `policy`.
+    pub(crate) fn new(policy: &str, quota: &str) -> Self {
+        describe();
+        let labels = [("policy", policy.to_owned()), ("quota", quota.to_owned())];
         Self {
             admitted: counter("flowgate_admitted_cells_total", &labels),
             refused: counter("flowgate_refused_cells_total", &labels),
@@ -117,9 +213,9 @@ impl TableMetrics {
         }
     }
 
-    /// The table of quota `quota` of the policy `policy`.
-    pub(crate) fn of_policy(policy: &str, quota: usize) -> Self {
-        Self::labelled(&[("policy", policy.to_owned()), ("quota", quota.to_string())])
+    /// The table of the quota written `quota` of the policy `policy`.
+    pub(crate) fn of_policy(policy: &str, quota: &str) -> Self {
+        Self::labelled(&[("policy", policy.to_owned()), ("quota", quota.to_owned())])
     }
 
     /// The table of the keyed limiter named `limiter`.
@@ -128,6 +224,7 @@ impl TableMetrics {
     }
 
     fn labelled(labels: &[(&'static str, String)]) -> Self {
+        describe();
         Self {
             keys: gauge("flowgate_keys", labels),
             evicted: counter("flowgate_keys_evicted_total", labels),
@@ -135,10 +232,13 @@ impl TableMetrics {
     }
 }
 
-/// The failure counters of one Redis limiter.
+/// The failure counters of one Redis limiter, its calls' time, and its decisions by source.
 #[cfg(feature = "redis")]
 #[derive(Debug, Clone)]
 pub(crate) struct RedisMetrics {
+    pub(crate) calls: Histogram,
+    pub(crate) from_redis: Counter,
+    pub(crate) from_lease: Counter,
     pub(crate) timeouts: Counter,
     pub(crate) connection_failures: Counter,
     pub(crate) reply_failures: Counter,
@@ -163,7 +263,18 @@ impl RedisMetrics {
                 &[("prefix", prefix.to_owned()), ("policy", policy.to_owned())],
             )
         };
+        describe();
+        let prefix_label = [("prefix", prefix.to_owned())];
+        let source = |source: &str| {
+            counter(
+                "flowgate_redis_decisions_total",
+                &[("prefix", prefix.to_owned()), ("source", source.to_owned())],
+            )
+        };
         Self {
+            calls: histogram("flowgate_redis_call_seconds", &prefix_label),
+            from_redis: source("redis"),
+            from_lease: source("lease"),
             timeouts: failure("timeout"),
             connection_failures: failure("connection"),
             reply_failures: failure("reply"),

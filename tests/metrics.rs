@@ -7,7 +7,9 @@ use std::time::Duration;
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, Policy};
 use flowgate::{Gcra, KeyedRateLimiter, Quota};
+use metrics::{SharedString, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::CompositeKey;
 
 #[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
@@ -97,33 +99,49 @@ fn policies_count_cells_per_policy_and_quota() {
     let mut at = |name: &str, policy: &str, quota: &str| {
         totals.value(&snapshotter, name, &[("policy", policy), ("quota", quota)])
     };
-    for quota in ["0", "1"] {
+    // Labelled by the quota as written, not its place.
+    for quota in ["1/s burst 3", "5/min"] {
         assert_eq!(
             at("flowgate_admitted_cells_total", "user", quota),
             Some(3.0)
         );
     }
     // The refusal is counted against the quota that refused (burst 3), with its 2 cells.
-    assert_eq!(at("flowgate_refused_cells_total", "user", "0"), Some(2.0));
-    assert_eq!(at("flowgate_refused_cells_total", "user", "1"), Some(0.0));
+    assert_eq!(
+        at("flowgate_refused_cells_total", "user", "1/s burst 3"),
+        Some(2.0)
+    );
+    assert_eq!(
+        at("flowgate_refused_cells_total", "user", "5/min"),
+        Some(0.0)
+    );
     // Near the limit: the first admission left the burst-3 quota 2/3 used (below 80 %), the
     // second 3/3; the 5-per-minute quota 2/5 then 3/5; the trial's burst of 2 was full after
     // its first.
-    assert_eq!(at("flowgate_near_limit_total", "user", "0"), Some(1.0));
-    assert_eq!(at("flowgate_near_limit_total", "user", "1"), Some(0.0));
-    assert_eq!(at("flowgate_near_limit_total", "trial", "0"), Some(1.0));
-    // The trial admitted the first 2 cells and would have refused the third.
-    assert_eq!(at("flowgate_admitted_cells_total", "trial", "0"), Some(2.0));
     assert_eq!(
-        at("flowgate_dry_run_refused_cells_total", "trial", "0"),
+        at("flowgate_near_limit_total", "user", "1/s burst 3"),
+        Some(1.0)
+    );
+    assert_eq!(at("flowgate_near_limit_total", "user", "5/min"), Some(0.0));
+    assert_eq!(at("flowgate_near_limit_total", "trial", "2/h"), Some(1.0));
+    // The trial admitted the first 2 cells and would have refused the third.
+    assert_eq!(
+        at("flowgate_admitted_cells_total", "trial", "2/h"),
+        Some(2.0)
+    );
+    assert_eq!(
+        at("flowgate_dry_run_refused_cells_total", "trial", "2/h"),
         Some(1.0)
     );
     // One key in each of the user policy's tables, none evicted; an hour later sweeps take it.
-    assert_eq!(at("flowgate_keys", "user", "0"), Some(1.0));
+    assert_eq!(at("flowgate_keys", "user", "1/s burst 3"), Some(1.0));
     clock.advance(Duration::from_secs(3_600));
     assert_eq!(policies.sweep(policies.slots()), 2);
-    assert_eq!(at("flowgate_keys", "user", "1"), Some(0.0));
-    assert_eq!(at("flowgate_keys_evicted_total", "user", "1"), Some(1.0));
+    assert_eq!(at("flowgate_keys", "user", "5/min"), Some(0.0));
+    assert_eq!(
+        at("flowgate_keys_evicted_total", "user", "5/min"),
+        Some(1.0)
+    );
 }
 
 #[test]
@@ -144,7 +162,7 @@ fn oversized_requests_count_as_refused_and_dropped_tables_leave_the_gauge() {
         })
     };
     let mut totals = Totals::default();
-    let labels = [("policy", "user"), ("quota", "0")];
+    let labels = [("policy", "user"), ("quota", "1/s burst 3")];
     let first = build();
     // Five cells of a burst of three: never, and counted as refused.
     assert!(first.check_n("a", 5).is_err());
@@ -250,4 +268,96 @@ async fn a_redis_limiter_counts_its_failures_and_fallbacks() {
         })
         .sum();
     assert_eq!(failures, 3.0);
+}
+
+/// A set decided in Redis counts its cells exactly as the same set in process does, under the
+/// same names and labels (each recorder sees one set), times every script call, and describes
+/// every metric it registers.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_decisions_are_counted_as_in_process() {
+    use flowgate::redis::RedisBackend;
+
+    let server = redis_server::RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let set = || {
+        Policies::<str>::builder()
+            .clock(clock.clone())
+            .policy(Policy::keyed("user", |r: &str| r).quotas([
+                Quota::per_second(1).unwrap().with_burst(3).unwrap(),
+                Quota::per_minute(5).unwrap(),
+            ]))
+            .policy(
+                Policy::global("trial")
+                    .quota(Quota::per_hour(2).unwrap())
+                    .dry_run(true),
+            )
+    };
+    let (local_recorder, redis_recorder) = (DebuggingRecorder::new(), DebuggingRecorder::new());
+    let local = metrics::with_local_recorder(&local_recorder, || set().build().unwrap());
+    let backend = RedisBackend::new(server.client())
+        .prefix("metered")
+        .client_time(true);
+    let remote =
+        metrics::with_local_recorder(&redis_recorder, || set().build_redis(backend).unwrap());
+    let steps = [
+        ("alice", 2),
+        ("alice", 1),
+        ("alice", 2),
+        ("bob", 1),
+        ("alice", 5),
+        ("bob", 3),
+    ];
+    for (user, n) in steps {
+        let here = local.check_n(user, n).map(|answer| answer.is_ok());
+        let there = remote.check_n(user, n).await.map(|v| v.is_allowed());
+        assert_eq!(here.is_ok(), there.is_ok(), "{user} {n}");
+    }
+    // One snapshot each (a snapshot reports what changed since the last one).
+    let local_all = local_recorder.snapshotter().snapshot().into_vec();
+    let redis_all = redis_recorder.snapshotter().snapshot().into_vec();
+    let value = |all: &[(CompositeKey, Option<Unit>, Option<SharedString>, DebugValue)],
+                 name: &str,
+                 labels: &[(&str, &str)]| {
+        let found = all.iter().find(|(key, _, _, _)| {
+            let key = key.key();
+            key.name() == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
+        });
+        found.map(|(_, _, _, value)| match value {
+            DebugValue::Counter(n) => *n,
+            _ => u64::MAX,
+        })
+    };
+    let mut compared = 0;
+    for name in [
+        "flowgate_admitted_cells_total",
+        "flowgate_refused_cells_total",
+        "flowgate_dry_run_refused_cells_total",
+        "flowgate_near_limit_total",
+    ] {
+        for (policy, quota) in [("user", "1/s burst 3"), ("user", "5/min"), ("trial", "2/h")] {
+            let labels = [("policy", policy), ("quota", quota)];
+            let here = value(&local_all, name, &labels);
+            let there = value(&redis_all, name, &labels);
+            assert_eq!(here, there, "{name} {policy} {quota}");
+            compared += usize::from(here.is_some_and(|v| v > 0));
+        }
+    }
+    assert!(compared >= 6, "only {compared} series counted anything");
+    // Every script call timed; every metric registered described (HELP lines).
+    let stats = remote.stats();
+    let mut calls = 0;
+    for (key, _, description, value) in &redis_all {
+        let name = key.key().name();
+        assert!(description.is_some(), "{name} has no description");
+        if let DebugValue::Histogram(samples) = value {
+            assert_eq!(name, "flowgate_redis_call_seconds");
+            calls += samples.len() as u64;
+        }
+    }
+    assert!(redis_all.len() > 10, "{} metrics", redis_all.len());
+    assert_eq!(calls, stats.round_trips - stats.reloads);
 }

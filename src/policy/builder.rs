@@ -331,7 +331,7 @@ fn buckets<R: ?Sized, C: Clock + Clone>(
                 shards: None,
                 when_full: policy.when_full,
                 new_keys: None,
-                metrics: TableMetrics::of_policy(&policy.name, q),
+                metrics: TableMetrics::of_policy(&policy.name, &policy.quotas[q].to_string()),
             };
             let seed = hasher.hash_one((0x6e6f_6e63_6573_u64, q));
             Store::new(options, seed, clock.clone())

@@ -52,7 +52,7 @@ impl LiveQuota {
             words: algorithm.to_words().map(AtomicU64::new),
             by: PolicyQuota::intern(policy, index, q),
             dry_run,
-            metrics: QuotaMetrics::new(policy, q),
+            metrics: QuotaMetrics::new(policy, &algorithm.to_string()),
         }
     }
 

@@ -30,11 +30,14 @@
 -- admitted (the new TAT less now), or -(debt + 1) when refused (debt: the TAT less now, at
 -- least 0; the wait is debt + n * T - tau, which the client knows). Every other answer is
 -- {1, repaired, granted, dry, dry_wait, debt_1, ..., debt_m} when every bucket of every
--- enforcing policy admitted (granted: the cells taken, n <= granted <= want; debt_i: how far
--- bucket i's TAT lies ahead of now, after the decision), or {0, repaired, i, debt, wait, dry,
+-- enforcing policy admitted (granted: the cells taken, n <= granted <= want, from every bucket
+-- but those of dry-run policies that would refuse; debt_i: how far bucket i's TAT lies ahead
+-- of now, after the decision), or {0, repaired, i, debt, wait, dry,
 -- dry_wait, debt_1, ..., debt_m} when bucket i refused with the longest wait (the first on a
 -- tie; wait -1: never, past the horizon); debt is its TAT (clamped) less now, and debt_j
--- bucket j's as it stands (for headers that describe every quota). dry is the first bucket that refused
+-- bucket j's as it stands (for headers that describe every quota). Either answer ends with
+-- the first refusing bucket of every dry-run policy that would have refused (as dry), in
+-- order, for the client to count. dry is the first bucket that refused
 -- in the first dry-run policy that would have refused (before the first enforcing bucket that
 -- refused, if any: the order in which a policy set evaluates), 0 if none, and dry_wait its
 -- wait. repaired counts buckets whose value was not a TAT (overwritten by something else):
@@ -189,15 +192,19 @@ for i = 1, m do
   end
 end
 
--- Dry-run policies that would refuse take nothing (skip, by their first bucket); the first of
--- them evaluated before any enforcing refusal is reported.
-local skip = {}
+-- Dry-run policies that would refuse take nothing (skip, by their first bucket); those
+-- evaluated before any enforcing refusal are reported (the first refusing bucket of each, in
+-- `dries`), the first of them with its wait.
+local skip, dries = {}, {}
 local dry_at, dry_wait = 0, 0
 for i = 1, m do
   local g = group[i]
   if g and waits[i] and not skip[g] then
     skip[g] = true
-    if dry_at == 0 and i < first then dry_at, dry_wait = i, waits[i] end
+    if i < first then
+      dries[#dries + 1] = i
+      if dry_at == 0 then dry_at, dry_wait = i, waits[i] end
+    end
   end
 end
 if dry_wait == math.huge then dry_wait = -1 end
@@ -242,6 +249,7 @@ if refused > 0 then
     if debt < 0 then debt = 0 end
     answer[7 + i] = debt
   end
+  for k = 1, #dries do answer[7 + m + k] = dries[k] end
   return answer
 end
 
@@ -275,4 +283,5 @@ for i = 1, m do
     answer[5 + i] = tat - now
   end
 end
+for k = 1, #dries do answer[5 + m + k] = dries[k] end
 return answer

@@ -146,6 +146,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     fn spend(&self, plan: &Plan, lease: &lease::Lease, n: u32, now_ms: u64) -> Option<Verdict> {
         let (debt, bucket, _) = lease.word.spend(n, now_ms)?;
         add(&self.shared.counters.lease_admitted, 1);
+        self.shared.metrics.from_lease.increment(1);
+        // Admitted by every quota of the plan (a lease covers them all; no dry runs).
+        for &(p, q) in &plan.refs {
+            self.shared.policies[p].metrics[q]
+                .admitted
+                .increment(u64::from(n));
+        }
         // The bucket index was recorded from this plan's buckets (`leased`), which are the
         // same for every decision on this lease; the first one stands in if it ever were not,
         // so that cells once spent are always reported as admitted.

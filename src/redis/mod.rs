@@ -305,10 +305,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         let mut connection = shared.connection.clone();
         let sent = shared.script.call(&mut connection, &call, counters);
+        let started = crate::observe::ENABLED.then(std::time::Instant::now);
         let result = match tokio::time::timeout(shared.timeout, sent).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Timeout),
         };
+        if let Some(started) = started {
+            shared.metrics.calls.record(started.elapsed().as_secs_f64());
+        }
         match &result {
             Ok(reply) => add(&counters.repaired, u64::from(reply.repaired())),
             Err(Failure::Timeout) => {

@@ -5,6 +5,7 @@
 //! belong to dry-run policies.
 
 use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::observe::QuotaMetrics;
 use crate::outcome::{Gauge, InsufficientCapacity, PolicyQuota};
 use crate::policy::{Key, Policy, Recording};
 
@@ -30,6 +31,9 @@ pub(crate) struct Prepared<R: ?Sized> {
     pub(crate) dry_run: bool,
     /// The retry-after jitter of refusals, uniform in `[min, max]` ns.
     pub(crate) jitter: (u64, u64),
+    /// Each quota's cells admitted and refused (nothing without the `metrics` feature), under
+    /// the same names and labels as in process.
+    pub(crate) metrics: Vec<QuotaMetrics>,
 }
 
 impl<R: ?Sized> Prepared<R> {
@@ -44,6 +48,7 @@ impl<R: ?Sized> Prepared<R> {
         check_part(&policy.name, "policy")?;
         let mut quotas = Vec::with_capacity(policy.quotas.len());
         let mut by = Vec::with_capacity(policy.quotas.len());
+        let mut metrics = Vec::with_capacity(policy.quotas.len());
         for (q, algorithm) in policy.quotas.iter().enumerate() {
             let gcra = match algorithm {
                 AnyAlgorithm::Gcra(_) => true,
@@ -59,6 +64,7 @@ impl<R: ?Sized> Prepared<R> {
             }
             quotas.push(Micros::new(algorithm.quota(), &policy.name, q)?);
             by.push(PolicyQuota::intern(&policy.name, index, q));
+            metrics.push(QuotaMetrics::new(&policy.name, &algorithm.to_string()));
         }
         Ok(Self {
             extract,
@@ -66,6 +72,7 @@ impl<R: ?Sized> Prepared<R> {
             by,
             dry_run: policy.dry_run,
             jitter,
+            metrics,
             name: policy.name,
         })
     }
@@ -117,6 +124,8 @@ impl Plan {
             let first = plan.keys.len() + 1;
             for (q, micros) in policy.quotas.iter().enumerate() {
                 if !policy.dry_run && n > micros.burst {
+                    // Never admitted: refused cells of the quota too small for them.
+                    policy.metrics[q].refused.increment(u64::from(n));
                     return Err(InsufficientCapacity {
                         requested: n,
                         burst: micros.burst,

@@ -127,6 +127,14 @@ impl Call<'_> {
 /// wait (µs; `None`: never).
 pub(crate) type DryRefusal = Option<(usize, Option<u64>)>;
 
+/// What a reply says of dry-run policies: the first refusal with its wait, and the first
+/// refusing bucket of every dry-run policy that would have refused (the first one included).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Dry {
+    pub(crate) first: DryRefusal,
+    pub(crate) all: Vec<usize>,
+}
+
 /// What the script answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
@@ -136,7 +144,7 @@ pub(crate) enum Reply {
     Admitted {
         repaired: u32,
         granted: u32,
-        dry: DryRefusal,
+        dry: Dry,
         debts: Vec<u64>,
     },
     /// Bucket `index` refused with the longest wait (µs; `None`: never), its TAT `debt` µs
@@ -147,7 +155,7 @@ pub(crate) enum Reply {
         index: usize,
         debt: u64,
         wait: Option<u64>,
-        dry: DryRefusal,
+        dry: Dry,
         debts: Vec<u64>,
     },
 }
@@ -167,7 +175,7 @@ impl Reply {
                     Self::Admitted {
                         repaired: 0,
                         granted: call.n,
-                        dry: None,
+                        dry: Dry::default(),
                         debts: vec![code.unsigned_abs()],
                     }
                 } else {
@@ -180,7 +188,7 @@ impl Reply {
                         index: 0,
                         debt,
                         wait: Some(wait.filter(|&w| w > 0)?),
-                        dry: None,
+                        dry: Dry::default(),
                         debts: vec![debt],
                     }
                 }
@@ -217,23 +225,25 @@ impl Reply {
         let unsigned = |x: i64| u64::try_from(x).ok();
         let repaired = |x: i64| u32::try_from(x).ok();
         match *numbers.as_slice() {
-            [1, fixed, granted, dry, dry_wait, ref debts @ ..] if debts.len() == buckets => {
+            [1, fixed, granted, dry, dry_wait, ref rest @ ..] if rest.len() >= buckets => {
+                let (debts, dries) = rest.split_at(buckets);
                 Some(Self::Admitted {
                     repaired: repaired(fixed)?,
                     granted: u32::try_from(granted).ok()?,
-                    dry: dry_refusal(dry, dry_wait, buckets)?,
+                    dry: Dry::parse((dry, dry_wait), dries, buckets)?,
                     debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
                 })
             }
-            [0, fixed, index, debt, wait, dry, dry_wait, ref debts @ ..]
-                if debts.len() == buckets =>
+            [0, fixed, index, debt, wait, dry, dry_wait, ref rest @ ..]
+                if rest.len() >= buckets =>
             {
+                let (debts, dries) = rest.split_at(buckets);
                 Some(Self::Refused {
                     repaired: repaired(fixed)?,
                     index: bucket(index, buckets)?,
                     debt: unsigned(debt)?,
                     wait: wait_of(wait)?,
-                    dry: dry_refusal(dry, dry_wait, buckets)?,
+                    dry: Dry::parse((dry, dry_wait), dries, buckets)?,
                     debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
                 })
             }
@@ -263,13 +273,23 @@ fn wait_of(wait: i64) -> Option<Option<u64>> {
     Some(Some(u64::try_from(wait).ok().filter(|&w| w > 0)?))
 }
 
-/// The dry-run refusal a reply reports (bucket 0: none), or `None` if it is not one the
-/// script sends.
-fn dry_refusal(dry: i64, wait: i64, buckets: usize) -> Option<DryRefusal> {
-    if dry == 0 {
-        return (wait == 0).then_some(None);
+impl Dry {
+    /// The dry-run refusals a reply reports: the first (bucket 0: none) with its wait, and the
+    /// list of every one, which starts with the first and rises; or `None` if it is not what
+    /// the script sends.
+    fn parse((dry, wait): (i64, i64), all: &[i64], buckets: usize) -> Option<Self> {
+        let all = (all.iter())
+            .map(|&number| bucket(number, buckets))
+            .collect::<Option<Vec<_>>>()?;
+        let rising = all.windows(2).all(|pair| pair[0] < pair[1]);
+        let first = if dry == 0 {
+            (wait == 0 && all.is_empty()).then_some(None)?
+        } else {
+            let first = bucket(dry, buckets)?;
+            (all.first() == Some(&first)).then_some(Some((first, wait_of(wait)?)))?
+        };
+        rising.then_some(Self { first, all })
     }
-    Some(Some((bucket(dry, buckets)?, wait_of(wait)?)))
 }
 
 #[cfg(test)]
@@ -315,27 +335,33 @@ mod tests {
             Some(Reply::Admitted {
                 repaired: 0,
                 granted: 3,
-                dry: None,
+                dry: Dry::default(),
                 debts: vec![50, 7]
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[1, 0, 3, 2, 40, 50, 7]), &pair()),
+            Reply::parse(&array(&[1, 0, 3, 2, 40, 50, 7, 2]), &pair()),
             Some(Reply::Admitted {
                 repaired: 0,
                 granted: 3,
-                dry: Some((1, Some(40))),
+                dry: Dry {
+                    first: Some((1, Some(40))),
+                    all: vec![1]
+                },
                 debts: vec![50, 7]
             })
         );
         assert_eq!(
-            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1, 60, 4]), &pair()),
+            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1, 60, 4, 1]), &pair()),
             Some(Reply::Refused {
                 repaired: 1,
                 index: 1,
                 debt: 4,
                 wait: Some(9),
-                dry: Some((0, None)),
+                dry: Dry {
+                    first: Some((0, None)),
+                    all: vec![0]
+                },
                 debts: vec![60, 4],
             })
         );
@@ -346,7 +372,7 @@ mod tests {
                 index: 0,
                 debt: 4,
                 wait: None,
-                dry: None,
+                dry: Dry::default(),
                 debts: vec![4, 0],
             })
         );
@@ -356,7 +382,7 @@ mod tests {
             Some(Reply::Admitted {
                 repaired: 0,
                 granted: 3,
-                dry: None,
+                dry: Dry::default(),
                 debts: vec![60]
             })
         );
@@ -368,7 +394,7 @@ mod tests {
                 index: 0,
                 debt: 80,
                 wait: Some(10),
-                dry: None,
+                dry: Dry::default(),
                 debts: vec![80],
             })
         );
@@ -379,7 +405,7 @@ mod tests {
                 index: 0,
                 debt: 100,
                 wait: Some(30),
-                dry: None,
+                dry: Dry::default(),
                 debts: vec![100],
             })
         );

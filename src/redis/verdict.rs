@@ -9,6 +9,7 @@ use super::stats::add;
 use super::{RedisLimiter, UNLIMITED};
 use crate::clock::Clock;
 use crate::jitter;
+use crate::observe;
 use crate::outcome::{tightness, Allowed, DryRun, Gauge, QuotaState, Refused};
 
 /// The outcome of one decision, and where it came from.
@@ -98,17 +99,38 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         self.shared.policies[p].quotas[q].gauge(debt)
     }
 
-    /// The verdict of the script's reply to a decision of `n` cells.
+    /// The verdict of the script's reply to a decision of `n` cells, counted in the metrics
+    /// as in process: cells admitted (and near-limit admissions) by every quota that took
+    /// them, refused by the quota that refused, and would-be refusals of dry-run policies.
     pub(super) fn verdict(&self, plan: &Plan, n: u32, reply: &Reply) -> Verdict {
         let policies = &self.shared.policies;
+        self.shared.metrics.from_redis.increment(1);
+        let cells = u64::from(n);
+        let dry = match reply {
+            Reply::Admitted { dry, .. } | Reply::Refused { dry, .. } => dry,
+        };
+        for &bucket in &dry.all {
+            let (p, q) = plan.refs[bucket];
+            policies[p].metrics[q].dry_run_refused.increment(cells);
+        }
         let outcome = match reply {
             Reply::Admitted { debts, dry, .. } => {
                 let mut best: Option<(usize, Gauge)> = None;
                 for (bucket, &debt) in debts.iter().enumerate() {
-                    if policies[plan.refs[bucket].0].dry_run {
+                    let (p, q) = plan.refs[bucket];
+                    let skipped = dry.all.iter().any(|&d| plan.refs[d].0 == p);
+                    if skipped {
                         continue;
                     }
                     let g = self.gauge(plan, bucket, debt);
+                    let metrics = &policies[p].metrics[q];
+                    metrics.admitted.increment(cells);
+                    if observe::ENABLED && g.near_limit() {
+                        metrics.near_limit.increment(1);
+                    }
+                    if policies[p].dry_run {
+                        continue;
+                    }
                     let tighter = best.map_or(true, |(_, b)| {
                         tightness(g.remaining(), g.reset_after_nanos())
                             < tightness(b.remaining(), b.reset_after_nanos())
@@ -119,10 +141,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 }
                 let mut allowed = Allowed::new(best.map_or(UNLIMITED, |(_, g)| g));
                 allowed.by = best.map(|(bucket, _)| self.by(plan, bucket));
-                allowed.dry_run = self.dry_run(plan, n, *dry);
+                allowed.dry_run = self.dry_run(plan, n, dry.first);
                 Ok(allowed)
             }
-            &Reply::Refused {
+            Reply::Refused {
                 index,
                 debt,
                 wait,
@@ -130,13 +152,15 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 ..
             } => {
                 let wait = wait.map_or(u64::MAX, |w| w.saturating_mul(1_000));
-                let mut refused = Refused::new(self.gauge(plan, index, debt), wait);
-                let (min, max) = policies[plan.refs[index].0].jitter;
+                let mut refused = Refused::new(self.gauge(plan, *index, *debt), wait);
+                let (p, q) = plan.refs[*index];
+                policies[p].metrics[q].refused.increment(cells);
+                let (min, max) = policies[p].jitter;
                 if max > 0 && wait != u64::MAX {
                     refused.jitter = jitter::draw(min, max);
                 }
-                refused.by = Some(self.by(plan, index));
-                refused.dry_run = self.dry_run(plan, n, dry);
+                refused.by = Some(self.by(plan, *index));
+                refused.dry_run = self.dry_run(plan, n, dry.first);
                 Err(refused)
             }
         };
