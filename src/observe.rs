@@ -67,7 +67,7 @@ impl Histogram {
 
 /// Every metric flowgate reports: name, kind, and what it counts (the exporter's HELP line).
 #[cfg(feature = "metrics")]
-const DESCRIBED: [(&str, char, &str); 10] = [
+const DESCRIBED: [(&str, char, &str); 11] = [
     (
         "flowgate_admitted_cells_total",
         'c',
@@ -113,6 +113,11 @@ const DESCRIBED: [(&str, char, &str); 10] = [
         "flowgate_redis_decisions_total",
         'c',
         "Decisions of a set decided in Redis, by where they came from.",
+    ),
+    (
+        "flowgate_http_unkeyed_total",
+        'c',
+        "HTTP requests whose client address could not be told.",
     ),
 ];
 
@@ -172,6 +177,13 @@ fn histogram(name: &'static str, labels: &[(&'static str, String)]) -> Histogram
 #[cfg(all(not(feature = "metrics"), feature = "redis"))]
 fn histogram(_name: &'static str, _labels: &[(&'static str, String)]) -> Histogram {
     Histogram::noop()
+}
+
+/// The HTTP middleware's count of requests whose client address could not be told.
+#[cfg(feature = "tower")]
+pub(crate) fn unkeyed_counter() -> Counter {
+    describe();
+    counter("flowgate_http_unkeyed_total", &[])
 }
 
 /// The counters of one quota of a policy.

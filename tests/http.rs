@@ -175,11 +175,12 @@ async fn the_burst_passes_then_429_with_exact_headers() {
             reply.header("ratelimit-policy"),
             Some(r#""per-client";q=5;w=10, "global";q=100;w=1"#)
         );
-        // per-client: 2 s of debt per request; global: 10 ms per request, rounded up to 1 s.
+        // `t` is when more quota comes (draft-10): per-client, one cell every 2 s, so the next
+        // one in 2 s whatever the debt; global, in 10 ms, rounded up to 1 s. The legacy
+        // X-RateLimit-Reset below keeps "until full": 2 s of debt per request.
         let expected = format!(
-            r#""per-client";r={};t={}, "global";r={};t=1"#,
+            r#""per-client";r={};t=2, "global";r={};t=1"#,
             5 - taken,
-            2 * taken,
             100 - taken
         );
         assert_eq!(reply.header("ratelimit"), Some(expected.as_str()));
@@ -195,15 +196,17 @@ async fn the_burst_passes_then_429_with_exact_headers() {
         assert_eq!(reply.header("retry-after"), None);
     }
 
-    // Half a second later the bucket is still 9.5 s from full; the next cell is due at 2 s.
+    // Half a second later the bucket is still 9.5 s from full; the next cell is due in 1.5 s,
+    // which both `t` and Retry-After say (rounded up); X-RateLimit-Reset says when it is full.
     clock.advance(Duration::from_millis(500));
     let refused = get_with(&client, address, "/", &[]).await;
     assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.header("retry-after"), Some("2")); // 1.5 s, rounded up
     assert_eq!(
         refused.header("ratelimit"),
-        Some(r#""per-client";r=0;t=10, "global";r=100;t=0"#)
+        Some(r#""per-client";r=0;t=2, "global";r=100;t=0"#)
     );
+    assert_eq!(refused.header("x-ratelimit-reset"), Some("10"));
     assert_eq!(refused.header("x-ratelimit-remaining"), Some("0"));
     assert_eq!(
         refused.header("content-type"),
@@ -220,7 +223,7 @@ async fn the_burst_passes_then_429_with_exact_headers() {
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(
         again.header("ratelimit"),
-        Some(r#""per-client";r=0;t=10, "global";r=99;t=1"#)
+        Some(r#""per-client";r=0;t=2, "global";r=99;t=1"#)
     );
 }
 
@@ -255,7 +258,7 @@ async fn an_oversized_request_gets_no_retry_after() {
     assert_eq!(heavy.status, StatusCode::OK);
     assert_eq!(
         heavy.header("ratelimit"),
-        Some(r#""per-client";r=1;t=8, "global";r=96;t=1"#)
+        Some(r#""per-client";r=1;t=2, "global";r=96;t=1"#)
     );
     let refused = get_with(&client, address, "/", &[("x-cost", "2")]).await;
     assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
@@ -356,13 +359,26 @@ async fn concurrent_clients_never_exceed_the_quota() {
     assert_eq!(admitted, 50);
 }
 
-/// With no peer address the rule decides: share one bucket, or refuse before any policy.
+/// With no peer address (axum served without `ConnectInfo`) the rule decides: by default a
+/// loud 500 naming the cause, counted; sharing one bucket only when asked; or another status.
+/// Every such request is refused before any policy runs.
 #[tokio::test]
 async fn requests_without_a_client_address_follow_the_rule() {
     let clock = ManualClock::new();
     let client = client();
 
-    let shared = serve(app(per_client_minute(&clock, ClientIp::peer())), false).await;
+    let default = per_client_minute(&clock, ClientIp::peer());
+    let loud = serve(app(default.clone()), false).await;
+    for _ in 0..2 {
+        let reply = get_with(&client, loud, "/", &[]).await;
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(reply.body.contains("peer address"), "{}", reply.body);
+    }
+    assert_eq!(default.unkeyed(), 2);
+    assert_eq!(default.policies().in_process().unwrap().stats()[0].keys, 0);
+
+    let sharing = per_client_minute(&clock, ClientIp::peer().when_missing(Unkeyed::Shared));
+    let shared = serve(app(sharing.clone()), false).await;
     assert_eq!(
         get_with(&client, shared, "/", &[]).await.status,
         StatusCode::OK
@@ -371,6 +387,7 @@ async fn requests_without_a_client_address_follow_the_rule() {
         get_with(&client, shared, "/", &[]).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
+    assert_eq!(sharing.unkeyed(), 2, "counted, though not refused");
 
     let refusing = per_client_minute(
         &clock,

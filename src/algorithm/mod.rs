@@ -55,6 +55,8 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
+#[cfg(feature = "redis")]
+pub(crate) use schedule::next_cell_of_debt;
 pub(crate) use schedule::Rule;
 pub(crate) use words::{Apply, WORDS};
 
@@ -158,6 +160,19 @@ pub trait Algorithm {
     }
 }
 
+/// Nanoseconds until the bucket `word` holds one more cell than at `now` (0 if it is full, or
+/// if one more is admitted now): when the IETF draft's `RateLimit` says more quota comes.
+pub(crate) fn next_cell<A: Algorithm + ?Sized>(algorithm: &A, word: u64, now: u64) -> u64 {
+    let remaining = algorithm.state(word, now).remaining();
+    if remaining >= algorithm.capacity() {
+        return 0;
+    }
+    match algorithm.peek(word, now, remaining + 1) {
+        Err(refused) => refused.conforms_after_nanos(),
+        Ok(_) => 0,
+    }
+}
+
 /// Implements [`Algorithm`] for a type by delegating every method to its field `$field`, an
 /// algorithm core (`Schedule`, `Stepped`) with methods of the same names.
 /// What [`Algorithm::take`] answers for a `check` that answered `step`: the delay of an
@@ -245,3 +260,37 @@ macro_rules! delegate_algorithm {
     };
 }
 use delegate_algorithm;
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// When a bucket holds one more cell: the next interval boundary of a schedule, the next
+    /// window of a fixed window, never for a full bucket.
+    #[test]
+    fn the_next_cell_comes_when_the_algorithm_says() {
+        let gcra = Gcra::new(&"10/s burst 3".parse().unwrap()); // one cell per 100 ms
+        let mut word = gcra.initial_word(0);
+        assert_eq!(next_cell(&gcra, word, 0), 0, "full");
+        for _ in 0..3 {
+            word = match gcra.check(word, 0, 1) {
+                Step::Write(new, Ok(_)) => new,
+                other => panic!("{other:?}"),
+            };
+        }
+        // 300 ms booked at 0; 30 ms later the next cell is 70 ms away.
+        assert_eq!(next_cell(&gcra, word, 30 * MS), 70 * MS);
+        let fixed = FixedWindow::new(&"3/s".parse().unwrap()).unwrap();
+        let mut word = fixed.initial_word(0);
+        for _ in 0..2 {
+            word = match fixed.check(word, 250 * MS, 1) {
+                Step::Write(new, Ok(_)) => new,
+                other => panic!("{other:?}"),
+            };
+        }
+        // One cell left: the next comes with the next window, 750 ms away.
+        assert_eq!(next_cell(&fixed, word, 250 * MS), 750 * MS);
+    }
+}

@@ -4,116 +4,11 @@
 //!
 //! Pure functions of the peer address and the request headers: no I/O, no allocation.
 
-use core::fmt;
-use core::str::FromStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use http::header::{HeaderMap, HeaderName, FORWARDED};
 
-/// A network: an address and a prefix length, such as `10.0.0.0/8` or `2001:db8::/32`.
-///
-/// Parsed from `address/prefix` or a bare address (a single host). Host bits are cleared, and an
-/// IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) is stored as the IPv4 network it maps.
-///
-/// ```
-/// use flowgate::http::Cidr;
-///
-/// let lan: Cidr = "10.0.0.0/8".parse()?;
-/// assert!(lan.contains("10.1.2.3".parse()?));
-/// assert!(lan.contains("::ffff:10.1.2.3".parse()?)); // IPv4-mapped
-/// assert!(!lan.contains("11.0.0.1".parse()?));
-/// assert!("10.0.0.0/33".parse::<Cidr>().is_err());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix: u8,
-}
-
-/// Why a [`Cidr`] was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CidrError {
-    input: String,
-}
-
-impl fmt::Display for CidrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "'{}' is not a network: expected an IP address, optionally followed by '/' and a \
-             prefix length of at most 32 (IPv4) or 128 (IPv6)",
-            self.input
-        )
-    }
-}
-
-impl std::error::Error for CidrError {}
-
-impl Cidr {
-    /// The network of `address` with `prefix` leading bits.
-    ///
-    /// # Errors
-    /// A prefix longer than the address (32 bits for IPv4, 128 for IPv6).
-    pub fn new(address: IpAddr, prefix: u8) -> Result<Self, CidrError> {
-        let (address, prefix) = match address {
-            IpAddr::V6(v6) => match (v6.to_ipv4_mapped(), prefix.checked_sub(96)) {
-                (Some(v4), Some(v4_prefix)) => (IpAddr::V4(v4), v4_prefix),
-                _ => (address, prefix),
-            },
-            IpAddr::V4(_) => (address, prefix),
-        };
-        if prefix > max_prefix(address) {
-            return Err(CidrError {
-                input: format!("{address}/{prefix}"),
-            });
-        }
-        Ok(Self {
-            network: mask(address, prefix),
-            prefix,
-        })
-    }
-
-    /// The network's first address.
-    pub fn network(&self) -> IpAddr {
-        self.network
-    }
-
-    /// The prefix length.
-    pub fn prefix(&self) -> u8 {
-        self.prefix
-    }
-
-    /// Whether `address` (IPv4-mapped IPv6 addresses as IPv4) is inside the network.
-    pub fn contains(&self, address: IpAddr) -> bool {
-        let address = normalize(address);
-        address.is_ipv4() == self.network.is_ipv4() && mask(address, self.prefix) == self.network
-    }
-}
-
-impl FromStr for Cidr {
-    type Err = CidrError;
-
-    fn from_str(s: &str) -> Result<Self, CidrError> {
-        let error = || CidrError { input: s.into() };
-        let (address, prefix) = match s.split_once('/') {
-            Some((address, prefix)) => (address, Some(prefix)),
-            None => (s, None),
-        };
-        let address: IpAddr = address.trim().parse().map_err(|_| error())?;
-        let prefix = match prefix {
-            Some(prefix) => prefix.trim().parse::<u8>().map_err(|_| error())?,
-            None => max_prefix(address),
-        };
-        Self::new(address, prefix).map_err(|_| error())
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
-    }
-}
+use super::cidr::{mask, normalize, Cidr};
 
 /// The header that the trusted proxies write the client's address into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -132,16 +27,30 @@ pub enum ForwardedHeader {
 
 /// What to do with a request whose client address cannot be told (no peer address in the
 /// request's extensions, or a malformed forwarding header from a trusted proxy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+///
+/// By default such a request is refused with `500 Internal Server Error`: a server that does
+/// not hand the peer address to the middleware (axum without
+/// `into_make_service_with_connect_info::<SocketAddr>()`) would otherwise put every client in
+/// one bucket of each per-client limit, silently. Each such request is counted
+/// ([`RateLimitLayer::unkeyed`](super::RateLimitLayer::unkeyed), and the `metrics` feature's
+/// `flowgate_http_unkeyed_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Unkeyed {
     /// [`Inbound::client_ip`](super::Inbound::client_ip) is `None`: the requests without an
     /// address share one bucket of every policy keyed by it (`None` is a key like any other),
-    /// unless the policy's extractor skips them.
-    #[default]
+    /// unless the policy's extractor skips them. An explicit choice: right for a service
+    /// behind one trusted proxy that may omit the header, wrong as an accident.
     Shared,
     /// Refuse the request with this status before any policy is consulted (it takes nothing).
     Refuse(http::StatusCode),
+}
+
+impl Default for Unkeyed {
+    /// `Refuse(500)`: a missing address is a server misconfiguration until said otherwise.
+    fn default() -> Self {
+        Self::Refuse(http::StatusCode::INTERNAL_SERVER_ERROR)
+    }
 }
 
 /// How the middleware tells who the client is: see the [module docs](super#client-addresses).
@@ -181,6 +90,7 @@ pub struct ClientIp {
     v4_prefix: u8,
     v6_prefix: u8,
     missing: Unkeyed,
+    embedded_v4: bool,
 }
 
 impl Default for ClientIp {
@@ -197,7 +107,8 @@ impl ClientIp {
             header: ForwardedHeader::XForwardedFor,
             v4_prefix: 32,
             v6_prefix: 64,
-            missing: Unkeyed::Shared,
+            missing: Unkeyed::default(),
+            embedded_v4: true,
         }
     }
 
@@ -228,7 +139,16 @@ impl ClientIp {
         self
     }
 
-    /// What to do when the client cannot be told ([`Unkeyed::Shared`] by default).
+    /// Whether a client address of the NAT64 well-known prefix (`64:ff9b::a.b.c.d`) or the
+    /// IPv4-compatible form (`::a.b.c.d`) is keyed by the IPv4 address it carries (the
+    /// default): otherwise every IPv4 host behind a NAT64 gateway shares the gateway's /64.
+    pub fn embedded_ipv4(mut self, embedded: bool) -> Self {
+        self.embedded_v4 = embedded;
+        self
+    }
+
+    /// What to do when the client cannot be told (refuse with 500 by default; see
+    /// [`Unkeyed`]).
     pub fn when_missing(mut self, rule: Unkeyed) -> Self {
         self.missing = rule;
         self
@@ -305,7 +225,14 @@ impl ClientIp {
         self.trusted.iter().any(|network| network.contains(address))
     }
 
+    /// The client's key: its embedded IPv4 address if it has one (and that is asked), cut
+    /// to the family's prefix.
     fn cut(&self, address: IpAddr) -> IpAddr {
+        let address = if self.embedded_v4 {
+            embedded_v4(address)
+        } else {
+            address
+        };
         match address {
             IpAddr::V4(_) => mask(address, self.v4_prefix),
             IpAddr::V6(_) => mask(address, self.v6_prefix),
@@ -313,39 +240,27 @@ impl ClientIp {
     }
 }
 
+/// The IPv4 address inside an IPv6 address of the two forms that carry one whole: the NAT64
+/// well-known prefix `64:ff9b::/96` (RFC 6052: an IPv4 host seen through a NAT64 gateway) and
+/// the deprecated IPv4-compatible `::a.b.c.d` (RFC 4291; not `::` or `::1`). Any other address
+/// as it is.
+fn embedded_v4(address: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = address else {
+        return address;
+    };
+    let bits = u128::from(v6);
+    let low = bits as u32;
+    let nat64 = bits >> 32 == 0x0064_ff9b_0000_0000_0000_0000;
+    let compatible = bits >> 32 == 0 && low > 1;
+    if nat64 || compatible {
+        IpAddr::V4(low.into())
+    } else {
+        address
+    }
+}
+
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-
-/// IPv4-mapped IPv6 addresses as IPv4.
-pub(crate) fn normalize(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
-        IpAddr::V4(_) => address,
-    }
-}
-
-fn max_prefix(address: IpAddr) -> u8 {
-    if address.is_ipv4() {
-        32
-    } else {
-        128
-    }
-}
-
-/// `address` with all but its first `prefix` bits cleared (`prefix` at most the address's
-/// length).
-fn mask(address: IpAddr, prefix: u8) -> IpAddr {
-    match address {
-        IpAddr::V4(v4) => {
-            let keep = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & keep))
-        }
-        IpAddr::V6(v6) => {
-            let keep = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & keep))
-        }
-    }
-}
 
 /// An address as a forwarding header writes it: `192.0.2.1`, `192.0.2.1:8080`, `2001:db8::1`,
 /// `[2001:db8::1]` or `[2001:db8::1]:8080`.
@@ -541,6 +456,26 @@ mod tests {
         assert_eq!(
             default.resolve(Some(ip("::ffff:192.0.2.77")), &none),
             Some(ip("192.0.2.77"))
+        );
+        // IPv4 hosts seen through NAT64, and the IPv4-compatible form, are keyed by their IPv4
+        // address (not by the gateway's /64, which they would all share); unless told not to.
+        for embedded in ["64:ff9b::192.0.2.77", "::192.0.2.77"] {
+            assert_eq!(
+                default.resolve(Some(ip(embedded)), &none),
+                Some(ip("192.0.2.77")),
+                "{embedded}"
+            );
+        }
+        assert_eq!(default.resolve(Some(ip("::1")), &none), Some(ip("::")));
+        assert_eq!(
+            default.resolve(Some(ip("64:ff9b:1::192.0.2.77")), &none),
+            Some(ip("64:ff9b:1::")),
+            "the local-use NAT64 prefix is a network of its own"
+        );
+        let as_is = ClientIp::peer().embedded_ipv4(false);
+        assert_eq!(
+            as_is.resolve(Some(ip("64:ff9b::192.0.2.77")), &none),
+            Some(ip("64:ff9b::"))
         );
         let wide = ClientIp::peer().ipv6_prefix(200).ipv4_prefix(24);
         assert_eq!(

@@ -5,8 +5,9 @@
 use core::fmt::Write as _;
 use core::time::Duration;
 
-use arrayvec::ArrayVec;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+
+use super::text::{number, Text};
 
 use crate::outcome::{tightness, QuotaState};
 use crate::quota::Quota;
@@ -87,84 +88,6 @@ pub(crate) fn quota_and_window(quota: Quota) -> (u64, u64) {
     (u64::try_from(scaled).unwrap_or(u64::MAX), window)
 }
 
-/// Text of one header value, formatted on the stack (spilling to the heap only for very long
-/// lists), so that a response's header costs one allocation: its `HeaderValue`.
-#[derive(Default)]
-struct Text {
-    stack: ArrayVec<u8, 256>,
-    spill: Vec<u8>,
-}
-
-impl Text {
-    fn push(&mut self, bytes: &[u8]) {
-        if self.spill.is_empty() && self.stack.try_extend_from_slice(bytes).is_ok() {
-            return;
-        }
-        if self.spill.is_empty() {
-            self.spill.extend_from_slice(&self.stack);
-        }
-        self.spill.extend_from_slice(bytes);
-    }
-
-    fn push_number(&mut self, n: u64) {
-        let mut digits = [0u8; 20];
-        self.push(decimal(n, &mut digits));
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        if self.spill.is_empty() {
-            &self.stack
-        } else {
-            &self.spill
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.as_bytes().is_empty()
-    }
-
-    fn value(&self) -> HeaderValue {
-        bytes_value(self.as_bytes())
-    }
-}
-
-/// `n` in decimal, in the tail of `digits` (two digits per division).
-fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
-    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-        2021222324252627282930313233343536373839\
-        4041424344454647484950515253545556575859\
-        6061626364656667686970717273747576777879\
-        8081828384858687888990919293949596979899";
-    let mut at = digits.len();
-    while n >= 100 {
-        let pair = (n % 100) as usize * 2;
-        n /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    }
-    if n >= 10 {
-        let pair = n as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + n as u8;
-    }
-    &digits[at..]
-}
-
-/// A header value of `n` in decimal.
-fn number(n: u64) -> HeaderValue {
-    let mut digits = [0u8; 20];
-    bytes_value(decimal(n, &mut digits))
-}
-
-fn bytes_value(bytes: &[u8]) -> HeaderValue {
-    // Built from sf-strings (printable ASCII only, see `push_name`), digits and separators:
-    // always valid; an empty value is the unreachable fallback.
-    HeaderValue::from_bytes(bytes).unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
 /// One item of `RateLimit-Policy`: a quota of a policy, and how its name is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Item {
@@ -227,6 +150,9 @@ pub(crate) struct QuotaHeaders<'s> {
     policy: Text,
     state: Text,
     tightest: Option<(u32, u32, u64)>,
+    /// The latest `t` (ns) of a quota with no cell left: a refusal's `Retry-After` is never
+    /// earlier.
+    exhausted_next: u64,
 }
 
 /// The quota headers of a response, ready to be added to it.
@@ -234,6 +160,8 @@ pub(crate) struct QuotaHeaders<'s> {
 pub(crate) struct Ready {
     draft: Option<(HeaderValue, HeaderValue)>,
     legacy: Option<(u32, u32, u64)>,
+    /// See [`QuotaHeaders`]: the earliest a refusal's `Retry-After` may point, in ns.
+    pub(crate) retry_floor: u64,
 }
 
 impl<'s> QuotaHeaders<'s> {
@@ -245,13 +173,19 @@ impl<'s> QuotaHeaders<'s> {
             policy: Text::default(),
             state: Text::default(),
             tightest: None,
+            exhausted_next: 0,
         }
     }
 
     /// Adds one quota's state. `several` says whether its policy has more than one quota (the
     /// item is then named `policy.index`).
     pub(crate) fn push(&mut self, state: &QuotaState, several: bool) {
-        let reset = ceil_secs(state.reset_after_nanos());
+        // The draft's `t`: when more quota comes (the next cell), not when the bucket is full
+        // again (the legacy `X-RateLimit-Reset`).
+        let next = ceil_secs(state.next_cell_after_nanos());
+        if state.remaining() == 0 {
+            self.exhausted_next = self.exhausted_next.max(state.next_cell_after_nanos());
+        }
         if self.style.draft {
             let first = self.state.is_empty();
             if !first {
@@ -266,7 +200,7 @@ impl<'s> QuotaHeaders<'s> {
             self.state.push(b";r=");
             self.state.push_number(u64::from(state.remaining()));
             self.state.push(b";t=");
-            self.state.push_number(reset);
+            self.state.push_number(next);
 
             match self.matched {
                 Some(k) if self.cache.items.get(k).is_some_and(|item| item.is(state)) => {
@@ -326,6 +260,7 @@ impl<'s> QuotaHeaders<'s> {
         Ready {
             draft,
             legacy: self.tightest.filter(|_| self.style.legacy),
+            retry_floor: self.exhausted_next,
         }
     }
 }
@@ -395,6 +330,7 @@ pub(crate) fn json_string(out: &mut String, text: &str) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::text::decimal;
     use super::*;
 
     #[test]

@@ -38,12 +38,14 @@
 //!   (draft-ietf-httpapi-ratelimit-headers-10), one item per quota of every enforcing policy
 //!   that applied, in evaluation order — `RateLimit-Policy: "per-client";q=20;w=60` (the quota:
 //!   `q` cells per `w` seconds, see below) and `RateLimit: "per-client";r=19;t=3` (`r` cells
-//!   left, `t` seconds until the bucket is full again, rounded up). A policy with several quotas
+//!   left, `t` seconds until more quota comes, that is until the bucket holds one more cell,
+//!   rounded up; 0 when it is full; a refusal's `Retry-After` is never earlier than the `t` of
+//!   a quota with nothing left). A policy with several quotas
 //!   names its items `"policy.0"`, `"policy.1"`, … (names are written as structured-field
 //!   strings: characters outside printable ASCII become `?`, so give policies distinct ASCII
 //!   names). Nested layers append their items. [`HeaderStyle`] adds the legacy
 //!   `X-RateLimit-Limit` / `-Remaining` / `-Reset` (the tightest quota: fewest cells left, then
-//!   longest reset; `Reset` in seconds from now) or turns them off.
+//!   longest reset; `Reset` in seconds until that bucket is full again) or turns them off.
 //! * **Refused for now** ([`Refusal::Limited`]): `429 Too Many Requests`, `Retry-After` in whole
 //!   seconds rounded up and never 0 (RFC 9110: a client that waits that long is admitted if
 //!   nothing else is taken meanwhile; it includes the policy's jitter), the same quota headers
@@ -75,10 +77,15 @@
 //!   what lies left of it (the client's own text) is never parsed. Trust only the proxies'
 //!   addresses: a client inside a trusted network can name any address of it.
 //! * IPv6 clients are keyed by their **/64** (one client owns a whole /64 and can rotate through
-//!   it; [`ClientIp::ipv6_prefix`] changes it), IPv4-mapped addresses count as IPv4.
-//! * A request whose client cannot be told follows [`Unkeyed`]: by default the address is
-//!   `None`, and such requests share one bucket of each policy keyed by it; or it is refused
-//!   before any policy runs.
+//!   it; [`ClientIp::ipv6_prefix`] changes it). IPv4-mapped addresses count as IPv4, and so do
+//!   the NAT64 well-known prefix (`64:ff9b::a.b.c.d`) and the IPv4-compatible form
+//!   (`::a.b.c.d`): each IPv4 host behind a NAT64 gateway is a client of its own
+//!   ([`ClientIp::embedded_ipv4`] turns that off).
+//! * A request whose client cannot be told follows [`Unkeyed`]: by default it is refused with
+//!   `500` and a problem body before any policy runs, and counted
+//!   ([`RateLimitLayer::unkeyed`]): a server that does not pass the peer address would
+//!   otherwise put every client in one bucket, silently. Sharing one bucket
+//!   ([`Unkeyed::Shared`]) is an explicit choice.
 //!
 //! Other keys come from [`Inbound`]: a header (an API key), the matched route or the path, the
 //! method, the extensions, or anything a closure computes from them. An extractor that finds
@@ -119,7 +126,10 @@
 //!
 //! [`Policies`]: crate::Policies
 
+mod cidr;
 mod client_ip;
+#[cfg(feature = "serde")]
+mod config;
 mod future;
 mod headers;
 mod inbound;
@@ -127,14 +137,19 @@ mod refusal;
 #[cfg(feature = "redis")]
 mod remote;
 mod service;
+mod text;
 
 use core::time::Duration;
+// Not crate::primitive's (loom's, in the model build): a statistic counted by one fetch_add,
+// which orders nothing.
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::HeaderValue;
 
-pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader, Unkeyed};
+pub use cidr::{Cidr, CidrError};
+pub use client_ip::{ClientIp, ForwardedHeader, Unkeyed};
 pub use future::ResponseFuture;
 pub use headers::{
     HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
@@ -147,6 +162,7 @@ pub use service::RateLimitService;
 use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
 use crate::backend::AnyPolicies;
 use crate::clock::{Clock, QuantaClock};
+use crate::observe::{self, Counter};
 use crate::outcome::{InsufficientCapacity, QuotaState, Refused};
 use crate::policy::{Policies, Silent, Visit};
 
@@ -166,6 +182,10 @@ pub(crate) struct Shared<C: Clock> {
     style: HeaderStyle,
     delay: Duration,
     body: Option<Body>,
+    /// Requests whose client could not be told (shared by every clone of the layer).
+    unkeyed: Arc<AtomicU64>,
+    /// The same, for the `metrics` feature.
+    unkeyed_metric: Counter,
 }
 
 impl<C: Clock> Clone for Shared<C> {
@@ -179,6 +199,8 @@ impl<C: Clock> Clone for Shared<C> {
             style: self.style,
             delay: self.delay,
             body: self.body.clone(),
+            unkeyed: Arc::clone(&self.unkeyed),
+            unkeyed_metric: self.unkeyed_metric.clone(),
         }
     }
 }
@@ -297,6 +319,8 @@ impl<C: Clock> RateLimitLayer<C> {
                 style: HeaderStyle::DRAFT,
                 delay: Duration::ZERO,
                 body: None,
+                unkeyed: Arc::new(AtomicU64::new(0)),
+                unkeyed_metric: observe::unkeyed_counter(),
             }),
         }
     }
@@ -342,6 +366,13 @@ impl<C: Clock> RateLimitLayer<C> {
     /// [`replace_quotas`](Policies::replace_quotas).
     pub fn policies(&self) -> &AnyPolicies<Inbound, C> {
         &self.shared.policies
+    }
+
+    /// Requests whose client address could not be told, since the layer was built (refused
+    /// or not, as [`Unkeyed`] says).
+    pub fn unkeyed(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.shared.unkeyed.load(Ordering::Relaxed)
     }
 
     fn shared_mut(&mut self) -> &mut Shared<C> {

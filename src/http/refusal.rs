@@ -97,6 +97,11 @@ impl Refusal {
                 capacity.burst,
                 capacity.policy().unwrap_or_default(),
             ),
+            Self::Unkeyed(status) if status.is_server_error() => {
+                "the client's address could not be determined: the server does not see the \
+                 connection's peer address"
+                    .into()
+            }
             Self::Unkeyed(_) => "the client's address could not be determined".into(),
         };
         json_string(&mut json, &detail);
@@ -131,7 +136,12 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, content_type);
     if let (Refusal::Limited(rejected), Some(_)) = (refusal, refusal.retry_after_secs()) {
-        write_retry_after(rejected.retry_after(), headers);
+        // Never earlier than the draft's `t` of a quota with nothing left (the refusal's wait
+        // covers every quota, so it is not in practice; the floor keeps the two headers
+        // consistent whatever an algorithm reports).
+        let floor = quotas.as_ref().map_or(0, |quotas| quotas.retry_floor);
+        let wait = rejected.retry_after_nanos().max(floor);
+        write_retry_after(core::time::Duration::from_nanos(wait), headers);
     }
     if let Some(quotas) = quotas {
         quotas.write(headers);

@@ -3,6 +3,7 @@
 
 use core::task::{Context, Poll};
 use core::time::Duration;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -83,6 +84,21 @@ pub(super) fn refuse<F, B: From<Bytes>, S, Q, C: Clock>(
     ResponseFuture::refused(response.map(B::from), delay)
 }
 
+/// A request whose client could not be told: counted, and refused if the rule says so.
+#[cold]
+#[inline(never)]
+fn unkeyed<F, B: From<Bytes>, S, Q, C: Clock>(
+    shared: &Shared<C>,
+) -> Option<ResponseFuture<F, B, S, Q>> {
+    // Relaxed: a statistic.
+    shared.unkeyed.fetch_add(1, Ordering::Relaxed);
+    shared.unkeyed_metric.increment(1);
+    match shared.client_ip.missing() {
+        Unkeyed::Refuse(status) => Some(refuse(shared, &Refusal::Unkeyed(status), || None)),
+        Unkeyed::Shared => None,
+    }
+}
+
 impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
 where
     S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
@@ -103,8 +119,10 @@ where
         let client = shared
             .client_ip
             .resolve(peer_addr(request.extensions()), request.headers());
-        if let (None, Unkeyed::Refuse(status)) = (client, shared.client_ip.missing()) {
-            return refuse(shared, &Refusal::Unkeyed(status), || None);
+        if client.is_none() {
+            if let Some(refused) = unkeyed(shared) {
+                return refused;
+            }
         }
         // One arm without the `redis` feature.
         #[allow(clippy::infallible_destructuring_match)]

@@ -83,11 +83,33 @@ pub struct QuotaState {
     by: &'static PolicyQuota,
     quota: Quota,
     gauge: Gauge,
+    next: u64,
 }
 
 impl QuotaState {
     pub(crate) fn new(by: &'static PolicyQuota, quota: Quota, gauge: Gauge) -> Self {
-        Self { by, quota, gauge }
+        Self {
+            by,
+            quota,
+            gauge,
+            next: 0,
+        }
+    }
+
+    /// The same state, whose bucket holds one more cell in `next` ns.
+    pub(crate) fn next_after(self, next: u64) -> Self {
+        Self { next, ..self }
+    }
+
+    /// Time until the bucket holds one more cell than now, if nothing is taken meanwhile (zero
+    /// when it is full): the IETF draft's `t`.
+    pub fn next_cell_after(&self) -> Duration {
+        Duration::from_nanos(self.next)
+    }
+
+    /// [`next_cell_after`](Self::next_cell_after) in nanoseconds.
+    pub fn next_cell_after_nanos(&self) -> u64 {
+        self.next
     }
 
     /// Which quota of which policy this is.

@@ -18,7 +18,7 @@ use super::layer::{Bucket, Buckets, Layer};
 use super::live::LiveQuota;
 use super::report::{Report, Summary};
 use super::{Policies, MAX_QUOTAS};
-use crate::algorithm::{Algorithm, AnyAlgorithm, Apply, Rule, Step, WORDS};
+use crate::algorithm::{next_cell, Algorithm, AnyAlgorithm, Apply, Rule, Step, WORDS};
 use crate::cell::taking;
 use crate::clock::Clock;
 use crate::keyed::Tag;
@@ -88,7 +88,8 @@ pub(super) enum Next {
 /// What a quota's cold path left: an admission (the bucket's gauge after it and the quota in
 /// force, for the report), or what the decision does next.
 pub(super) enum Cold {
-    Taken(Gauge, crate::Quota),
+    /// The gauge, the quota in force, and the time until the bucket holds one more cell.
+    Taken(Gauge, crate::Quota, u64),
     Then(Next),
 }
 
@@ -133,7 +134,8 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Apply
             Some(Some((delay, word))) => {
                 let now = decision.now();
                 let state = || (algorithm.state(word, now).gauge(), *algorithm.quota());
-                decision.taken(report, (live, tag), wrote, delay, state);
+                let next = || next_cell(algorithm, word, now);
+                decision.taken(report, (live, tag), wrote, delay, (state, next));
                 Next::Go
             }
             _ => decision.after_cold((index, q, tag), mark, request, report),
@@ -286,7 +288,8 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         match bucket.try_update(tag, || reading.get(), step) {
             Some(Some(debt)) => {
                 let state = || (rule.gauge(debt), AnyAlgorithm::quota_of(words));
-                self.taken(report, (live, tag), wrote, 0, state);
+                let next = || rule.next_cell(debt);
+                self.taken(report, (live, tag), wrote, 0, (state, next));
                 Next::Go
             }
             _ => self.after_cold((index, q, tag), mark, request, report),
@@ -304,10 +307,10 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         report: &mut P,
     ) -> Next {
         match self.cold(at, mark, request) {
-            Cold::Taken(gauge, quota) => {
+            Cold::Taken(gauge, quota, next) => {
                 let live = &self.set.layers[at.0].quotas[at.1];
                 if !live.dry_run() {
-                    report.taken(live, || (gauge, quota));
+                    report.taken(live, || (gauge, quota), || next);
                 }
                 Next::Go
             }
@@ -317,8 +320,8 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
 
     /// `live` admitted the request for the bucket `tag`, writing `wrote` (the bucket's words
     /// before and after; nothing for an untracked new key), to go ahead after `delay`; `state`
-    /// gives the bucket's gauge after it and the quota in force, worked out only if `report`
-    /// asks.
+    /// gives the bucket's gauge after it and the quota in force, and `next` the time until it
+    /// holds one more cell, each worked out only if `report` asks.
     #[inline(always)]
     fn taken<P: Report<'p>>(
         &mut self,
@@ -326,12 +329,12 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         (live, tag): (&'p LiveQuota, Tag),
         wrote: Option<(u64, u64)>,
         delay: u64,
-        state: impl Fn() -> (Gauge, crate::Quota),
+        (state, next): (impl Fn() -> (Gauge, crate::Quota), impl Fn() -> u64),
     ) {
         let near = observe::ENABLED && state().0.near_limit();
         self.log((live, tag), wrote, delay, near);
         if !live.dry_run() {
-            report.taken(live, state);
+            report.taken(live, state, next);
         }
     }
 

@@ -8,7 +8,7 @@ use super::decide::{Cold, Decision, Next};
 use super::layer::Layer;
 use super::live::LiveQuota;
 use super::Policies;
-use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::algorithm::{next_cell, Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::jitter;
 use crate::keyed::Tag;
@@ -35,10 +35,13 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         let mut wrote = None;
         match layer.decide((q, tag), self.n, now, &set.clock, &mut wrote) {
             Ok(allowed) => {
-                let state = (allowed.gauge(), *live.load().quota());
+                let algorithm = live.load();
+                let state = (allowed.gauge(), *algorithm.quota());
                 let near = observe::ENABLED && state.0.near_limit();
                 self.log((live, tag), wrote, allowed.delay_nanos(), near);
-                Cold::Taken(state.0, state.1)
+                // An untracked admission wrote nothing: a fresh bucket's, as it reports.
+                let next = wrote.map_or(0, |(_, after)| next_cell(&algorithm, after, now));
+                Cold::Taken(state.0, state.1, next)
             }
             Err(refused) => Cold::Then(self.refused((index, q, tag), mark, refused, request)),
         }
@@ -194,9 +197,9 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         algorithm: &AnyAlgorithm,
         now: u64,
     ) -> QuotaState {
-        let gauge = algorithm
-            .state(layer.word((q, tag), algorithm, now), now)
-            .gauge();
+        let word = layer.word((q, tag), algorithm, now);
+        let gauge = algorithm.state(word, now).gauge();
         QuotaState::new(layer.quotas[q].by(), *algorithm.quota(), gauge)
+            .next_after(next_cell(algorithm, word, now))
     }
 }

@@ -17,8 +17,14 @@ pub(crate) trait Report<'p> {
     type Output;
 
     /// The enforcing quota `live` admitted the request; `state` gives its bucket's gauge after
-    /// it and the quota in force (worked out only if the report uses them).
-    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota));
+    /// it and the quota in force, `next` the time until the bucket holds one more cell (each
+    /// worked out only if the report uses it).
+    fn taken(
+        &mut self,
+        live: &'p LiveQuota,
+        state: impl Fn() -> (Gauge, Quota),
+        next: impl Fn() -> u64,
+    );
 
     /// The admission, once every quota has taken its cells.
     fn finish(self, summary: Summary<'_, 'p>) -> Self::Output;
@@ -85,7 +91,12 @@ impl<'p> Report<'p> for Tightest {
     type Output = Allowed;
 
     #[inline(always)]
-    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota)) {
+    fn taken(
+        &mut self,
+        live: &'p LiveQuota,
+        state: impl Fn() -> (Gauge, Quota),
+        _: impl Fn() -> u64,
+    ) {
         self.offer(live.by(), state().0);
     }
 
@@ -104,7 +115,7 @@ impl<'p> Report<'p> for Silent {
     type Output = ();
 
     #[inline(always)]
-    fn taken(&mut self, _: &'p LiveQuota, _: impl Fn() -> (Gauge, Quota)) {}
+    fn taken(&mut self, _: &'p LiveQuota, _: impl Fn() -> (Gauge, Quota), _: impl Fn() -> u64) {}
 
     #[inline(always)]
     fn finish(self, _: Summary<'_, 'p>) {}
@@ -120,9 +131,14 @@ impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
     type Output = ();
 
     #[inline]
-    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota)) {
+    fn taken(
+        &mut self,
+        live: &'p LiveQuota,
+        state: impl Fn() -> (Gauge, Quota),
+        next: impl Fn() -> u64,
+    ) {
         let (gauge, quota) = state();
-        (self.0)(QuotaState::new(live.by(), quota, gauge));
+        (self.0)(QuotaState::new(live.by(), quota, gauge).next_after(next()));
     }
 
     #[inline(always)]

@@ -36,8 +36,13 @@ impl<'p> Report<'p> for Reserving {
     type Output = (Allowed, UndoLog<'p>);
 
     #[inline(always)]
-    fn taken(&mut self, live: &'p LiveQuota, state: impl Fn() -> (Gauge, Quota)) {
-        self.0.taken(live, state);
+    fn taken(
+        &mut self,
+        live: &'p LiveQuota,
+        state: impl Fn() -> (Gauge, Quota),
+        next: impl Fn() -> u64,
+    ) {
+        self.0.taken(live, state, next);
     }
 
     fn finish(self, summary: Summary<'_, 'p>) -> Self::Output {

@@ -169,6 +169,12 @@ impl Micros {
         Gauge::new(debt, self.interval * 1_000, self.burst, debt)
     }
 
+    /// Nanoseconds until a bucket of this quota booked `debt` ns ahead holds one more cell.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn next_cell(&self, debt: u64) -> u64 {
+        crate::algorithm::next_cell_of_debt(debt, self.interval * 1_000)
+    }
+
     /// `quota` in µs, or why the script cannot run it.
     pub(crate) fn new(quota: &Quota, policy: &str, index: usize) -> Result<Self, RedisConfigError> {
         let at = || (policy.to_owned(), index);

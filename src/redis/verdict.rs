@@ -70,9 +70,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             None => {
                 if let Ok(allowed) = decided.verdict.outcome {
                     if let Some(by) = allowed.by {
-                        let policy = &policies[by.policy_index()];
-                        let quota = policy.quotas[by.quota_index()].quota;
-                        visit(QuotaState::new(by, quota, allowed.gauge));
+                        let micros = &policies[by.policy_index()].quotas[by.quota_index()];
+                        let next = micros.next_cell(allowed.gauge.reset_after_nanos());
+                        visit(QuotaState::new(by, micros.quota, allowed.gauge).next_after(next));
                     }
                 }
                 return;
@@ -85,11 +85,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 continue;
             }
             let micros = &policy.quotas[q];
-            visit(QuotaState::new(
-                policy.by[q],
-                micros.quota,
-                micros.gauge(debt),
-            ));
+            let gauge = micros.gauge(debt);
+            let next = micros.next_cell(gauge.reset_after_nanos());
+            visit(QuotaState::new(policy.by[q], micros.quota, gauge).next_after(next));
         }
     }
 
