@@ -14,7 +14,7 @@ use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
 use flowgate::redis::{
     Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
 };
-use flowgate::{Allowed, Quota, Refused};
+use flowgate::{Algorithm, Allowed, Quota, Refused};
 use redis_server::RedisServer;
 
 /// A request with a user (keyed levels) and an endpoint.
@@ -228,6 +228,65 @@ async fn dry_runs_and_jitter_decide_exactly_like_the_in_process_limiter() {
     .await;
 }
 
+/// The shaping algorithms run in Redis too, decision for decision: a leaky-bucket shaper
+/// (admissions queued with a delay, up to its bound), credit (a request that borrows, the
+/// next caller waits), and a meter, beside GCRA, with delays whose bounds are not whole µs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shapers_and_credit_decide_exactly_like_the_in_process_limiter() {
+    use flowgate::algorithm::AnyAlgorithm;
+
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let algorithm = |text: &str| text.parse::<AnyAlgorithm>().unwrap();
+    let policies = |shaped: Vec<AnyAlgorithm>, credit: Vec<AnyAlgorithm>| {
+        let mut user = Policy::keyed("shaped", |r: &Request| &r.user);
+        for a in shaped {
+            user = user.algorithm(a);
+        }
+        let mut endpoint = Policy::keyed("credit", |r: &Request| r.endpoint);
+        for a in credit {
+            endpoint = endpoint.algorithm(a);
+        }
+        Policies::<Request>::builder().policy(user).policy(endpoint)
+    };
+    let limiter = policies(
+        vec![
+            algorithm("5/s burst 2 shaper 900000500ns"),
+            algorithm("300/min leaky"),
+        ],
+        vec![algorithm("20/s burst 3 credit 400ms"), algorithm("30/s")],
+    )
+    .on(RedisBackend::new(server.client()).prefix("shapers"), &clock);
+    let twin = policies(
+        limiter.algorithms("shaped").unwrap(),
+        limiter.algorithms("credit").unwrap(),
+    )
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    // The shaper's bound of 900 ms and 500 ns runs as 900 ms (never a longer queue).
+    assert_eq!(
+        twin.algorithms("shaped").unwrap()[0].max_delay_nanos(),
+        900_000_000
+    );
+    let users = ["alice", "bob"];
+    let endpoints = ["/search", "/upload"];
+    conform(&limiter, &twin, &clock, 120_000, |random| {
+        let r = request(
+            users[random.below(2) as usize],
+            endpoints[random.below(2) as usize],
+        );
+        // Mostly 1 or 2; now and then 3, above the shaper's burst of 2 (never).
+        let n = if random.below(10) == 0 {
+            3
+        } else {
+            1 + random.below(2)
+        };
+        (r, n as u32)
+    })
+    .await;
+}
+
 /// Runs 600 random steps, 0 to `gap` µs apart, through `limiter` and its in-process `twin`,
 /// requiring the same verdicts: admission or refusal, the tightest or refusing quota, its
 /// gauge, the wait with its jitter (both drawn from the same seed), and the dry-run report;
@@ -243,7 +302,7 @@ async fn conform<R, Q>(
     Q: std::borrow::Borrow<R>,
 {
     let mut random = Lcg(7);
-    let (mut admitted, mut refusals, mut dry_runs) = (0, 0, 0);
+    let (mut admitted, mut refusals, mut dry_runs, mut delayed) = (0, 0, 0, 0);
     for step in 0..600 {
         clock.advance(Duration::from_micros(random.below(gap)));
         let (r, n) = next(&mut random);
@@ -267,6 +326,8 @@ async fn conform<R, Q>(
                 assert_eq!(a.gauge(), admission.gauge(), "{context}");
                 assert!(std::ptr::eq(a.by().unwrap(), tightest), "{context}");
                 assert_eq!(a.dry_run(), admission.dry_run(), "{context}");
+                assert_eq!(a.delay(), admission.delay(), "{context}");
+                delayed += usize::from(a.delay() > Duration::ZERO);
                 dry_runs += usize::from(a.dry_run().is_some());
                 admitted += 1;
             }
@@ -291,6 +352,11 @@ async fn conform<R, Q>(
         admitted > 100 && refusals > 100,
         "{admitted} admitted, {refusals} refused"
     );
+    let shapes = twin.names().any(|name| {
+        let algorithms = twin.algorithms(name).unwrap();
+        algorithms.iter().any(|a| a.max_delay_nanos() > 0)
+    });
+    assert_eq!(delayed > 20, shapes, "{delayed} admissions carried a delay");
     let has_dry_runs = twin.stats().iter().any(|policy| policy.dry_run);
     assert_eq!(
         dry_runs > 50,

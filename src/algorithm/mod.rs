@@ -55,8 +55,6 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
-#[cfg(feature = "redis")]
-pub(crate) use schedule::next_cell_of_debt;
 pub(crate) use schedule::Rule;
 pub(crate) use words::{Apply, WORDS};
 

@@ -307,7 +307,7 @@ fn lease_in_millis(lease: Option<(u32, Duration)>) -> Result<Option<(u32, u64)>,
 
 /// The in-process set of [`OnFailure::Local`]: the same policies (keys, dry runs, jitter, table
 /// settings), each quota scaled to `share` of its rate (the interval divided by `share`,
-/// rounded up) and of its burst (at least one cell), as GCRA.
+/// rounded up) and of its burst (at least one cell), with its own algorithm.
 ///
 /// Its policies are named `redis:{prefix}:{policy}`, so that what the `metrics` feature reports
 /// of them never mixes with an in-process policy of the same name.
@@ -331,10 +331,12 @@ fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
             let quota = algorithm.quota();
             let interval = (quota.interval_nanos() as f64 / share).ceil();
             let burst = ((f64::from(quota.burst()) * share).floor() as u32).max(1);
+            // The same algorithm (a shaper stays a shaper) on the scaled quota.
             let scaled = Quota::from_nanos(1, interval as u64)
                 .and_then(|q| q.with_burst(burst))
+                .and_then(|q| algorithm.with_quota(&q))
                 .map_err(|_| RedisConfigError::Share(share))?;
-            local = local.quota(scaled);
+            local = local.algorithm(scaled);
         }
         builder = builder.policy(local);
     }

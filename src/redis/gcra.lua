@@ -1,4 +1,5 @@
--- flowgate: GCRA over one or more buckets, decided all or nothing, in one call.
+-- flowgate: the schedule family (GCRA, the leaky bucket, credit) over one or more buckets,
+-- decided all or nothing, in one call.
 --
 -- The arithmetic is flowgate's in-process schedule (src/algorithm/schedule.rs) in integer
 -- microseconds. Lua's numbers are doubles: every value here stays below 2^53 (the client checks
@@ -22,7 +23,10 @@
 -- ARGV[5]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
 --          separated, one per policy ('' if none). A dry-run policy takes its cells only if
 --          every one of its buckets admits, and never refuses.
--- ARGV[2i+4], ARGV[2i+5]  bucket i's emission interval T and its window tau = burst * T
+-- ARGV[3i+3], ARGV[3i+4], ARGV[3i+5]  bucket i's emission interval T, its window
+--          tau = burst * T, and its slack: the debt admitted beyond tau (with a delay, which
+--          the client works out: a shaper's queue, credit's debt; 0 for GCRA). A request is
+--          admitted when the TAT it leaves lies at most lead = tau + slack ahead.
 -- Buckets come in the policies' order of evaluation.
 --
 -- Replies. The common call, when its value needs no repair or clamp, is answered with one
@@ -105,10 +109,16 @@ if #ARGV == 4 then
 end
 
 local n = tonumber(ARGV[2])
--- Bucket i's T and tau are ARGV[2i + at] and ARGV[2i + at + 1].
-local want, give, at, dry = n, 0, 1, ''
+-- Bucket i's T, tau and slack are ARGV[3i + at], ARGV[3i + at + 1] and ARGV[3i + at + 2]
+-- (the common call has no slack: 0).
+local want, give, at, dry = n, 0, 0, ''
 if #ARGV ~= 4 then
-  want, give, dry, at = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], 4
+  want, give, dry, at = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], 3
+end
+-- Bucket i's emission interval, and its lead: the debt it admits at all (tau + slack).
+local function quota(i)
+  local k = 3 * i + at
+  return tonumber(ARGV[k]), tonumber(ARGV[k + 1]) + (tonumber(ARGV[k + 2]) or 0)
 end
 local m = #KEYS
 -- The first bucket of each dry-run bucket's policy, by bucket.
@@ -127,9 +137,8 @@ local repaired = 0
 local refused, worst, wait_of, first = 0, -1, 0, m + 1
 
 for i = 1, m do
-  local interval = tonumber(ARGV[2 * i + at])
-  local window = tonumber(ARGV[2 * i + at + 1])
-  local latest = now + window
+  local interval, lead = quota(i)
+  local latest = now + lead
   local raw = redis.pcall('GET', KEYS[i])
   local tat = 0
   local write = false
@@ -178,8 +187,8 @@ for i = 1, m do
   local wait
   if new_tat > HORIZON then
     wait = math.huge
-  elseif debt > window then
-    wait = debt - window
+  elseif debt > lead then
+    wait = debt - lead
     if wait < 1 then wait = 1 end
   end
   waits[i] = wait
@@ -259,8 +268,8 @@ local granted = n
 if want > n then
   granted = want
   for i = 1, m do if not skip[group[i] or 0] then
-    local interval = tonumber(ARGV[2 * i + at])
-    local latest = now + tonumber(ARGV[2 * i + at + 1])
+    local interval, lead = quota(i)
+    local latest = now + lead
     local base = tats[i]
     if now > base then base = now end
     local room = math.floor((latest - base) / interval)
@@ -278,7 +287,7 @@ for i = 1, m do
     if writes and writes[i] then store(i, tats[i]) end
     answer[5 + i] = base - now
   else
-    local tat = base + granted * tonumber(ARGV[2 * i + at])
+    local tat = base + granted * quota(i)
     store(i, tat)
     answer[5 + i] = tat - now
   end

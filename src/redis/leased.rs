@@ -63,10 +63,15 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// The cells to lease for a decision of `n`, or `None` to decide without a lease (also
     /// when a dry-run policy applies: a lease spends for every bucket alike, and a dry-run
-    /// policy's cells are taken only when it would admit).
+    /// policy's cells are taken only when it would admit; and when a quota shapes: its
+    /// admissions carry delays).
     pub(super) fn lease_size(&self, plan: &Plan, n: u32) -> Option<u32> {
         let (cells, _) = self.shared.lease?;
         if !plan.dry.is_empty() {
+            return None;
+        }
+        // Only where nothing is delayed: a lease spends cells, not places in a queue.
+        if plan.quotas.iter().any(|&(_, _, slack)| slack > 0) {
             return None;
         }
         let smallest = plan

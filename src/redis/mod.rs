@@ -29,9 +29,11 @@
 //! names, key extractors, quotas, dry runs, jitter and order, and the same outcomes
 //! ([`Allowed`] and [`Refused`] naming their policy and quota, [`InsufficientCapacity`]). In
 //! Redis a key extractor writes the key's bytes instead of hashing them (see [`Key`]), so that
-//! every process finds the same buckets. Quotas run as GCRA (a leaky-bucket meter decides
-//! alike); other algorithms are refused when the set is built
-//! ([`RedisConfigError::Algorithm`]).
+//! every process finds the same buckets. The schedule family runs in Redis: GCRA, the
+//! leaky bucket (meter and shaper: a shaper's admissions carry their delay) and credit; the
+//! window counters are refused when the set is built ([`RedisConfigError::Algorithm`]).
+//! Every reported number (gauges, delays, waits) is the in-process algorithm's own answer on
+//! the script's numbers, so the two cannot drift apart in what they report.
 //!
 //! # One round trip, all or nothing
 //! A decision takes `n` cells from every quota of every policy that applies, or from none, in
@@ -59,8 +61,10 @@
 //! keys; `benches/article.lua`, compared in BENCHMARKS.md, "Redis").
 //!
 //! Quotas run in whole microseconds: each emission interval is rounded **up** to a whole µs
-//! (never a faster rate than asked for), and windows must stay below
-//! [`MAX_WINDOW_MICROS`]. The answers are those of the in-process set with the rounded quotas,
+//! (never a faster rate than asked for), a shaper's delay or credit's debt **down** (never a
+//! longer queue), and windows must stay below [`MAX_WINDOW_MICROS`];
+//! [`RedisLimiter::algorithms`] gives the algorithms as Redis runs them. The answers are those
+//! of the in-process set with the rounded quotas,
 //! exactly: `tests/redis.rs` runs one sequence of requests through both and requires the same
 //! decisions.
 //!
@@ -98,6 +102,7 @@ mod failure;
 mod lease;
 mod leased;
 mod plan;
+mod quota;
 mod script;
 mod stats;
 mod verdict;
@@ -123,7 +128,7 @@ use crate::Refused;
 pub use backend::{RedisBackend, RedisConfigError};
 pub use failure::{Failure, OnFailure, Source};
 pub use lease::MAX_LEASE_CELLS;
-pub use plan::MAX_WINDOW_MICROS;
+pub use quota::MAX_WINDOW_MICROS;
 pub use stats::RedisStats;
 pub(crate) use verdict::Decided;
 pub use verdict::Verdict;
@@ -285,6 +290,23 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         policies
             .map(|p| (p.name.clone(), p.dry_run, quotas(p)))
             .collect()
+    }
+
+    /// The algorithms of the policy `name` as Redis runs them (intervals rounded up, and a
+    /// shaper's delay or credit's debt rounded down, to whole µs): an in-process set of these
+    /// decides exactly as Redis does.
+    ///
+    /// # Errors
+    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
+    pub fn algorithms(
+        &self,
+        name: &str,
+    ) -> Result<Vec<crate::algorithm::AnyAlgorithm>, PolicyError> {
+        let policy = self.shared.policies.iter().find(|p| p.name == name);
+        let policy = policy.ok_or_else(|| PolicyError::UnknownPolicy {
+            policy: name.into(),
+        })?;
+        Ok(policy.quotas.iter().map(|m| m.algorithm).collect())
     }
 
     /// One script call within the timeout, counted.

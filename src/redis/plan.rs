@@ -4,21 +4,17 @@
 //! (from the policies' own key extractors, recording instead of hashing), and which of them
 //! belong to dry-run policies.
 
-use crate::algorithm::{Algorithm, AnyAlgorithm};
+use crate::algorithm::Algorithm;
 use crate::observe::QuotaMetrics;
-use crate::outcome::{Gauge, InsufficientCapacity, PolicyQuota};
+use crate::outcome::{InsufficientCapacity, PolicyQuota};
 use crate::policy::{Key, Policy, Recording};
+
+pub(crate) use super::quota::Micros;
 
 /// A policy's key extractor, shared by the limiter and its local fallback.
 pub(crate) type SharedKey<R> = std::sync::Arc<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
-use crate::quota::Quota;
 
 use super::RedisConfigError;
-
-/// The longest window (`burst × interval`) a Redis quota may have, in µs: 2^51 µs, about 71
-/// years. With the server's `TIME` (about 2^50.6 µs in 2026), `now + τ` stays below 2^53, where
-/// the script's Lua doubles are exact.
-pub const MAX_WINDOW_MICROS: u64 = 1 << 51;
 
 /// One policy as the script runs it.
 pub(crate) struct Prepared<R: ?Sized> {
@@ -38,8 +34,8 @@ pub(crate) struct Prepared<R: ?Sized> {
 
 impl<R: ?Sized> Prepared<R> {
     /// Policy `index` of a set, `policy`, checked for the script: a name that can be part of a
-    /// key, and quotas it runs exactly (GCRA for now: the leaky-bucket meter decides as GCRA
-    /// does).
+    /// key, and quotas it runs exactly (the schedule family for now: GCRA, the leaky bucket,
+    /// credit).
     pub(crate) fn new(
         index: usize,
         (policy, extract): (Policy<R>, Option<SharedKey<R>>),
@@ -50,19 +46,7 @@ impl<R: ?Sized> Prepared<R> {
         let mut by = Vec::with_capacity(policy.quotas.len());
         let mut metrics = Vec::with_capacity(policy.quotas.len());
         for (q, algorithm) in policy.quotas.iter().enumerate() {
-            let gcra = match algorithm {
-                AnyAlgorithm::Gcra(_) => true,
-                AnyAlgorithm::LeakyBucket(meter) => meter.max_delay().is_zero(),
-                _ => false,
-            };
-            if !gcra {
-                return Err(RedisConfigError::Algorithm {
-                    policy: policy.name.clone(),
-                    quota: q,
-                    algorithm: algorithm.name(),
-                });
-            }
-            quotas.push(Micros::new(algorithm.quota(), &policy.name, q)?);
+            quotas.push(Micros::new(algorithm, &policy.name, q)?);
             by.push(PolicyQuota::intern(&policy.name, index, q));
             metrics.push(QuotaMetrics::new(&policy.name, &algorithm.to_string()));
         }
@@ -91,8 +75,8 @@ impl<R: ?Sized> Prepared<R> {
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
     pub(crate) keys: Vec<Vec<u8>>,
-    /// Each bucket's (interval, window) in µs.
-    pub(crate) quotas: Vec<(u64, u64)>,
+    /// Each bucket's interval, window and slack, in µs.
+    pub(crate) quotas: Vec<(u64, u64, u64)>,
     /// Each bucket's policy and quota index.
     pub(crate) refs: Vec<(usize, usize)>,
     /// The buckets of dry-run policies, as the script reads them: `first-last` ranges of bucket
@@ -123,19 +107,21 @@ impl Plan {
             };
             let first = plan.keys.len() + 1;
             for (q, micros) in policy.quotas.iter().enumerate() {
-                if !policy.dry_run && n > micros.burst {
+                let capacity = micros.algorithm.capacity();
+                if !policy.dry_run && n > capacity {
                     // Never admitted: refused cells of the quota too small for them.
                     policy.metrics[q].refused.increment(u64::from(n));
                     return Err(InsufficientCapacity {
                         requested: n,
-                        burst: micros.burst,
+                        burst: capacity,
                         by: Some(policy.by[q]),
                     });
                 }
                 let mut out = Vec::new();
                 bucket_key(&mut out, tag, prefix, &policy.name, q, key.as_deref());
                 plan.keys.push(out);
-                plan.quotas.push((micros.interval, micros.window));
+                plan.quotas
+                    .push((micros.interval, micros.window, micros.slack));
                 plan.refs.push((p, q));
             }
             if policy.dry_run {
@@ -146,67 +132,6 @@ impl Plan {
             }
         }
         Ok(plan)
-    }
-}
-
-/// A quota as the script runs it: emission interval and window in whole microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Micros {
-    /// `T`, rounded up to a whole µs (never a faster rate than asked for).
-    pub(crate) interval: u64,
-    /// `τ = burst × T`.
-    pub(crate) window: u64,
-    pub(crate) burst: u32,
-    /// The quota the script enforces: `burst` cells, one per `interval` µs.
-    pub(crate) quota: Quota,
-}
-
-impl Micros {
-    /// The gauge of a bucket of this quota whose TAT lies `debt` µs ahead of now, in the
-    /// in-process unit (ns; `debt` ≤ 2^53 µs, so × 1000 fits).
-    pub(crate) fn gauge(&self, debt: u64) -> Gauge {
-        let debt = debt.saturating_mul(1_000);
-        Gauge::new(debt, self.interval * 1_000, self.burst, debt)
-    }
-
-    /// Nanoseconds until a bucket of this quota booked `debt` ns ahead holds one more cell.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn next_cell(&self, debt: u64) -> u64 {
-        crate::algorithm::next_cell_of_debt(debt, self.interval * 1_000)
-    }
-
-    /// `quota` in µs, or why the script cannot run it.
-    pub(crate) fn new(quota: &Quota, policy: &str, index: usize) -> Result<Self, RedisConfigError> {
-        let at = || (policy.to_owned(), index);
-        if quota.initial_cells() != quota.burst() {
-            let (policy, quota) = at();
-            return Err(RedisConfigError::InitialNotFull { policy, quota });
-        }
-        let interval = quota.interval_nanos().div_ceil(1_000);
-        let window = interval.checked_mul(u64::from(quota.burst()));
-        let Some(window) = window.filter(|&w| w <= MAX_WINDOW_MICROS) else {
-            let (policy, quota) = at();
-            return Err(RedisConfigError::WindowTooLong { policy, quota });
-        };
-        // The quota as written when its interval is whole µs (headers then advertise it as
-        // written); otherwise the same count over a period stretched to the rounded interval.
-        // interval ≥ 1 µs and burst·interval ≤ 2^51 µs: a valid in-process quota.
-        let enforced = if quota.interval_nanos() == interval * 1_000 {
-            Ok(*quota)
-        } else {
-            let period = interval * 1_000 * u64::from(quota.count());
-            Quota::from_nanos(quota.count(), period).and_then(|q| q.with_burst(quota.burst()))
-        };
-        let enforced = enforced.map_err(|_| {
-            let (policy, quota) = at();
-            RedisConfigError::WindowTooLong { policy, quota }
-        })?;
-        Ok(Self {
-            interval,
-            window,
-            burst: quota.burst(),
-            quota: enforced,
-        })
     }
 }
 
@@ -295,34 +220,8 @@ fn push_policy(out: &mut Vec<u8>, policy: &str, quota: usize) {
 mod tests {
     use super::*;
 
-    use core::time::Duration;
-
     #[test]
-    fn rounds_the_interval_up_to_whole_microseconds() {
-        let quota = Quota::per_second(3).unwrap(); // 333 333.33… µs
-        let micros = Micros::new(&quota, "l", 0).unwrap();
-        assert_eq!(micros.interval, 333_334);
-        assert_eq!(micros.window, 3 * 333_334);
-        assert_eq!(micros.quota.interval_nanos(), 333_334_000);
-        let fast = Quota::per_second(2_000_000).unwrap(); // 500 ns
-        assert_eq!(Micros::new(&fast, "l", 0).unwrap().interval, 1);
-    }
-
-    #[test]
-    fn refuses_what_the_script_cannot_run_exactly() {
-        let long = Quota::with_period(Duration::from_secs(3_600 * 24 * 365 * 80)).unwrap();
-        assert!(matches!(
-            Micros::new(&long, "l", 2),
-            Err(RedisConfigError::WindowTooLong { quota: 2, .. })
-        ));
-        let empty = Quota::per_second(5)
-            .unwrap()
-            .with_initial(crate::quota::Initial::Empty)
-            .unwrap();
-        assert!(matches!(
-            Micros::new(&empty, "l", 0),
-            Err(RedisConfigError::InitialNotFull { .. })
-        ));
+    fn names_that_would_make_keys_ambiguous_are_refused() {
         for bad in ["", "a:b", "{a}", "a}"] {
             assert!(check_part(bad, "prefix").is_err(), "{bad}");
         }

@@ -68,8 +68,8 @@ impl Script {
 pub(crate) struct Call<'a> {
     /// The buckets' keys, which share one hash tag.
     pub(crate) keys: &'a [Vec<u8>],
-    /// Each bucket's emission interval and window, in µs.
-    pub(crate) quotas: &'a [(u64, u64)],
+    /// Each bucket's emission interval, window and slack, in µs.
+    pub(crate) quotas: &'a [(u64, u64, u64)],
     /// The dry-run policies' buckets (see `plan::Plan::dry`).
     pub(crate) dry: &'a str,
     /// The reading to decide at, in µs; `None` for the server's `TIME`.
@@ -88,6 +88,7 @@ impl Call<'_> {
     fn is_common(&self) -> bool {
         self.keys.len() == 1
             && self.quotas.len() == 1
+            && self.quotas[0].2 == 0
             && self.want == self.n
             && self.give == 0
             && self.dry.is_empty()
@@ -97,7 +98,7 @@ impl Call<'_> {
         // Sized up front: growing the command argument by argument cost more than the rest of
         // a decision's client side (callgrind, BENCHMARKS.md "Redis"). Numbers take 20 bytes
         // at most.
-        let args = 8 + self.keys.len() + 2 * self.quotas.len();
+        let args = 8 + self.keys.len() + 3 * self.quotas.len();
         let bytes = verb.len() + script.len() + self.dry.len();
         let bytes = bytes + self.keys.iter().map(Vec::len).sum::<usize>();
         let mut command = Cmd::with_capacity(args, bytes + 20 * (args - 2 - self.keys.len()));
@@ -116,8 +117,12 @@ impl Call<'_> {
         if !self.is_common() {
             command.arg(self.want).arg(self.give).arg(self.dry);
         }
-        for &(interval, window) in self.quotas {
+        for &(interval, window, slack) in self.quotas {
             command.arg(interval).arg(window);
+            // The common call's one bucket has no slack, and leaves it out.
+            if !self.is_common() {
+                command.arg(slack);
+            }
         }
         command
     }
@@ -170,7 +175,7 @@ impl Reply {
         let reply = match value {
             // The common call's one integer (gcra.lua, "Replies").
             &Value::Int(code) if call.is_common() => {
-                let (interval, window) = call.quotas[0];
+                let (interval, window, _) = call.quotas[0];
                 if code >= 0 {
                     Self::Admitted {
                         repaired: 0,
@@ -196,7 +201,8 @@ impl Reply {
             Value::Array(items) => Self::parse_table(items, call.keys.len())?,
             _ => return None,
         };
-        let window = |bucket: usize| call.quotas.get(bucket).map_or(0, |&(_, w)| w);
+        // The furthest a TAT the script leaves can lie ahead: the window and the slack.
+        let window = |bucket: usize| call.quotas.get(bucket).map_or(0, |&(_, w, s)| w + s);
         let possible = match &reply {
             Self::Admitted { granted, debts, .. } => {
                 (call.n..=call.want).contains(granted)
@@ -306,7 +312,7 @@ mod tests {
     fn pair() -> Call<'static> {
         Call {
             keys: &KEYS,
-            quotas: &[(10, 100), (1, 8)],
+            quotas: &[(10, 100, 0), (1, 8, 0)],
             dry: "",
             now: None,
             n: 2,
@@ -319,7 +325,7 @@ mod tests {
     fn single() -> Call<'static> {
         Call {
             keys: &KEYS[..1],
-            quotas: &[(10, 100)],
+            quotas: &[(10, 100, 0)],
             dry: "",
             now: None,
             n: 3,

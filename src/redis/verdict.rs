@@ -4,9 +4,10 @@
 
 use super::failure::{Failure, OnFailure, Source};
 use super::plan::Plan;
-use super::script::{DryRefusal, Reply};
+use super::script::{Dry, DryRefusal, Reply};
 use super::stats::add;
 use super::{RedisLimiter, UNLIMITED};
+use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::jitter;
 use crate::observe;
@@ -71,7 +72,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 if let Ok(allowed) = decided.verdict.outcome {
                     if let Some(by) = allowed.by {
                         let micros = &policies[by.policy_index()].quotas[by.quota_index()];
-                        let next = micros.next_cell(allowed.gauge.reset_after_nanos());
+                        // A schedule's reset is its debt, in ns.
+                        let next = micros.next_cell(allowed.gauge.reset_after_nanos() / 1_000);
                         visit(QuotaState::new(by, micros.quota, allowed.gauge).next_after(next));
                     }
                 }
@@ -86,7 +88,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             let micros = &policy.quotas[q];
             let gauge = micros.gauge(debt);
-            let next = micros.next_cell(gauge.reset_after_nanos());
+            let next = micros.next_cell(debt);
             visit(QuotaState::new(policy.by[q], micros.quota, gauge).next_after(next));
         }
     }
@@ -112,36 +114,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             policies[p].metrics[q].dry_run_refused.increment(cells);
         }
         let outcome = match reply {
-            Reply::Admitted { debts, dry, .. } => {
-                let mut best: Option<(usize, Gauge)> = None;
-                for (bucket, &debt) in debts.iter().enumerate() {
-                    let (p, q) = plan.refs[bucket];
-                    let skipped = dry.all.iter().any(|&d| plan.refs[d].0 == p);
-                    if skipped {
-                        continue;
-                    }
-                    let g = self.gauge(plan, bucket, debt);
-                    let metrics = &policies[p].metrics[q];
-                    metrics.admitted.increment(cells);
-                    if observe::ENABLED && g.near_limit() {
-                        metrics.near_limit.increment(1);
-                    }
-                    if policies[p].dry_run {
-                        continue;
-                    }
-                    let tighter = best.map_or(true, |(_, b)| {
-                        tightness(g.remaining(), g.reset_after_nanos())
-                            < tightness(b.remaining(), b.reset_after_nanos())
-                    });
-                    if tighter {
-                        best = Some((bucket, g));
-                    }
-                }
-                let mut allowed = Allowed::new(best.map_or(UNLIMITED, |(_, g)| g));
-                allowed.by = best.map(|(bucket, _)| self.by(plan, bucket));
-                allowed.dry_run = self.dry_run(plan, n, dry.first);
-                Ok(allowed)
-            }
+            Reply::Admitted {
+                debts,
+                dry,
+                granted,
+                ..
+            } => Ok(self.admitted(plan, (n, *granted), debts, dry)),
             Reply::Refused {
                 index,
                 debt,
@@ -149,9 +127,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 dry,
                 ..
             } => {
-                let wait = wait.map_or(u64::MAX, |w| w.saturating_mul(1_000));
-                let mut refused = Refused::new(self.gauge(plan, *index, *debt), wait);
                 let (p, q) = plan.refs[*index];
+                // The in-process algorithm's own refusal on the script's numbers (the script's
+                // wait if it would not refuse, which a reply the script sent never is).
+                let script_wait = wait.map_or(u64::MAX, |w| w.saturating_mul(1_000));
+                let mut refused = (policies[p].quotas[q].refused(*debt, n))
+                    .unwrap_or_else(|| Refused::new(self.gauge(plan, *index, *debt), script_wait));
+                let wait = refused.conforms_after_nanos();
                 policies[p].metrics[q].refused.increment(cells);
                 let (min, max) = policies[p].jitter;
                 if max > 0 && wait != u64::MAX {
@@ -166,6 +148,53 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             outcome,
             source: Source::Redis,
         }
+    }
+
+    /// The admission the script's reply reports: every quota that took its cells, counted,
+    /// with the in-process algorithm's own admission on the script's numbers; the tightest
+    /// enforcing one described, the longest delay carried.
+    fn admitted(&self, plan: &Plan, (n, granted): (u32, u32), debts: &[u64], dry: &Dry) -> Allowed {
+        let policies = &self.shared.policies;
+        let cells = u64::from(n);
+        let mut best: Option<(usize, Gauge)> = None;
+        let mut delay = 0;
+        for (bucket, &debt) in debts.iter().enumerate() {
+            let (p, q) = plan.refs[bucket];
+            let skipped = dry.all.iter().any(|&d| plan.refs[d].0 == p);
+            if skipped {
+                continue;
+            }
+            // The in-process algorithm's own admission on the script's numbers (a
+            // lease's cells beyond n: the bucket as it now stands, no delay).
+            let micros = &policies[p].quotas[q];
+            let taken = if granted == n {
+                micros.admitted(debt, n)
+            } else {
+                Allowed::new(micros.gauge(debt))
+            };
+            // The longest delay any quota asked for (a shaping one), as in process.
+            delay = delay.max(taken.delay_nanos());
+            let g = taken.gauge();
+            let metrics = &policies[p].metrics[q];
+            metrics.admitted.increment(cells);
+            if observe::ENABLED && g.near_limit() {
+                metrics.near_limit.increment(1);
+            }
+            if policies[p].dry_run {
+                continue;
+            }
+            let tighter = best.map_or(true, |(_, b)| {
+                tightness(g.remaining(), g.reset_after_nanos())
+                    < tightness(b.remaining(), b.reset_after_nanos())
+            });
+            if tighter {
+                best = Some((bucket, g));
+            }
+        }
+        let mut allowed = Allowed::delayed(best.map_or(UNLIMITED, |(_, g)| g), delay);
+        allowed.by = best.map(|(bucket, _)| self.by(plan, bucket));
+        allowed.dry_run = self.dry_run(plan, n, dry.first);
+        allowed
     }
 
     /// The quota of the plan's bucket `bucket`, as outcomes name it.
@@ -184,7 +213,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return None;
         }
         let wait = match wait {
-            Some(wait) if n <= policy.quotas[q].burst => wait.saturating_mul(1_000),
+            Some(wait) if n <= policy.quotas[q].algorithm.capacity() => wait.saturating_mul(1_000),
             _ => u64::MAX,
         };
         Some(DryRun {
