@@ -287,6 +287,63 @@ async fn shapers_and_credit_decide_exactly_like_the_in_process_limiter() {
     .await;
 }
 
+/// The window counters run in Redis too, decision for decision: a fixed window, an interval
+/// refill (a burst above its refill), and sliding windows (one weighed at a coarser scale: a
+/// day long), beside GCRA, across many window boundaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_counters_decide_exactly_like_the_in_process_limiter() {
+    use flowgate::algorithm::AnyAlgorithm;
+
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let algorithm = |text: &str| text.parse::<AnyAlgorithm>().unwrap();
+    let policies = |user: Vec<AnyAlgorithm>, endpoint: Vec<AnyAlgorithm>| {
+        let mut per_user = Policy::keyed("windows", |r: &Request| &r.user);
+        for a in user {
+            per_user = per_user.algorithm(a);
+        }
+        let mut per_endpoint = Policy::keyed("sliding", |r: &Request| r.endpoint);
+        for a in endpoint {
+            per_endpoint = per_endpoint.algorithm(a);
+        }
+        Policies::<Request>::builder()
+            .policy(per_user)
+            .policy(per_endpoint)
+    };
+    let limiter = policies(
+        vec![
+            algorithm("4/s fixed"),
+            algorithm("2/700ms burst 5 interval"),
+            algorithm("20/min"),
+        ],
+        vec![algorithm("6/1500ms sliding"), algorithm("400/day sliding")],
+    )
+    .on(RedisBackend::new(server.client()).prefix("windows"), &clock);
+    let twin = policies(
+        limiter.algorithms("windows").unwrap(),
+        limiter.algorithms("sliding").unwrap(),
+    )
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    let users = ["alice", "bob"];
+    let endpoints = ["/search", "/upload"];
+    conform(&limiter, &twin, &clock, 300_000, |random| {
+        let r = request(
+            users[random.below(2) as usize],
+            endpoints[random.below(2) as usize],
+        );
+        // 0 (a look) to 2, now and then 6 (above a burst: never).
+        let n = if random.below(12) == 0 {
+            6
+        } else {
+            random.below(3)
+        };
+        (r, n as u32)
+    })
+    .await;
+}
+
 /// Runs 600 random steps, 0 to `gap` µs apart, through `limiter` and its in-process `twin`,
 /// requiring the same verdicts: admission or refusal, the tightest or refusing quota, its
 /// gauge, the wait with its jitter (both drawn from the same seed), and the dry-run report;
@@ -941,7 +998,9 @@ async fn bad_configurations_are_errors() {
         ),
         RedisConfigError::BadName { what: "policy", .. }
     ));
-    let sliding = "10/s sliding"
+    // A sliding window is weighed in nanoseconds in the script: at most 2^53 ns (104 days).
+    let sliding = "10/200day sliding";
+    let sliding = sliding
         .parse::<flowgate::algorithm::AnyAlgorithm>()
         .unwrap();
     assert!(matches!(
@@ -949,11 +1008,7 @@ async fn bad_configurations_are_errors() {
             Policies::builder().policy(per_key().algorithm(sliding)),
             backend()
         ),
-        RedisConfigError::Algorithm {
-            quota: 1,
-            algorithm: "sliding",
-            ..
-        }
+        RedisConfigError::WindowTooLong { quota: 1, .. }
     ));
     assert!(matches!(
         err(

@@ -56,6 +56,8 @@ pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
 pub(crate) use schedule::Rule;
+#[cfg(feature = "redis")]
+pub(crate) use stepped::Stepped;
 pub(crate) use words::{Apply, WORDS};
 
 use crate::outcome::{Allowed, Refused};

@@ -137,6 +137,14 @@ impl SlidingWindow {
         }
     }
 
+    /// The word of a bucket counting `previous` and `current` cells with `index` the present
+    /// window (any index: it is kept modulo 2^28), as a counter elsewhere (a Redis script)
+    /// hands its state over.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn word_at(index: u64, previous: u32, current: u32) -> u64 {
+        Self::pack(index & ((1 << INDEX_BITS) - 1), previous, current)
+    }
+
     #[inline(always)]
     fn pack(index: u64, previous: u32, current: u32) -> u64 {
         index << INDEX_SHIFT | u64::from(previous) << PREV_SHIFT | u64::from(current)

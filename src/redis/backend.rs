@@ -35,16 +35,8 @@ pub enum RedisConfigError {
         /// The name.
         name: String,
     },
-    /// A quota's algorithm has no script in Redis yet.
-    Algorithm {
-        /// The policy.
-        policy: String,
-        /// The quota's index in the policy.
-        quota: usize,
-        /// The algorithm's name in the quota grammar.
-        algorithm: &'static str,
-    },
-    /// A quota's window exceeds [`MAX_WINDOW_MICROS`](super::MAX_WINDOW_MICROS).
+    /// A quota's lead (window and slack) exceeds [`MAX_WINDOW_MICROS`](super::MAX_WINDOW_MICROS),
+    /// or a sliding window lasts 2^53 ns (104 days) or more.
     WindowTooLong {
         /// The policy.
         policy: String,
@@ -78,15 +70,6 @@ impl fmt::Display for RedisConfigError {
             Self::BadName { what, name } => {
                 write!(f, "{what} {name:?} is empty or holds ':', '{{' or '}}'")
             }
-            Self::Algorithm {
-                policy,
-                quota,
-                algorithm,
-            } => write!(
-                f,
-                "quota {quota} of policy {policy:?}: the {algorithm} algorithm does not run in \
-                 Redis"
-            ),
             Self::WindowTooLong { policy, quota } => write!(
                 f,
                 "quota {quota} of policy {policy:?}: the window exceeds 2^51 µs"

@@ -1,5 +1,9 @@
--- flowgate: the schedule family (GCRA, the leaky bucket, credit) over one or more buckets,
--- decided all or nothing, in one call.
+-- flowgate: every one-word algorithm over one or more buckets, decided all or nothing, in one
+-- call: schedules (GCRA, the leaky bucket, credit: a TAT per bucket) and window counters (the
+-- interval refill and the fixed window, 'index:used'; the sliding window counter,
+-- 'index:previous:current', with window indices counted from the epoch in windows of the
+-- bucket's length). The script decides and writes; the client works out what it reports from
+-- the states the reply carries, with the in-process algorithms.
 --
 -- The arithmetic is flowgate's in-process schedule (src/algorithm/schedule.rs) in integer
 -- microseconds. Lua's numbers are doubles: every value here stays below 2^53 (the client checks
@@ -23,23 +27,29 @@
 -- ARGV[5]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
 --          separated, one per policy ('' if none). A dry-run policy takes its cells only if
 --          every one of its buckets admits, and never refuses.
--- ARGV[3i+3], ARGV[3i+4], ARGV[3i+5]  bucket i's emission interval T, its window
---          tau = burst * T, and its slack: the debt admitted beyond tau (with a delay, which
---          the client works out: a shaper's queue, credit's debt; 0 for GCRA). A request is
---          admitted when the TAT it leaves lies at most lead = tau + slack ahead.
+-- ARGV[4i+2] to ARGV[4i+5]  bucket i's kind and three numbers: 0, a schedule: its emission
+--          interval T, its window tau = burst * T, and its slack, the debt admitted beyond tau
+--          (with a delay, which the client works out: a shaper's queue, credit's debt; 0 for
+--          GCRA); a request is admitted when the TAT it leaves lies at most tau + slack ahead.
+--          1, a counter refilled at window boundaries: the window's length, the burst, the
+--          refill per boundary. 2, a sliding window counter: the window's length, the limit,
+--          and the weight's scale (the previous window's count weighs (L - offset) >> shift
+--          out of L >> shift, in nanoseconds, as in process; compared exactly in two limbs).
 -- Buckets come in the policies' order of evaluation.
 --
 -- Replies. The common call, when its value needs no repair or clamp, is answered with one
 -- integer, because a table costs the server more than the rest of the decision: debt >= 0 when
 -- admitted (the new TAT less now), or -(debt + 1) when refused (debt: the TAT less now, at
 -- least 0; the wait is debt + n * T - tau, which the client knows). Every other answer is
--- {1, repaired, granted, dry, dry_wait, debt_1, ..., debt_m} when every bucket of every
+-- {1, repaired, granted, dry, dry_wait, now, s_1, ..., s_m} when every bucket of every
 -- enforcing policy admitted (granted: the cells taken, n <= granted <= want, from every bucket
--- but those of dry-run policies that would refuse; debt_i: how far bucket i's TAT lies ahead
--- of now, after the decision), or {0, repaired, i, debt, wait, dry,
--- dry_wait, debt_1, ..., debt_m} when bucket i refused with the longest wait (the first on a
--- tie; wait -1: never, past the horizon); debt is its TAT (clamped) less now, and debt_j
--- bucket j's as it stands (for headers that describe every quota). Either answer ends with
+-- but those of dry-run policies that would refuse; s_i: bucket i's state after the decision),
+-- or {0, repaired, i, s_i, wait, dry, dry_wait, now, s_1, ..., s_m} when bucket i refused with
+-- the longest wait among schedules (the first on a tie; wait -1: never, past the horizon; a
+-- window counter's wait, which the client works out, counts as 1), every state as it stands.
+-- A state is a schedule's TAT less now (at least 0), or a counter's windows ahead of now's
+-- (a clock that stepped back) * 2^24 + used, or a sliding counter's windows ahead * 2^36 +
+-- previous * 2^18 + current. Either answer ends with
 -- the first refusing bucket of every dry-run policy that would have refused (as dry), in
 -- order, for the client to count. dry is the first bucket that refused
 -- in the first dry-run policy that would have refused (before the first enforcing bucket that
@@ -109,16 +119,16 @@ if #ARGV == 4 then
 end
 
 local n = tonumber(ARGV[2])
--- Bucket i's T, tau and slack are ARGV[3i + at], ARGV[3i + at + 1] and ARGV[3i + at + 2]
--- (the common call has no slack: 0).
-local want, give, at, dry = n, 0, 0, ''
-if #ARGV ~= 4 then
-  want, give, dry, at = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], 3
+-- Bucket i's kind and numbers are ARGV[4i + 2] to ARGV[4i + 5]; the common call's one bucket
+-- is a schedule with T = ARGV[3], tau = ARGV[4] and no slack.
+local want, give, general, dry = n, 0, #ARGV ~= 4, ''
+if general then
+  want, give, dry = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 end
--- Bucket i's emission interval, and its lead: the debt it admits at all (tau + slack).
 local function quota(i)
-  local k = 3 * i + at
-  return tonumber(ARGV[k]), tonumber(ARGV[k + 1]) + (tonumber(ARGV[k + 2]) or 0)
+  if not general then return 0, tonumber(ARGV[3]), tonumber(ARGV[4]), 0 end
+  local k = 4 * i + 2
+  return tonumber(ARGV[k]), tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3])
 end
 local m = #KEYS
 -- The first bucket of each dry-run bucket's policy, by bucket.
@@ -128,75 +138,164 @@ for first, last in string.gmatch(dry, '(%d+)-(%d+)') do
   for i = first, tonumber(last) do group[i] = first end
 end
 
--- Per call, tables of the TATs read (when they were TATs) and as they stand after repair,
--- clamp and give-back, of the waits of buckets that refuse, and, only when a bucket needs
--- writing on a refusal, one of flags.
+-- x * y as (hi, lo) with x * y = hi * 2^21 + lo, exact for x < 2^18 and y < 2^43 (every part
+-- below 2^53); and whether a * b <= c * d for such products.
+local P21 = 2097152
+local function mul(x, y)
+  local yh = math.floor(y / P21)
+  local lo = x * (y - yh * P21)
+  local carry = math.floor(lo / P21)
+  return x * yh + carry, lo - carry * P21
+end
+local function le(a, b, c, d)
+  local h1, l1 = mul(a, b)
+  local h2, l2 = mul(c, d)
+  return h1 < h2 or (h1 == h2 and l1 <= l2)
+end
+
+-- A window counter's state (kind 1: {index, used}; kind 2: {index, previous, current}) as
+-- read at now: missing is empty, anything else than what this script writes is repaired as
+-- full, and counts move on to the reading's window. Also whether it was repaired.
+local function counted(kind, len, limit, refill, raw)
+  local cur = math.floor(now / len)
+  local idx, u, v
+  if raw == false then
+    return {cur, 0, 0}, false
+  elseif type(raw) == 'string' and #raw <= 60 then
+    if kind == 1 then
+      local x, y = string.match(raw, '^(%d+):(%d+)$')
+      if x then idx, u, v = tonumber(x), tonumber(y), 0 end
+    else
+      local x, y, z = string.match(raw, '^(%d+):(%d+):(%d+)$')
+      if x then idx, u, v = tonumber(x), tonumber(y), tonumber(z) end
+    end
+  end
+  if not idx or idx > HORIZON or u > limit or v > limit then
+    if kind == 1 then return {cur, limit, 0}, true end
+    return {cur, 0, limit}, true
+  end
+  if kind == 1 and idx < cur then
+    u = u - (cur - idx) * refill
+    if u < 0 then u = 0 end
+    idx = cur
+  elseif kind == 2 and idx == cur - 1 then
+    idx, u, v = cur, v, 0
+  elseif kind == 2 and idx < cur then
+    idx, u, v = cur, 0, 0
+  end
+  return {idx, u, v}, false
+end
+
+-- Whether a window counter in state `st` refuses n cells (a state ahead of the reading, from a
+-- clock that stepped back, is judged from the start of its window, as in process).
+local function refuses(kind, len, limit, shift, st)
+  local idx, u, v = st[1], st[2], st[3]
+  if kind == 1 then return u + n > limit end
+  local after = v + n
+  if after > limit then return true end
+  local cur = math.floor(now / len)
+  local off = 0
+  if idx <= cur then off = (now - cur * len) * 1000 end
+  local scale = 2 ^ shift
+  local total = len * 1000
+  local unit = math.floor(total / scale)
+  local weight = math.floor((total - off) / scale)
+  return not le(u, weight, limit - after, unit)
+end
+
+-- A window counter's state as the reply carries it: the windows it lies ahead of the reading,
+-- then its counts, in one integer.
+local function encode(kind, len, st)
+  local ahead = st[1] - math.floor(now / len)
+  if kind == 1 then return ahead * 16777216 + st[2] end
+  return ahead * 68719476736 + st[2] * 262144 + st[3]
+end
+
+-- Per call, tables of the TATs read (when they were TATs) and of the states as they stand
+-- after repair, clamp and give-back (a TAT, or a window counter's table), of the waits of
+-- buckets that refuse, and, only when a bucket needs writing on a refusal, one of flags.
 local olds, tats, waits = {}, {}, {}
 local writes
 local repaired = 0
 local refused, worst, wait_of, first = 0, -1, 0, m + 1
 
 for i = 1, m do
-  local interval, lead = quota(i)
-  local latest = now + lead
+  local kind, a, b, c = quota(i)
   local raw = redis.pcall('GET', KEYS[i])
-  local tat = 0
   local write = false
-  if type(raw) == 'string' then
-    if #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
-      tat = tonumber(raw)
-      -- Past 2^53 a value is not exact in Lua: not a TAT this script wrote.
-      if tat > HORIZON then tat = nil else olds[i] = tat end
-    else
+  local wait
+  if kind == 0 then
+    local interval, lead = a, b + c
+    local latest = now + lead
+    local tat = 0
+    if type(raw) == 'string' then
+      if #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
+        tat = tonumber(raw)
+        -- Past 2^53 a value is not exact in Lua: not a TAT this script wrote.
+        if tat > HORIZON then tat = nil else olds[i] = tat end
+      else
+        tat = nil
+      end
+    elseif raw ~= false then
+      -- An error reply (a key of another type) or anything else that is not a string.
       tat = nil
     end
-  elseif raw ~= false then
-    -- An error reply (a key of another type) or anything else that is not a string.
-    tat = nil
-  end
-  if tat == nil then
-    repaired = repaired + 1
-    tat = latest
-    write = true
-  elseif tat > latest then
-    -- Booked further ahead than any reading explains: the clock stepped back. Fully booked as
-    -- of now, as in-process (the script's reading is never stale: it runs atomically). The
-    -- key's TTL was set for the schedule as booked, under another clock (a test's or one that
-    -- stepped) or by another writer: it is set anew, never kept.
-    tat = latest
-    write = true
-    olds[i] = nil
-  end
-  if give > 0 and tat > now then
-    -- An expired lease's unused cells: the TAT moves back by at most give * T and never below
-    -- now, so no more is freed than was given (as a refund in-process).
-    tat = tat - give * interval
-    if tat < now then tat = now end
-    write = true
+    if tat == nil then
+      repaired = repaired + 1
+      tat = latest
+      write = true
+    elseif tat > latest then
+      -- Booked further ahead than any reading explains: the clock stepped back. Fully booked
+      -- as of now, as in-process (the script's reading is never stale: it runs atomically).
+      -- The key's TTL was set for the schedule as booked, under another clock (a test's or one
+      -- that stepped) or by another writer: it is set anew, never kept.
+      tat = latest
+      write = true
+      olds[i] = nil
+    end
+    if give > 0 and tat > now then
+      -- An expired lease's unused cells: the TAT moves back by at most give * T and never
+      -- below now, so no more is freed than was given (as a refund in-process).
+      tat = tat - give * interval
+      if tat < now then tat = now end
+      write = true
+    end
+    tats[i] = tat
+    local base = tat
+    if now > base then base = now end
+    local new_tat = base + n * interval
+    local debt = new_tat - now
+    if new_tat > HORIZON then
+      wait = math.huge
+    elseif debt > lead then
+      wait = debt - lead
+      if wait < 1 then wait = 1 end
+    end
+  else
+    local st, fixed = counted(kind, a, b, c, raw)
+    if fixed then
+      repaired = repaired + 1
+      write = true
+    end
+    tats[i] = st
+    -- The client works out a window counter's wait; here it only orders the refusals.
+    if refuses(kind, a, b, c, st) then wait = 1 end
   end
   if write then
     writes = writes or {}
     writes[i] = true
   end
-  tats[i] = tat
-
-  local base = tat
-  if now > base then base = now end
-  local new_tat = base + n * interval
-  local debt = new_tat - now
-  local wait
-  if new_tat > HORIZON then
-    wait = math.huge
-  elseif debt > lead then
-    wait = debt - lead
-    if wait < 1 then wait = 1 end
-  end
   waits[i] = wait
   if wait and not group[i] then
     if first > m then first = i end
     if wait > worst then
-      refused, worst, wait_of = i, wait, tat - now
-      if wait_of < 0 then wait_of = 0 end
+      refused, worst = i, wait
+      if kind == 0 then
+        wait_of = tats[i] - now
+        if wait_of < 0 then wait_of = 0 end
+      else
+        wait_of = encode(kind, a, tats[i])
+      end
     end
   end
 end
@@ -224,7 +323,7 @@ local function exact(x)
   return x
 end
 
--- A bucket full at now is deleted; any other keeps or gets a TTL past its TAT (see Expiry).
+-- A schedule full at now is deleted; any other keeps or gets a TTL past its TAT (see Expiry).
 local function store(i, tat)
   if tat <= now then
     redis.call('DEL', KEYS[i])
@@ -241,35 +340,95 @@ local function store(i, tat)
   end
 end
 
+-- A window counter, kept until it counts nothing again: a refill counter until every cell
+-- used has come back, a sliding window two windows after its own.
+local function store_counts(i, kind, len, refill, st)
+  local idx, u, v = st[1], st[2], st[3]
+  local until_empty
+  if kind == 1 then
+    if u == 0 then
+      redis.call('DEL', KEYS[i])
+      return
+    end
+    until_empty = (idx + math.ceil(u / refill)) * len
+    redis.call('SET', KEYS[i], string.format('%.0f:%.0f', idx, u), 'PX',
+      exact(math.ceil((until_empty - now) / 1000) + 1))
+  else
+    until_empty = (idx + 2) * len
+    redis.call('SET', KEYS[i], string.format('%.0f:%.0f:%.0f', idx, u, v), 'PX',
+      exact(math.ceil((until_empty - now) / 1000) + 1))
+  end
+end
+
+-- Writes bucket i as it stands (repaired, clamped or given back), or after taking `cells`.
+local function put(i, cells)
+  local kind, a, b, c = quota(i)
+  if kind == 0 then
+    local tat = tats[i]
+    if cells > 0 then
+      if now > tat then tat = now end
+      tat = tat + cells * a
+    end
+    store(i, tat)
+    return
+  end
+  local st = tats[i]
+  local cur = math.floor(now / a)
+  if cells == 0 and st[1] > cur and waits[i] then
+    -- Refused against a window ahead of the reading: the clock stepped back. The count moves
+    -- to the reading's window (as in process), which it then stays in.
+    st = {cur, st[2], st[3]}
+  elseif kind == 1 then
+    st = {st[1], st[2] + cells, 0}
+  else
+    st = {st[1], st[2], st[3] + cells}
+  end
+  store_counts(i, kind, a, c, st)
+end
+
+-- Bucket i's state as the reply carries it.
+local function value(i, cells)
+  local kind, a = quota(i)
+  local st = tats[i]
+  if kind == 0 then
+    local base = st
+    if now > base then base = now end
+    return base + cells * a - now
+  end
+  if kind == 1 then
+    st = {st[1], st[2] + cells, 0}
+  else
+    st = {st[1], st[2], st[3] + cells}
+  end
+  return encode(kind, a, st)
+end
+
 if refused > 0 then
-  -- Nothing is taken; clamped, repaired or given-back buckets are written as they now stand.
-  if writes then
-    for i = 1, m do
-      if writes[i] then
-        store(i, tats[i])
-      end
+  -- Nothing is taken; clamped, repaired or given-back buckets are written as they now stand,
+  -- and so are window counters refused against a window ahead of the reading.
+  for i = 1, m do
+    local kind, a = quota(i)
+    if (writes and writes[i]) or (kind ~= 0 and tats[i][1] > math.floor(now / a) and waits[i]) then
+      put(i, 0)
     end
   end
   local wait = worst
   if wait == math.huge then wait = -1 end
-  local answer = {0, repaired, refused, wait_of, wait, dry_at, dry_wait}
-  for i = 1, m do
-    local debt = tats[i] - now
-    if debt < 0 then debt = 0 end
-    answer[7 + i] = debt
-  end
-  for k = 1, #dries do answer[7 + m + k] = dries[k] end
+  local answer = {0, repaired, refused, wait_of, wait, dry_at, dry_wait, now}
+  for i = 1, m do answer[8 + i] = value(i, 0) end
+  for k = 1, #dries do answer[8 + m + k] = dries[k] end
   return answer
 end
 
 -- Every bucket that takes admits n: take up to `want`, as many as every one of them holds (at
--- least n, since n * T fits between each base and latest).
+-- least n, since n * T fits between each base and latest). Only schedules are leased.
 local granted = n
 if want > n then
   granted = want
   for i = 1, m do if not skip[group[i] or 0] then
-    local interval, lead = quota(i)
-    local latest = now + lead
+    local kind, interval, b, c = quota(i)
+    if kind ~= 0 then granted = n break end
+    local latest = now + b + c
     local base = tats[i]
     if now > base then base = now end
     local room = math.floor((latest - base) / interval)
@@ -278,19 +437,16 @@ if want > n then
     if room < granted then granted = room end
   end end
 end
-local answer = {1, repaired, granted, dry_at, dry_wait}
+local answer = {1, repaired, granted, dry_at, dry_wait, now}
 for i = 1, m do
-  local base = tats[i]
-  if now > base then base = now end
   if skip[group[i] or 0] then
     -- A dry-run policy that would refuse: as it stands (repaired or clamped if need be).
-    if writes and writes[i] then store(i, tats[i]) end
-    answer[5 + i] = base - now
+    if writes and writes[i] then put(i, 0) end
+    answer[6 + i] = value(i, 0)
   else
-    local tat = base + granted * quota(i)
-    store(i, tat)
-    answer[5 + i] = tat - now
+    if granted > 0 or (writes and writes[i]) then put(i, granted) end
+    answer[6 + i] = value(i, granted)
   end
 end
-for k = 1, #dries do answer[5 + m + k] = dries[k] end
+for k = 1, #dries do answer[6 + m + k] = dries[k] end
 return answer

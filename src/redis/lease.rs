@@ -31,7 +31,7 @@ pub(crate) struct Lease {
 /// One entry: the buckets' keys and quotas (to give cells back) and the lease.
 pub(crate) struct Entry {
     pub(crate) keys: Vec<Vec<u8>>,
-    pub(crate) quotas: Vec<(u64, u64, u64)>,
+    pub(crate) quotas: Vec<super::script::Bucket>,
     pub(crate) lease: Lease,
 }
 
@@ -69,7 +69,7 @@ impl Leases {
     pub(crate) fn entry(
         &self,
         keys: &[Vec<u8>],
-        quotas: &[(u64, u64, u64)],
+        quotas: &[super::script::Bucket],
         now_ms: u64,
         dropped: &AtomicU64,
     ) -> Option<Arc<Entry>> {

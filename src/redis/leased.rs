@@ -70,8 +70,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         if !plan.dry.is_empty() {
             return None;
         }
-        // Only where nothing is delayed: a lease spends cells, not places in a queue.
-        if plan.quotas.iter().any(|&(_, _, slack)| slack > 0) {
+        // Only schedules that never delay: a lease spends cells, not places in a queue, and
+        // only from TATs.
+        let policies = &self.shared.policies;
+        if !plan
+            .refs
+            .iter()
+            .all(|&(p, q)| policies[p].quotas[q].leasable())
+        {
             return None;
         }
         let smallest = plan
@@ -123,7 +129,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         add(&counters.returned_cells, u64::from(rest));
         let verdict = self.verdict(plan, n, &reply);
         if let Reply::Admitted {
-            granted, ref debts, ..
+            granted,
+            states: ref debts,
+            ..
         } = reply
         {
             add(&counters.leases, 1);
@@ -162,8 +170,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         // same for every decision on this lease; the first one stands in if it ever were not,
         // so that cells once spent are always reported as admitted.
         let bucket = if bucket < plan.refs.len() { bucket } else { 0 };
-        plan.refs.get(bucket)?;
-        let mut allowed = Allowed::new(self.gauge(plan, bucket, debt));
+        let &(p, q) = plan.refs.get(bucket)?;
+        // A leased bucket is a schedule: its state is its debt.
+        let gauge = self.shared.policies[p].quotas[q].gauge(debt, None);
+        let mut allowed = Allowed::new(gauge);
         allowed.by = Some(self.by(plan, bucket));
         Some(Verdict {
             outcome: Ok(allowed),

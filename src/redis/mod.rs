@@ -29,11 +29,12 @@
 //! names, key extractors, quotas, dry runs, jitter and order, and the same outcomes
 //! ([`Allowed`] and [`Refused`] naming their policy and quota, [`InsufficientCapacity`]). In
 //! Redis a key extractor writes the key's bytes instead of hashing them (see [`Key`]), so that
-//! every process finds the same buckets. The schedule family runs in Redis: GCRA, the
-//! leaky bucket (meter and shaper: a shaper's admissions carry their delay) and credit; the
-//! window counters are refused when the set is built ([`RedisConfigError::Algorithm`]).
-//! Every reported number (gauges, delays, waits) is the in-process algorithm's own answer on
-//! the script's numbers, so the two cannot drift apart in what they report.
+//! every process finds the same buckets. Every one-word algorithm runs in Redis: GCRA, the
+//! leaky bucket (meter and shaper: a shaper's admissions carry their delay), credit, the
+//! interval refill, the fixed window and the sliding window counter. The script decides and
+//! writes; every reported number (gauges, delays, waits, the next cell) is the in-process
+//! algorithm's own answer on the state the script left, so the two cannot drift apart in what
+//! they report.
 //!
 //! # One round trip, all or nothing
 //! A decision takes `n` cells from every quota of every policy that applies, or from none, in
@@ -60,9 +61,9 @@
 //! keeps tokens and a timestamp with HGET/HSET, trusts the client's clock and never expires its
 //! keys; `benches/article.lua`, compared in BENCHMARKS.md, "Redis").
 //!
-//! Quotas run in whole microseconds: each emission interval is rounded **up** to a whole µs
-//! (never a faster rate than asked for), a shaper's delay or credit's debt **down** (never a
-//! longer queue), and windows must stay below [`MAX_WINDOW_MICROS`];
+//! Quotas run in whole microseconds: each emission interval or window length is rounded **up**
+//! to a whole µs (never a faster rate than asked for), a shaper's delay or credit's debt
+//! **down** (never a longer queue), and leads must stay below [`MAX_WINDOW_MICROS`];
 //! [`RedisLimiter::algorithms`] gives the algorithms as Redis runs them. The answers are those
 //! of the in-process set with the rounded quotas,
 //! exactly: `tests/redis.rs` runs one sequence of requests through both and requires the same

@@ -10,6 +10,7 @@ use crate::outcome::{InsufficientCapacity, PolicyQuota};
 use crate::policy::{Key, Policy, Recording};
 
 pub(crate) use super::quota::Micros;
+use super::script::Bucket;
 
 /// A policy's key extractor, shared by the limiter and its local fallback.
 pub(crate) type SharedKey<R> = std::sync::Arc<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
@@ -75,8 +76,8 @@ impl<R: ?Sized> Prepared<R> {
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
     pub(crate) keys: Vec<Vec<u8>>,
-    /// Each bucket's interval, window and slack, in µs.
-    pub(crate) quotas: Vec<(u64, u64, u64)>,
+    /// Each bucket as the script runs it.
+    pub(crate) quotas: Vec<Bucket>,
     /// Each bucket's policy and quota index.
     pub(crate) refs: Vec<(usize, usize)>,
     /// The buckets of dry-run policies, as the script reads them: `first-last` ranges of bucket
@@ -120,8 +121,7 @@ impl Plan {
                 let mut out = Vec::new();
                 bucket_key(&mut out, tag, prefix, &policy.name, q, key.as_deref());
                 plan.keys.push(out);
-                plan.quotas
-                    .push((micros.interval, micros.window, micros.slack));
+                plan.quotas.push(micros.bucket);
                 plan.refs.push((p, q));
             }
             if policy.dry_run {

@@ -1,79 +1,111 @@
-//! [`Micros`]: a quota as the script runs it, in integer microseconds (the emission interval,
-//! the burst window and the slack a shaping algorithm admits beyond it), and the in-process
-//! algorithm that decides exactly as the script does, which reports every decision: gauges,
-//! delays, waits and the next cell are its answers on the script's numbers.
+//! [`Micros`]: a quota as the script runs it, in integer microseconds (a schedule's emission
+//! interval, burst window and slack; a window counter's length, limit and refill), and the
+//! in-process algorithm that decides exactly as the script does, which reports every
+//! decision: gauges, delays, waits and the next cell are its answers on the script's numbers.
 
 use core::time::Duration;
 
-use crate::algorithm::{Algorithm, AnyAlgorithm, Credit, Gcra, LeakyBucket};
+use super::script::Bucket;
+use super::RedisConfigError;
+use crate::algorithm::{
+    Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
+    Step, Stepped,
+};
 use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::Quota;
 
-use super::RedisConfigError;
-
 /// The longest lead (`burst × interval` plus a shaper's delay or credit's debt) a Redis quota
 /// may have, in µs: 2^51 µs, about 71 years. With the server's `TIME` (about 2^50.6 µs in
-/// 2026), `now + lead` stays below 2^53, where the script's Lua doubles are exact.
+/// 2026), `now + lead` stays below 2^53, where the script's Lua doubles are exact. A sliding
+/// window, weighed in nanoseconds, may last at most 2^53 ns (104 days).
 pub const MAX_WINDOW_MICROS: u64 = 1 << 51;
 
-/// The reading at which the client replays the script's numbers through the in-process
+/// The reading at which the client replays a schedule's numbers through the in-process
 /// algorithm: a schedule's decisions depend on how far its TAT lies ahead of the reading, not
 /// on the reading itself, and this one leaves room for any lead in nanoseconds.
 const BASE: u64 = 1 << 62;
 
+/// Bits of a counter's state below its windows ahead (see [`Bucket`]).
+const STEPPED_AHEAD: u32 = 24;
+const SLIDING_AHEAD: u32 = 36;
+const COUNT: u64 = (1 << 18) - 1;
+
 /// A quota as the script runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Micros {
-    /// `T`, rounded up to a whole µs (never a faster rate than asked for).
-    pub(crate) interval: u64,
-    /// `τ = burst × T`.
-    pub(crate) window: u64,
-    /// The debt admitted beyond `τ`, with a delay (a shaper's queue, credit's debt), rounded
-    /// down to a whole µs (never a longer queue than asked for); 0 for GCRA.
-    pub(crate) slack: u64,
+    /// What the script is told.
+    pub(crate) bucket: Bucket,
     pub(crate) burst: u32,
-    /// The quota the script enforces: `burst` cells, one per `interval` µs.
+    /// The quota the script enforces (its interval, or window, in whole µs).
     pub(crate) quota: Quota,
-    /// The in-process algorithm that decides as the script does (the quota above, the slack
-    /// above).
+    /// The in-process algorithm that decides as the script does.
     pub(crate) algorithm: AnyAlgorithm,
 }
 
 impl Micros {
-    /// The gauge of a bucket of this quota whose TAT lies `debt` µs ahead of now, in the
-    /// in-process unit (ns; `debt` ≤ 2^53 µs, so × 1000 fits).
-    pub(crate) fn gauge(&self, debt: u64) -> Gauge {
-        self.algorithm.state(self.word(debt), BASE).gauge()
-    }
-
-    /// The in-process word of a bucket whose TAT lies `debt` µs ahead of [`BASE`].
-    fn word(&self, debt: u64) -> u64 {
-        BASE + debt.saturating_mul(1_000)
-    }
-
-    /// The admission the script made of `n` cells, leaving the TAT `debt` µs ahead: the
-    /// in-process algorithm's own answer (gauge and delay) on the TAT the script found.
-    pub(crate) fn admitted(&self, debt: u64, n: u32) -> Allowed {
-        // The TAT before was max(TAT, now) = the new one less n·T: deciding there gives the
-        // same answer, delay included.
-        let before = debt.saturating_sub(u64::from(n) * self.interval);
-        match self.algorithm.check(self.word(before), BASE, n) {
-            crate::algorithm::Step::Write(_, Ok(allowed)) => allowed,
-            // The script admitted what the algorithm would not: report the state as it is.
-            _ => Allowed::new(self.gauge(debt)),
+    /// The in-process word and reading of a bucket in the script's `state` at its reading
+    /// `now` (µs; a schedule's state needs none).
+    fn word(&self, state: u64, now: Option<u64>) -> (u64, u64) {
+        let now = now.unwrap_or(0);
+        match self.bucket {
+            Bucket::Schedule { .. } => (BASE + state.saturating_mul(1_000), BASE),
+            Bucket::Stepped { length, .. } => {
+                let index = now / length + (state >> STEPPED_AHEAD);
+                let used = (state & ((1 << STEPPED_AHEAD) - 1)) as u32;
+                (Stepped::word_at(index, used), now * 1_000)
+            }
+            Bucket::Sliding { length, .. } => {
+                let index = now / length + (state >> SLIDING_AHEAD);
+                let previous = ((state >> 18) & COUNT) as u32;
+                let current = (state & COUNT) as u32;
+                (
+                    SlidingWindow::word_at(index, previous, current),
+                    now * 1_000,
+                )
+            }
         }
     }
 
-    /// The refusal of `n` cells by a bucket whose TAT lies `debt` µs ahead, as the in-process
-    /// algorithm makes it; `None` if it would admit (the reply was not the script's).
-    pub(crate) fn refused(&self, debt: u64, n: u32) -> Option<Refused> {
-        self.algorithm.peek(self.word(debt), BASE, n).err()
+    /// The gauge of a bucket in the script's `state` at `now`.
+    pub(crate) fn gauge(&self, state: u64, now: Option<u64>) -> Gauge {
+        let (word, now) = self.word(state, now);
+        self.algorithm.state(word, now).gauge()
     }
 
-    /// Nanoseconds until a bucket whose TAT lies `debt` µs ahead holds one more cell.
+    /// The admission the script made of `n` cells, leaving the bucket in `state` at `now`:
+    /// the in-process algorithm's own answer (gauge and delay) on the state the script found.
+    pub(crate) fn admitted(&self, state: u64, n: u32, now: Option<u64>) -> Allowed {
+        // The state before: a schedule's TAT was max(TAT, now) = the new one less n·T, and
+        // deciding there gives the same answer, delay included; a counter's had n fewer.
+        let taken = match self.bucket {
+            Bucket::Schedule { interval, .. } => u64::from(n) * interval,
+            Bucket::Stepped { .. } | Bucket::Sliding { .. } => u64::from(n),
+        };
+        let (before, at) = self.word(state.saturating_sub(taken), now);
+        match self.algorithm.check(before, at, n) {
+            Step::Write(_, Ok(allowed)) => allowed,
+            // The script admitted what the algorithm would not: report the state as it is.
+            _ => Allowed::new(self.gauge(state, now)),
+        }
+    }
+
+    /// The refusal of `n` cells by a bucket in `state` at `now`, as the in-process algorithm
+    /// makes it; `None` if it would admit.
+    pub(crate) fn refused(&self, state: u64, n: u32, now: Option<u64>) -> Option<Refused> {
+        let (word, now) = self.word(state, now);
+        self.algorithm.peek(word, now, n).err()
+    }
+
+    /// Nanoseconds until a bucket in `state` at `now` holds one more cell.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn next_cell(&self, debt: u64) -> u64 {
-        crate::algorithm::next_cell(&self.algorithm, self.word(debt), BASE)
+    pub(crate) fn next_cell(&self, state: u64, now: Option<u64>) -> u64 {
+        let (word, now) = self.word(state, now);
+        crate::algorithm::next_cell(&self.algorithm, word, now)
+    }
+
+    /// Whether leases may spend this bucket's cells: a schedule that never delays.
+    pub(crate) fn leasable(&self) -> bool {
+        matches!(self.bucket, Bucket::Schedule { slack: 0, .. })
     }
 
     /// `algorithm` in µs, or why the script cannot run it.
@@ -84,21 +116,6 @@ impl Micros {
     ) -> Result<Self, RedisConfigError> {
         let at = || (policy.to_owned(), index);
         let quota = algorithm.quota();
-        // The schedule family, each with its slack and how it delays.
-        let slack_nanos = match algorithm {
-            AnyAlgorithm::Gcra(_) => 0,
-            AnyAlgorithm::LeakyBucket(bucket) => nanos(bucket.max_delay()),
-            AnyAlgorithm::Credit(credit) => nanos(credit.max_debt()),
-            _ => {
-                let (policy, quota) = at();
-                let algorithm = algorithm.name();
-                return Err(RedisConfigError::Algorithm {
-                    policy,
-                    quota,
-                    algorithm,
-                });
-            }
-        };
         if quota.initial_cells() != quota.burst() {
             let (policy, quota) = at();
             return Err(RedisConfigError::InitialNotFull { policy, quota });
@@ -107,41 +124,116 @@ impl Micros {
             let (policy, quota) = at();
             RedisConfigError::WindowTooLong { policy, quota }
         };
-        let interval = quota.interval_nanos().div_ceil(1_000);
-        let slack = slack_nanos / 1_000;
-        let window = interval.checked_mul(u64::from(quota.burst()));
-        let window = window.filter(|&w| w.saturating_add(slack) <= MAX_WINDOW_MICROS);
-        let window = window.ok_or_else(too_long)?;
-        // The quota as written when its interval is whole µs (headers then advertise it as
-        // written); otherwise the same count over a period stretched to the rounded interval.
-        // interval ≥ 1 µs and burst·interval ≤ 2^51 µs: a valid in-process quota.
-        let enforced = if quota.interval_nanos() == interval * 1_000 {
-            Ok(*quota)
-        } else {
-            let period = interval * 1_000 * u64::from(quota.count());
-            Quota::from_nanos(quota.count(), period).and_then(|q| q.with_burst(quota.burst()))
-        };
-        let enforced = enforced.map_err(|_| too_long())?;
-        let slack_duration = Duration::from_micros(slack);
-        let algorithm = match algorithm {
-            AnyAlgorithm::Gcra(_) => Ok(AnyAlgorithm::Gcra(Gcra::new(&enforced))),
-            AnyAlgorithm::LeakyBucket(bucket) if bucket.max_delay().is_zero() => {
-                Ok(AnyAlgorithm::LeakyBucket(LeakyBucket::meter(&enforced)))
+        let made = match algorithm {
+            AnyAlgorithm::Gcra(_) | AnyAlgorithm::LeakyBucket(_) | AnyAlgorithm::Credit(_) => {
+                schedule(algorithm)
             }
-            AnyAlgorithm::LeakyBucket(_) => {
-                LeakyBucket::shaper(&enforced, slack_duration).map(AnyAlgorithm::LeakyBucket)
-            }
-            _ => Credit::new(&enforced, slack_duration).map(AnyAlgorithm::Credit),
+            _ => counter(algorithm),
         };
+        let (bucket, enforced, algorithm) = made.ok_or_else(too_long)?;
         Ok(Self {
-            interval,
-            window,
-            slack,
+            bucket,
             burst: quota.burst(),
             quota: enforced,
-            algorithm: algorithm.map_err(|_| too_long())?,
+            algorithm,
         })
     }
+}
+
+/// A schedule (GCRA, the leaky bucket, credit) as the script runs it, its quota and its
+/// in-process twin; `None` past the script's horizon. The interval is rounded up to a whole
+/// µs (never a faster rate), the slack down (never a longer queue).
+fn schedule(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
+    let quota = algorithm.quota();
+    let slack = match algorithm {
+        AnyAlgorithm::LeakyBucket(bucket) => nanos(bucket.max_delay()),
+        AnyAlgorithm::Credit(credit) => nanos(credit.max_debt()),
+        _ => 0,
+    } / 1_000;
+    let interval = quota.interval_nanos().div_ceil(1_000);
+    let window = interval.checked_mul(u64::from(quota.burst()))?;
+    if window.saturating_add(slack) > MAX_WINDOW_MICROS {
+        return None;
+    }
+    // The quota as written when its interval is whole µs (headers then advertise it as
+    // written); otherwise the same count over a period stretched to the rounded interval.
+    let enforced = if quota.interval_nanos() == interval * 1_000 {
+        *quota
+    } else {
+        let period = interval * 1_000 * u64::from(quota.count());
+        Quota::from_nanos(quota.count(), period)
+            .and_then(|q| q.with_burst(quota.burst()))
+            .ok()?
+    };
+    let delay = Duration::from_micros(slack);
+    let twin = match algorithm {
+        AnyAlgorithm::Gcra(_) => AnyAlgorithm::Gcra(Gcra::new(&enforced)),
+        AnyAlgorithm::LeakyBucket(bucket) if bucket.max_delay().is_zero() => {
+            AnyAlgorithm::LeakyBucket(LeakyBucket::meter(&enforced))
+        }
+        AnyAlgorithm::LeakyBucket(_) => {
+            AnyAlgorithm::LeakyBucket(LeakyBucket::shaper(&enforced, delay).ok()?)
+        }
+        _ => AnyAlgorithm::Credit(Credit::new(&enforced, delay).ok()?),
+    };
+    let bucket = Bucket::Schedule {
+        interval,
+        window,
+        slack,
+    };
+    Some((bucket, enforced, twin))
+}
+
+/// A window counter (the interval refill, the fixed window, the sliding window) as the script
+/// runs it, its quota and its in-process twin; `None` past the script's horizon. The window is
+/// rounded up to a whole µs (never a faster rate).
+fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
+    let quota = algorithm.quota();
+    let period = u64::try_from(quota.period().as_nanos()).ok()?;
+    let length = period.div_ceil(1_000);
+    let enforced = if period == length * 1_000 {
+        *quota
+    } else {
+        Quota::from_nanos(quota.count(), length * 1_000)
+            .and_then(|q| q.with_burst(quota.burst()))
+            .ok()?
+    };
+    let burst = u64::from(quota.burst());
+    let refill = u64::from(quota.count());
+    Some(match algorithm {
+        AnyAlgorithm::IntervalRefill(_) => (
+            Bucket::Stepped {
+                length,
+                burst,
+                refill,
+            },
+            enforced,
+            AnyAlgorithm::IntervalRefill(IntervalRefill::new(&enforced).ok()?),
+        ),
+        AnyAlgorithm::FixedWindow(_) => (
+            Bucket::Stepped {
+                length,
+                burst,
+                refill,
+            },
+            enforced,
+            AnyAlgorithm::FixedWindow(FixedWindow::new(&enforced).ok()?),
+        ),
+        _ => {
+            // Weighed in nanoseconds in the script: exact below 2^53.
+            if length * 1_000 >= 1 << 53 {
+                return None;
+            }
+            let twin = SlidingWindow::new(&enforced).ok()?;
+            let shift = twin.to_words()[1];
+            let bucket = Bucket::Sliding {
+                length,
+                limit: burst,
+                shift,
+            };
+            (bucket, enforced, AnyAlgorithm::SlidingWindow(twin))
+        }
+    })
 }
 
 /// A duration in whole nanoseconds (saturating).
@@ -160,18 +252,37 @@ mod tests {
     #[test]
     fn rounds_the_interval_up_and_the_slack_down_to_whole_microseconds() {
         let gcra = micros("3/s").unwrap(); // 333 333.33… µs
-        assert_eq!(
-            (gcra.interval, gcra.window, gcra.slack),
-            (333_334, 3 * 333_334, 0)
-        );
+        let third = Bucket::Schedule {
+            interval: 333_334,
+            window: 3 * 333_334,
+            slack: 0,
+        };
+        assert_eq!(gcra.bucket, third);
         assert_eq!(gcra.quota.interval_nanos(), 333_334_000);
-        assert_eq!(micros("2000000/s").unwrap().interval, 1); // 500 ns
         let shaper = micros("10/s burst 1 shaper 2500500ns").unwrap();
-        assert_eq!((shaper.interval, shaper.slack), (100_000, 2_500));
+        assert!(matches!(
+            shaper.bucket,
+            Bucket::Schedule { slack: 2_500, .. }
+        ));
         assert_eq!(shaper.algorithm.max_delay_nanos(), 2_500_000);
         let credit = micros("10/s burst 1 credit 1s").unwrap();
-        assert_eq!(credit.slack, 1_000_000);
         assert!(matches!(credit.algorithm, AnyAlgorithm::Credit(_)));
+        let fixed = micros("3/1000000500ns fixed").unwrap();
+        let stepped = Bucket::Stepped {
+            length: 1_000_001,
+            burst: 3,
+            refill: 3,
+        };
+        assert_eq!(fixed.bucket, stepped);
+        assert!(matches!(
+            micros("5/min sliding").unwrap().bucket,
+            Bucket::Sliding {
+                length: 60_000_000,
+                limit: 5,
+                shift: 0
+            }
+        ));
+        assert!(micros("20000/day sliding").is_ok());
     }
 
     #[test]
@@ -190,11 +301,8 @@ mod tests {
             Err(RedisConfigError::InitialNotFull { .. })
         ));
         assert!(matches!(
-            micros("10/s sliding"),
-            Err(RedisConfigError::Algorithm {
-                algorithm: "sliding",
-                ..
-            })
+            micros("10/200day sliding"),
+            Err(RedisConfigError::WindowTooLong { .. })
         ));
     }
 }

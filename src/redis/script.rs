@@ -68,8 +68,8 @@ impl Script {
 pub(crate) struct Call<'a> {
     /// The buckets' keys, which share one hash tag.
     pub(crate) keys: &'a [Vec<u8>],
-    /// Each bucket's emission interval, window and slack, in µs.
-    pub(crate) quotas: &'a [(u64, u64, u64)],
+    /// Each bucket's kind and numbers, as the script reads them (see [`Bucket`]).
+    pub(crate) quotas: &'a [Bucket],
     /// The dry-run policies' buckets (see `plan::Plan::dry`).
     pub(crate) dry: &'a str,
     /// The reading to decide at, in µs; `None` for the server's `TIME`.
@@ -88,7 +88,7 @@ impl Call<'_> {
     fn is_common(&self) -> bool {
         self.keys.len() == 1
             && self.quotas.len() == 1
-            && self.quotas[0].2 == 0
+            && matches!(self.quotas[0], Bucket::Schedule { slack: 0, .. })
             && self.want == self.n
             && self.give == 0
             && self.dry.is_empty()
@@ -98,7 +98,7 @@ impl Call<'_> {
         // Sized up front: growing the command argument by argument cost more than the rest of
         // a decision's client side (callgrind, BENCHMARKS.md "Redis"). Numbers take 20 bytes
         // at most.
-        let args = 8 + self.keys.len() + 3 * self.quotas.len();
+        let args = 8 + self.keys.len() + 4 * self.quotas.len();
         let bytes = verb.len() + script.len() + self.dry.len();
         let bytes = bytes + self.keys.iter().map(Vec::len).sum::<usize>();
         let mut command = Cmd::with_capacity(args, bytes + 20 * (args - 2 - self.keys.len()));
@@ -117,12 +117,19 @@ impl Call<'_> {
         if !self.is_common() {
             command.arg(self.want).arg(self.give).arg(self.dry);
         }
-        for &(interval, window, slack) in self.quotas {
-            command.arg(interval).arg(window);
-            // The common call's one bucket has no slack, and leaves it out.
-            if !self.is_common() {
-                command.arg(slack);
+        if self.is_common() {
+            // The common call's one schedule: T and tau alone.
+            if let Bucket::Schedule {
+                interval, window, ..
+            } = self.quotas[0]
+            {
+                command.arg(interval).arg(window);
             }
+            return command;
+        }
+        for bucket in self.quotas {
+            let [kind, a, b, c] = bucket.args();
+            command.arg(kind).arg(a).arg(b).arg(c);
         }
         command
     }
@@ -140,81 +147,143 @@ pub(crate) struct Dry {
     pub(crate) all: Vec<usize>,
 }
 
+/// One bucket as the script runs it (the four numbers of a general call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bucket {
+    /// A schedule (GCRA, the leaky bucket, credit): emission interval, burst window and slack,
+    /// in µs. Its state in a reply: how far its TAT lies ahead of the reading, at most
+    /// `window + slack`.
+    Schedule {
+        interval: u64,
+        window: u64,
+        slack: u64,
+    },
+    /// A counter refilled at window boundaries (the interval refill, the fixed window): window
+    /// length in µs, burst, refill. Its state: windows ahead of the reading × 2^24 + cells used.
+    Stepped {
+        length: u64,
+        burst: u64,
+        refill: u64,
+    },
+    /// The sliding window counter: window length in µs, limit, and the weight's scale (a
+    /// shift of nanoseconds). Its state: windows ahead × 2^36 + previous × 2^18 + current.
+    Sliding { length: u64, limit: u64, shift: u64 },
+}
+
+impl Bucket {
+    /// The four arguments of a general call.
+    fn args(self) -> [u64; 4] {
+        match self {
+            Self::Schedule {
+                interval,
+                window,
+                slack,
+            } => [0, interval, window, slack],
+            Self::Stepped {
+                length,
+                burst,
+                refill,
+            } => [1, length, burst, refill],
+            Self::Sliding {
+                length,
+                limit,
+                shift,
+            } => [2, length, limit, shift],
+        }
+    }
+
+    /// Whether `value` is a state the script can leave for this bucket.
+    fn holds(self, value: u64) -> bool {
+        const COUNT: u64 = (1 << 18) - 1;
+        match self {
+            Self::Schedule { window, slack, .. } => value <= window + slack,
+            Self::Stepped { burst, .. } => value & ((1 << 24) - 1) <= burst,
+            Self::Sliding { limit, .. } => (value >> 18) & COUNT <= limit && value & COUNT <= limit,
+        }
+    }
+}
+
 /// What the script answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
     /// Every bucket of every enforcing policy admitted: `granted` cells were taken from each
-    /// bucket (but those of dry-run policies that would refuse), leaving bucket `i`'s TAT
-    /// `debts[i]` µs ahead of the script's reading.
+    /// bucket (but those of dry-run policies that would refuse), leaving bucket `i` in the
+    /// state `states[i]` at the script's reading `now` (µs; `None` for the common call, whose
+    /// one schedule needs none).
     Admitted {
         repaired: u32,
         granted: u32,
         dry: Dry,
-        debts: Vec<u64>,
+        now: Option<u64>,
+        states: Vec<u64>,
     },
-    /// Bucket `index` refused with the longest wait (µs; `None`: never), its TAT `debt` µs
-    /// ahead of the script's reading. Nothing was taken; bucket `i`'s TAT stands `debts[i]` µs
-    /// ahead.
+    /// Bucket `index` refused (with the longest wait among schedules), in the state `state`.
+    /// Nothing was taken; bucket `i` stands in the state `states[i]`.
     Refused {
         repaired: u32,
         index: usize,
-        debt: u64,
-        wait: Option<u64>,
+        state: u64,
         dry: Dry,
-        debts: Vec<u64>,
+        now: Option<u64>,
+        states: Vec<u64>,
     },
 }
 
 impl Reply {
     /// The reply to `call`, or `None` if it is not one the script sends for it.
     ///
-    /// Beyond its shape, a reply must be possible: the script grants `n ≤ granted ≤ want`, an
-    /// admitted bucket's debt is at most its window, a refused bucket's TAT (clamped) lies at
-    /// most one window ahead, and a refusal waits for something.
+    /// Beyond its shape, a reply must be possible: the script grants `n ≤ granted ≤ want`, and
+    /// every state is one the bucket can be in (a schedule at most its lead ahead, counts
+    /// within their limits).
     pub(crate) fn parse(value: &Value, call: &Call<'_>) -> Option<Self> {
         let reply = match value {
             // The common call's one integer (gcra.lua, "Replies").
             &Value::Int(code) if call.is_common() => {
-                let (interval, window, _) = call.quotas[0];
+                let Bucket::Schedule {
+                    interval, window, ..
+                } = call.quotas[0]
+                else {
+                    return None;
+                };
                 if code >= 0 {
                     Self::Admitted {
                         repaired: 0,
                         granted: call.n,
                         dry: Dry::default(),
-                        debts: vec![code.unsigned_abs()],
+                        now: None,
+                        states: vec![code.unsigned_abs()],
                     }
                 } else {
-                    // The wait is the debt less the room left: debt + n·T − τ (every term
-                    // below 2^53).
+                    // Refused: the wait is the debt less the room left, debt + n·T − τ (every
+                    // term below 2^53), which must be positive.
                     let debt = (code + 1).unsigned_abs();
-                    let wait = (debt + u64::from(call.n) * interval).checked_sub(window);
+                    (debt + u64::from(call.n) * interval).checked_sub(window + 1)?;
                     Self::Refused {
                         repaired: 0,
                         index: 0,
-                        debt,
-                        wait: Some(wait.filter(|&w| w > 0)?),
+                        state: debt,
                         dry: Dry::default(),
-                        debts: vec![debt],
+                        now: None,
+                        states: vec![debt],
                     }
                 }
             }
             Value::Array(items) => Self::parse_table(items, call.keys.len())?,
             _ => return None,
         };
-        // The furthest a TAT the script leaves can lie ahead: the window and the slack.
-        let window = |bucket: usize| call.quotas.get(bucket).map_or(0, |&(_, w, s)| w + s);
+        let valid = |states: &[u64]| {
+            (states.iter().zip(call.quotas)).all(|(&value, bucket)| bucket.holds(value))
+        };
         let possible = match &reply {
-            Self::Admitted { granted, debts, .. } => {
-                (call.n..=call.want).contains(granted)
-                    && debts.iter().enumerate().all(|(i, &d)| d <= window(i))
-            }
+            Self::Admitted {
+                granted, states, ..
+            } => (call.n..=call.want).contains(granted) && valid(states),
             Self::Refused {
-                index, debt, debts, ..
-            } => {
-                *debt <= window(*index)
-                    && debts.get(*index) == Some(debt)
-                    && debts.iter().enumerate().all(|(i, &d)| d <= window(i))
-            }
+                index,
+                state,
+                states,
+                ..
+            } => valid(states) && states.get(*index) == Some(state),
         };
         possible.then_some(reply)
     }
@@ -230,27 +299,37 @@ impl Reply {
         }
         let unsigned = |x: i64| u64::try_from(x).ok();
         let repaired = |x: i64| u32::try_from(x).ok();
+        let states = |values: &[i64]| {
+            values
+                .iter()
+                .map(|&d| unsigned(d))
+                .collect::<Option<Vec<_>>>()
+        };
         match *numbers.as_slice() {
-            [1, fixed, granted, dry, dry_wait, ref rest @ ..] if rest.len() >= buckets => {
-                let (debts, dries) = rest.split_at(buckets);
+            [1, fixed, granted, dry, dry_wait, now, ref rest @ ..] if rest.len() >= buckets => {
+                let (values, dries) = rest.split_at(buckets);
                 Some(Self::Admitted {
                     repaired: repaired(fixed)?,
                     granted: u32::try_from(granted).ok()?,
                     dry: Dry::parse((dry, dry_wait), dries, buckets)?,
-                    debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
+                    now: Some(unsigned(now)?),
+                    states: states(values)?,
                 })
             }
-            [0, fixed, index, debt, wait, dry, dry_wait, ref rest @ ..]
+            [0, fixed, index, state, wait, dry, dry_wait, now, ref rest @ ..]
                 if rest.len() >= buckets =>
             {
-                let (debts, dries) = rest.split_at(buckets);
+                let (values, dries) = rest.split_at(buckets);
+                // The script's wait only ordered schedules' refusals: checked, not kept (the
+                // client works waits out from the states).
+                wait_of(wait)?;
                 Some(Self::Refused {
                     repaired: repaired(fixed)?,
                     index: bucket(index, buckets)?,
-                    debt: unsigned(debt)?,
-                    wait: wait_of(wait)?,
+                    state: unsigned(state)?,
                     dry: Dry::parse((dry, dry_wait), dries, buckets)?,
-                    debts: debts.iter().map(|&d| unsigned(d)).collect::<Option<_>>()?,
+                    now: Some(unsigned(now)?),
+                    states: states(values)?,
                 })
             }
             _ => None,
@@ -308,11 +387,21 @@ mod tests {
 
     static KEYS: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
 
+    const fn schedule(interval: u64, window: u64) -> Bucket {
+        Bucket::Schedule {
+            interval,
+            window,
+            slack: 0,
+        }
+    }
+
+    static PAIR: [Bucket; 2] = [schedule(10, 100), schedule(1, 8)];
+
     /// Two buckets of T = 10 µs, τ = 100 µs and T = 1 µs, τ = 8 µs; n = 2, up to 3.
     fn pair() -> Call<'static> {
         Call {
             keys: &KEYS,
-            quotas: &[(10, 100, 0), (1, 8, 0)],
+            quotas: &PAIR,
             dry: "",
             now: None,
             n: 2,
@@ -325,7 +414,7 @@ mod tests {
     fn single() -> Call<'static> {
         Call {
             keys: &KEYS[..1],
-            quotas: &[(10, 100, 0)],
+            quotas: &PAIR[..1],
             dry: "",
             now: None,
             n: 3,
@@ -334,53 +423,75 @@ mod tests {
         }
     }
 
+    /// A fixed window of 3 (1 ms) and a sliding window of 5 (1 s); n = 1.
+    fn windows() -> Call<'static> {
+        Call {
+            keys: &KEYS,
+            quotas: &[
+                Bucket::Stepped {
+                    length: 1_000,
+                    burst: 3,
+                    refill: 3,
+                },
+                Bucket::Sliding {
+                    length: 1_000_000,
+                    limit: 5,
+                    shift: 0,
+                },
+            ],
+            dry: "",
+            now: None,
+            n: 1,
+            want: 1,
+            give: 0,
+        }
+    }
+
+    fn admitted(granted: u32, dry: Dry, now: u64, states: &[u64]) -> Option<Reply> {
+        Some(Reply::Admitted {
+            repaired: 0,
+            granted,
+            dry,
+            now: Some(now),
+            states: states.to_vec(),
+        })
+    }
+
     #[test]
     fn reads_what_the_script_sends() {
+        let none = Dry::default;
         assert_eq!(
-            Reply::parse(&array(&[1, 0, 3, 0, 0, 50, 7]), &pair()),
-            Some(Reply::Admitted {
-                repaired: 0,
-                granted: 3,
-                dry: Dry::default(),
-                debts: vec![50, 7]
-            })
+            Reply::parse(&array(&[1, 0, 3, 0, 0, 77, 50, 7]), &pair()),
+            admitted(3, none(), 77, &[50, 7])
+        );
+        let first = Dry {
+            first: Some((1, Some(40))),
+            all: vec![1],
+        };
+        assert_eq!(
+            Reply::parse(&array(&[1, 0, 3, 2, 40, 77, 50, 7, 2]), &pair()),
+            admitted(3, first, 77, &[50, 7])
         );
         assert_eq!(
-            Reply::parse(&array(&[1, 0, 3, 2, 40, 50, 7, 2]), &pair()),
-            Some(Reply::Admitted {
-                repaired: 0,
-                granted: 3,
-                dry: Dry {
-                    first: Some((1, Some(40))),
-                    all: vec![1]
-                },
-                debts: vec![50, 7]
-            })
-        );
-        assert_eq!(
-            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1, 60, 4, 1]), &pair()),
+            Reply::parse(&array(&[0, 1, 2, 4, 9, 1, -1, 77, 60, 4, 1]), &pair()),
             Some(Reply::Refused {
                 repaired: 1,
                 index: 1,
-                debt: 4,
-                wait: Some(9),
+                state: 4,
                 dry: Dry {
                     first: Some((0, None)),
                     all: vec![0]
                 },
-                debts: vec![60, 4],
+                now: Some(77),
+                states: vec![60, 4],
             })
         );
+        // Window counters: 2 of 3 used, 1 window ahead; 4 and 1 counted.
+        let ahead = (1 << 24) + 2;
+        let counts = (4 << 18) + 1;
         assert_eq!(
-            Reply::parse(&array(&[0, 0, 1, 4, -1, 0, 0, 4, 0]), &pair()),
-            Some(Reply::Refused {
-                repaired: 0,
-                index: 0,
-                debt: 4,
-                wait: None,
-                dry: Dry::default(),
-                debts: vec![4, 0],
-            })
+            Reply::parse(&array(&[1, 0, 1, 0, 0, 77, ahead, counts]), &windows()),
+            admitted(1, none(), 77, &[ahead as u64, counts as u64])
         );
         // The common call: one integer, or a table when the script repaired or clamped.
         assert_eq!(
@@ -388,8 +499,9 @@ mod tests {
             Some(Reply::Admitted {
                 repaired: 0,
                 granted: 3,
-                dry: Dry::default(),
-                debts: vec![60]
+                dry: none(),
+                now: None,
+                states: vec![60]
             })
         );
         // Refused with the TAT 80 µs ahead: it waits 80 + 3·10 − 100 µs.
@@ -398,21 +510,10 @@ mod tests {
             Some(Reply::Refused {
                 repaired: 0,
                 index: 0,
-                debt: 80,
-                wait: Some(10),
-                dry: Dry::default(),
-                debts: vec![80],
-            })
-        );
-        assert_eq!(
-            Reply::parse(&array(&[0, 1, 1, 100, 30, 0, 0, 100]), &single()),
-            Some(Reply::Refused {
-                repaired: 1,
-                index: 0,
-                debt: 100,
-                wait: Some(30),
-                dry: Dry::default(),
-                debts: vec![100],
+                state: 80,
+                dry: none(),
+                now: None,
+                states: vec![80],
             })
         );
     }
@@ -424,26 +525,25 @@ mod tests {
             Value::Okay,
             Value::Int(5), // one integer for a call with two buckets
             array(&[]),
-            array(&[1, 0, 3, 0, 0, 5]),      // one debt for two buckets
-            array(&[0, 0, 3, 4, 9, 0, 0]),   // bucket 3 of 2
-            array(&[0, 0, 0, 4, 9, 0, 0]),   // bucket 0: the script counts from 1
-            array(&[0, 0, 1, 4, 0, 0, 0]),   // a refusal that waits for nothing
-            array(&[0, 0, 1, 4, 9]),         // no dry-run fields
-            array(&[1, -1, 3, 0, 0, 5, 7]),  // a negative count of repairs
-            array(&[2, 0, 3, 0, 0, 5, 7]),   // neither admitted nor refused
-            array(&[1, 0, 1, 0, 0, 5, 7]),   // granted fewer than n
-            array(&[1, 0, 4, 0, 0, 5, 7]),   // granted more than wanted
-            array(&[1, 0, 3, 0, 0, 5, 9]),   // a debt past bucket 2's window of 8
-            array(&[0, 0, 1, 101, 9, 0, 0]), // a TAT past bucket 1's window of 100
-            array(&[1, 0, 3, 3, 5, 5, 7]),   // a dry-run refusal of bucket 3 of 2
-            array(&[1, 0, 3, 1, 0, 5, 7]),   // a dry-run refusal that waits for nothing
-            array(&[1, 0, 3, 0, 5, 5, 7]),   // a wait without a dry-run refusal
-            Value::Array(vec![
-                Value::Int(1),
-                Value::Nil,
-                Value::Int(0),
-                Value::Int(1),
-            ]),
+            array(&[1, 0, 3, 0, 0, 77, 5]), // one state for two buckets
+            array(&[0, 0, 3, 4, 9, 0, 0, 77, 4, 4]), // bucket 3 of 2
+            array(&[0, 0, 0, 4, 9, 0, 0, 77, 4, 4]), // bucket 0: the script counts from 1
+            array(&[0, 0, 1, 4, 0, 0, 0, 77, 4, 4]), // a refusal that waits for nothing
+            array(&[0, 0, 1, 4, 9, 0, 0, 4, 4]), // no reading
+            array(&[0, 0, 1, 4, 9, 0, 0, 77, 5, 4]), // the refusing bucket's state twice, differing
+            array(&[1, -1, 3, 0, 0, 77, 5, 7]), // a negative count of repairs
+            array(&[2, 0, 3, 0, 0, 77, 5, 7]), // neither admitted nor refused
+            array(&[1, 0, 1, 0, 0, 77, 5, 7]), // granted fewer than n
+            array(&[1, 0, 4, 0, 0, 77, 5, 7]), // granted more than wanted
+            array(&[1, 0, 3, 0, 0, 77, 5, 9]), // a TAT past bucket 2's window of 8
+            array(&[1, 0, 3, 0, 0, -1, 5, 7]), // a reading before the epoch
+            array(&[1, 0, 3, 3, 5, 77, 5, 7]), // a dry-run refusal of bucket 3 of 2
+            array(&[1, 0, 3, 1, 0, 77, 5, 7, 1]), // a dry-run refusal that waits for nothing
+            array(&[1, 0, 3, 0, 5, 77, 5, 7]), // a wait without a dry-run refusal
+            array(&[1, 0, 3, 0, 0, 77, 5, 7, 1]), // a dry-run refusal listed but not first
+            array(&[1, 0, 3, 2, 4, 77, 5, 7, 1, 2]), // the first listed is not the first
+            array(&[1, 0, 3, 1, 4, 77, 5, 7, 2, 1]), // not in order
+            Value::Array(vec![Value::Int(1), Value::Nil, Value::Int(0)]),
         ] {
             assert_eq!(Reply::parse(&bad, &pair()), None, "{bad:?}");
         }
@@ -454,6 +554,13 @@ mod tests {
             Value::Okay,
         ] {
             assert_eq!(Reply::parse(&bad, &single()), None, "{bad:?}");
+        }
+        for bad in [
+            array(&[1, 0, 1, 0, 0, 77, 4, 0]),       // 4 used of 3
+            array(&[1, 0, 1, 0, 0, 77, 0, 6 << 18]), // 6 counted of 5
+            array(&[1, 0, 1, 0, 0, 77, 0, 6]),
+        ] {
+            assert_eq!(Reply::parse(&bad, &windows()), None, "{bad:?}");
         }
     }
 }

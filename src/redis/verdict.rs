@@ -4,7 +4,7 @@
 
 use super::failure::{Failure, OnFailure, Source};
 use super::plan::Plan;
-use super::script::{Dry, DryRefusal, Reply};
+use super::script::{Dry, Reply};
 use super::stats::add;
 use super::{RedisLimiter, UNLIMITED};
 use crate::algorithm::Algorithm;
@@ -66,83 +66,67 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn states(&self, plan: &Plan, decided: &Decided, mut visit: impl FnMut(QuotaState)) {
         let policies = &self.shared.policies;
-        let debts = match &decided.reply {
-            Some(Reply::Admitted { debts, .. } | Reply::Refused { debts, .. }) => debts,
+        let (states, now) = match &decided.reply {
+            Some(Reply::Admitted { states, now, .. } | Reply::Refused { states, now, .. }) => {
+                (states, *now)
+            }
             None => {
                 if let Ok(allowed) = decided.verdict.outcome {
                     if let Some(by) = allowed.by {
                         let micros = &policies[by.policy_index()].quotas[by.quota_index()];
-                        // A schedule's reset is its debt, in ns.
-                        let next = micros.next_cell(allowed.gauge.reset_after_nanos() / 1_000);
+                        // A lease's bucket is a schedule, whose reset is its debt, in ns.
+                        let debt = allowed.gauge.reset_after_nanos() / 1_000;
+                        let next = micros.next_cell(debt, None);
                         visit(QuotaState::new(by, micros.quota, allowed.gauge).next_after(next));
                     }
                 }
                 return;
             }
         };
-        for (bucket, &debt) in debts.iter().enumerate() {
+        for (bucket, &state) in states.iter().enumerate() {
             let (p, q) = plan.refs[bucket];
             let policy = &policies[p];
             if policy.dry_run {
                 continue;
             }
             let micros = &policy.quotas[q];
-            let gauge = micros.gauge(debt);
-            let next = micros.next_cell(debt);
+            let gauge = micros.gauge(state, now);
+            let next = micros.next_cell(state, now);
             visit(QuotaState::new(policy.by[q], micros.quota, gauge).next_after(next));
         }
-    }
-
-    /// The gauge of the plan's bucket `bucket` whose TAT lies `debt` µs ahead.
-    pub(super) fn gauge(&self, plan: &Plan, bucket: usize, debt: u64) -> Gauge {
-        let (p, q) = plan.refs[bucket];
-        self.shared.policies[p].quotas[q].gauge(debt)
     }
 
     /// The verdict of the script's reply to a decision of `n` cells, counted in the metrics
     /// as in process: cells admitted (and near-limit admissions) by every quota that took
     /// them, refused by the quota that refused, and would-be refusals of dry-run policies.
+    /// Every number reported is the in-process algorithm's own, on the states the script
+    /// left.
     pub(super) fn verdict(&self, plan: &Plan, n: u32, reply: &Reply) -> Verdict {
         let policies = &self.shared.policies;
         self.shared.metrics.from_redis.increment(1);
         let cells = u64::from(n);
-        let dry = match reply {
-            Reply::Admitted { dry, .. } | Reply::Refused { dry, .. } => dry,
+        let (dry, states, now) = match reply {
+            Reply::Admitted {
+                dry, states, now, ..
+            }
+            | Reply::Refused {
+                dry, states, now, ..
+            } => (dry, states, *now),
         };
         for &bucket in &dry.all {
             let (p, q) = plan.refs[bucket];
             policies[p].metrics[q].dry_run_refused.increment(cells);
         }
         let outcome = match reply {
-            Reply::Admitted {
-                debts,
-                dry,
-                granted,
-                ..
-            } => Ok(self.admitted(plan, (n, *granted), debts, dry)),
-            Reply::Refused {
-                index,
-                debt,
-                wait,
-                dry,
-                ..
-            } => {
-                let (p, q) = plan.refs[*index];
-                // The in-process algorithm's own refusal on the script's numbers (the script's
-                // wait if it would not refuse, which a reply the script sent never is).
-                let script_wait = wait.map_or(u64::MAX, |w| w.saturating_mul(1_000));
-                let mut refused = (policies[p].quotas[q].refused(*debt, n))
-                    .unwrap_or_else(|| Refused::new(self.gauge(plan, *index, *debt), script_wait));
-                let wait = refused.conforms_after_nanos();
-                policies[p].metrics[q].refused.increment(cells);
-                let (min, max) = policies[p].jitter;
-                if max > 0 && wait != u64::MAX {
-                    refused.jitter = jitter::draw(min, max);
-                }
-                refused.by = Some(self.by(plan, *index));
-                refused.dry_run = self.dry_run(plan, n, dry.first);
-                Err(refused)
+            Reply::Admitted { granted, .. } => {
+                Ok(self.admitted(plan, (n, *granted), (states, now), dry))
             }
+            Reply::Refused { index, .. } => Err(self.refused(plan, n, (states, now), *index)),
+        };
+        let dry_run = self.dry_run(plan, n, (states, now), dry);
+        let outcome = match outcome {
+            Ok(allowed) => Ok(Allowed { dry_run, ..allowed }),
+            Err(refused) => Err(Refused { dry_run, ..refused }),
         };
         Verdict {
             outcome,
@@ -150,27 +134,76 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         }
     }
 
+    /// The refusal the script's reply reports: of every enforcing quota that refuses on the
+    /// states the script left, the first, or a later one that conforms later (as in process),
+    /// with its policy's jitter, counted. `index` is the script's own pick, which stands in if
+    /// no quota refuses on the states (a reply the script never sends).
+    fn refused(
+        &self,
+        plan: &Plan,
+        n: u32,
+        (states, now): (&[u64], Option<u64>),
+        index: usize,
+    ) -> Refused {
+        let policies = &self.shared.policies;
+        let mut worst: Option<(usize, Refused)> = None;
+        for (bucket, &state) in states.iter().enumerate() {
+            let (p, q) = plan.refs[bucket];
+            if policies[p].dry_run {
+                continue;
+            }
+            let Some(refused) = policies[p].quotas[q].refused(state, n, now) else {
+                continue;
+            };
+            let later = worst.as_ref().map_or(true, |(_, w)| {
+                refused.conforms_after_nanos() > w.conforms_after_nanos()
+            });
+            if later {
+                worst = Some((bucket, refused));
+            }
+        }
+        let (bucket, mut refused) = worst.unwrap_or_else(|| {
+            let (p, q) = plan.refs[index];
+            let gauge = policies[p].quotas[q].gauge(states[index], now);
+            (index, Refused::new(gauge, u64::MAX))
+        });
+        let (p, q) = plan.refs[bucket];
+        policies[p].metrics[q].refused.increment(u64::from(n));
+        let (min, max) = policies[p].jitter;
+        if max > 0 && refused.wait != u64::MAX {
+            refused.jitter = jitter::draw(min, max);
+        }
+        refused.by = Some(self.by(plan, bucket));
+        refused
+    }
+
     /// The admission the script's reply reports: every quota that took its cells, counted,
     /// with the in-process algorithm's own admission on the script's numbers; the tightest
     /// enforcing one described, the longest delay carried.
-    fn admitted(&self, plan: &Plan, (n, granted): (u32, u32), debts: &[u64], dry: &Dry) -> Allowed {
+    fn admitted(
+        &self,
+        plan: &Plan,
+        (n, granted): (u32, u32),
+        (states, now): (&[u64], Option<u64>),
+        dry: &Dry,
+    ) -> Allowed {
         let policies = &self.shared.policies;
         let cells = u64::from(n);
         let mut best: Option<(usize, Gauge)> = None;
         let mut delay = 0;
-        for (bucket, &debt) in debts.iter().enumerate() {
+        for (bucket, &state) in states.iter().enumerate() {
             let (p, q) = plan.refs[bucket];
             let skipped = dry.all.iter().any(|&d| plan.refs[d].0 == p);
             if skipped {
                 continue;
             }
-            // The in-process algorithm's own admission on the script's numbers (a
-            // lease's cells beyond n: the bucket as it now stands, no delay).
+            // The in-process algorithm's own admission on the script's numbers (a lease's
+            // cells beyond n: the bucket as it now stands, no delay).
             let micros = &policies[p].quotas[q];
             let taken = if granted == n {
-                micros.admitted(debt, n)
+                micros.admitted(state, n, now)
             } else {
-                Allowed::new(micros.gauge(debt))
+                Allowed::new(micros.gauge(state, now))
             };
             // The longest delay any quota asked for (a shaping one), as in process.
             delay = delay.max(taken.delay_nanos());
@@ -193,7 +226,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         }
         let mut allowed = Allowed::delayed(best.map_or(UNLIMITED, |(_, g)| g), delay);
         allowed.by = best.map(|(bucket, _)| self.by(plan, bucket));
-        allowed.dry_run = self.dry_run(plan, n, dry.first);
         allowed
     }
 
@@ -203,17 +235,25 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         self.shared.policies[p].by[q]
     }
 
-    /// The dry-run refusal the script reported (only a dry-run policy's bucket counts): a
-    /// request over its quota's burst never conforms, as in process.
-    fn dry_run(&self, plan: &Plan, n: u32, dry: DryRefusal) -> Option<DryRun> {
-        let (bucket, wait) = dry?;
+    /// The first dry-run policy that would have refused, as the script reported it: its first
+    /// refusing quota and when the request would conform to it (never for a request over its
+    /// capacity), worked out by the in-process algorithm on the state the script left.
+    fn dry_run(
+        &self,
+        plan: &Plan,
+        n: u32,
+        (states, now): (&[u64], Option<u64>),
+        dry: &Dry,
+    ) -> Option<DryRun> {
+        let bucket = *dry.all.first()?;
         let (p, q) = plan.refs[bucket];
         let policy = &self.shared.policies[p];
         if !policy.dry_run {
             return None;
         }
-        let wait = match wait {
-            Some(wait) if n <= policy.quotas[q].algorithm.capacity() => wait.saturating_mul(1_000),
+        let micros = &policy.quotas[q];
+        let wait = match micros.refused(states[bucket], n, now) {
+            Some(refused) if n <= micros.algorithm.capacity() => refused.conforms_after_nanos(),
             _ => u64::MAX,
         };
         Some(DryRun {
