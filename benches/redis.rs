@@ -7,7 +7,12 @@
 //! * **concurrent**: 32 tasks sharing the connection (redis-rs pipelines their commands);
 //! * **leased**: flowgate only, sequential, with leases of 100 cells;
 //! * **script alone**: flowgate's `gcra.lua` sent like the article's, through `redis::Script`
-//!   without the limiter around it, which separates the server's side from the client's.
+//!   without the limiter around it, which separates the server's side from the client's;
+//! * **sliding log**: flowgate's `RedisSlidingLog` against the article's sorted-set log
+//!   (`article_log.lua`), sequential, in rounds of their own. The article's records one member
+//!   per distinct time (requests in one ms count once, an under-count flowgate's unique members
+//!   avoid), so its set stays smaller: both admit every request, and flowgate's set holds every
+//!   request of the last 100 ms.
 //!
 //! Rounds rotate the sides in batches and the figure is the median over rounds of each side's
 //! rate and of the per-round ratio to the article's script. Every decision admits (both
@@ -30,12 +35,15 @@ use std::time::{Duration, Instant};
 use common::paired::{median, mode};
 use common::{case_from_args, hot_loop, unknown_case};
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{RedisBackend, RedisLimiter};
+use flowgate::redis::{RedisBackend, RedisLimiter, RedisSlidingLog};
 use flowgate::Quota;
 use redis::aio::ConnectionManager;
 
 /// The article's script, as published (its "Lua实现v4").
 const ARTICLE: &str = include_str!("article.lua");
+
+/// The article's sliding window log, as published.
+const ARTICLE_LOG: &str = include_str!("article_log.lua");
 
 /// flowgate's script, for the side that sends it without the limiter.
 const GCRA: &str = include_str!("../src/redis/gcra.lua");
@@ -91,6 +99,72 @@ impl Scripted {
             .expect("gcra.lua runs");
         debt >= 0
     }
+}
+
+impl Scripted {
+    /// The article's sliding log: at the client's time in ms, a window of 100 ms, at most
+    /// 65 536 in it (every request admitted).
+    async fn article_log(&mut self) -> bool {
+        let now = self.origin.elapsed().as_millis() as u64;
+        let left: i64 = self
+            .script
+            .key("article:log")
+            .arg(now)
+            .arg(100)
+            .arg(65_536)
+            .invoke_async(&mut self.connection)
+            .await
+            .expect("the article's log runs");
+        left > 0
+    }
+}
+
+/// flowgate's sliding log against the article's, sequential, in paired rounds.
+async fn logs(server: &redis_server::RedisServer, rounds: usize, batch: usize) {
+    let backend = RedisBackend::new(server.client())
+        .prefix("log")
+        .timeout(Duration::from_secs(5));
+    let ours = RedisSlidingLog::new(backend, "hot", "65536/100ms".parse().unwrap()).unwrap();
+    let article = Scripted::new(server, ARTICLE_LOG).await;
+    let mut rates: [Vec<f64>; 2] = Default::default();
+    let mut ratios = Vec::new();
+    for round in 0..rounds {
+        let mut r = [0.0; 2];
+        for k in 0..2 {
+            let side = (round + k) % 2;
+            r[side] = if side == 0 {
+                sequential(batch, || async {
+                    ours.check("hot").await.unwrap().is_allowed()
+                })
+                .await
+            } else {
+                let mut article = article.clone();
+                let start = Instant::now();
+                for _ in 0..batch {
+                    assert!(article.article_log().await);
+                }
+                batch as f64 / start.elapsed().as_secs_f64()
+            };
+        }
+        rates[0].push(r[0]);
+        rates[1].push(r[1]);
+        ratios.push(r[0] / r[1]);
+    }
+    for (name, rates) in ["flowgate sliding log", "article sorted-set log"]
+        .iter()
+        .zip(rates.iter_mut())
+    {
+        println!(
+            "redis/{name}, sequential: {:.0} decisions/s (median of {rounds} rounds)",
+            median(rates)
+        );
+    }
+    println!(
+        "redis/ratio flowgate sliding log / article's, sequential: {:.2}",
+        median(&mut ratios)
+    );
+    let s = ours.stats();
+    assert_eq!(s.admitted, s.decisions);
 }
 
 /// Times `decisions` sequential decisions; returns decisions per second.
@@ -216,6 +290,7 @@ async fn run() {
         );
         assert_eq!(s.admitted, s.decisions);
     }
+    logs(&server, rounds, batch).await;
 }
 
 /// Times `decisions` decisions by `TASKS` tasks at once; returns decisions per second.

@@ -1184,3 +1184,96 @@ async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
     assert_eq!(get("{flowgate:a}:l:0"), "1200000000");
     assert_eq!(leased.stats().reply_failures, 0);
 }
+
+/// The sliding log in Redis decides as the in-process log does, request for request (the same
+/// admissions, waits, cells left and resets), two processes on one name share it, and the
+/// bound holds in every window: at most the limit in any interval of the window's length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliding_log_in_redis_is_exact_in_every_window() {
+    use flowgate::redis::RedisSlidingLog;
+    use flowgate::SlidingLog;
+
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let quota: Quota = "5/2s".parse().unwrap();
+    let backend = || {
+        RedisBackend::new(server.client())
+            .prefix("logs")
+            .client_time(true)
+    };
+    let remote = RedisSlidingLog::with_clock(backend(), "api", quota, clock.clone()).unwrap();
+    let other = RedisSlidingLog::with_clock(backend(), "api", quota, clock.clone()).unwrap();
+    let twin = SlidingLog::with_clock(quota, clock.clone()).unwrap();
+    let mut random = Lcg(5);
+    let mut admitted_at = Vec::new();
+    let (mut admitted, mut refused) = (0, 0);
+    for step in 0..500 {
+        clock.advance(Duration::from_micros(random.below(400_000)));
+        let n = random.below(4) as u32; // 0 (a look) to 3
+        let log = if random.below(2) == 0 {
+            &remote
+        } else {
+            &other
+        };
+        let there = log.check_n("k", n).await.unwrap();
+        let here = twin.check_n(n).unwrap();
+        assert_eq!(there.source(), Source::Redis);
+        match (there.outcome(), here) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(
+                    (a.remaining(), a.reset_after()),
+                    (b.remaining(), b.reset_after()),
+                    "step {step}"
+                );
+                for _ in 0..n {
+                    admitted_at.push(clock.get());
+                }
+                admitted += 1;
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a.retry_after(), b.retry_after(), "step {step}");
+                assert_eq!(a.remaining(), b.remaining(), "step {step}");
+                refused += 1;
+            }
+            (a, b) => panic!("step {step} n={n}: Redis {a:?}, in process {b:?}"),
+        }
+    }
+    assert!(
+        admitted > 100 && refused > 50,
+        "{admitted} admitted, {refused} refused"
+    );
+    // Exact: no two-second interval holds more than five admitted requests.
+    for (i, &start) in admitted_at.iter().enumerate() {
+        let inside = admitted_at[i..]
+            .iter()
+            .take_while(|&&t| t < start + 2_000_000_000)
+            .count();
+        assert!(inside <= 5, "{inside} requests within 2 s of {start}");
+    }
+    assert!(
+        remote.check_n("k", 6).await.is_err(),
+        "above the limit: never"
+    );
+    // At the boundary: five requests at one time leave the window exactly one window later,
+    // not a microsecond sooner or later.
+    clock.advance(Duration::from_secs(3));
+    assert!(remote.check_n("edge", 5).await.unwrap().is_allowed());
+    clock.advance(Duration::from_micros(1_999_999));
+    let early = remote.check("edge").await.unwrap().outcome().unwrap_err();
+    assert_eq!(early.retry_after(), Duration::from_micros(1));
+    clock.advance(Duration::from_micros(1));
+    assert!(remote.check_n("edge", 5).await.unwrap().is_allowed());
+    let trips = remote.stats().round_trips + other.stats().round_trips;
+    let reloads = remote.stats().reloads + other.stats().reloads;
+    assert_eq!(trips - reloads, 503, "one round trip per decision");
+    // The log expires a window after its newest time (the server's real time).
+    let ttl: i64 = server.command(redis::cmd("PTTL").arg("{logs:k}:api"));
+    assert!((1..=2_001).contains(&ttl), "{ttl}");
+    // A key overwritten by something else is taken as a full log, counted, and replaced.
+    let _: () = server.command(redis::cmd("SET").arg("{logs:odd}:api").arg("text"));
+    let full = remote.check("odd").await.unwrap().outcome().unwrap_err();
+    assert_eq!(full.retry_after(), Duration::from_secs(2));
+    assert_eq!(remote.stats().repaired, 1);
+    let kind: String = server.command(redis::cmd("TYPE").arg("{logs:odd}:api"));
+    assert_eq!(kind, "zset");
+}

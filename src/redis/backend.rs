@@ -55,6 +55,11 @@ pub enum RedisConfigError {
     Share(f64),
     /// The lease is empty, larger than [`MAX_LEASE_CELLS`], or its lifetime is zero.
     Lease,
+    /// A sliding log's quota cannot run in Redis (see
+    /// [`RedisSlidingLog`](super::RedisSlidingLog)).
+    Quota(crate::quota::QuotaError),
+    /// A sliding log keeps no local share: [`OnFailure::Local`] is not offered for one.
+    LocalLog,
     /// The timeout is zero.
     Timeout,
     /// The set was built outside a tokio runtime (the connection manager needs one).
@@ -80,6 +85,10 @@ impl fmt::Display for RedisConfigError {
             ),
             Self::Share(share) => write!(f, "local share {share} is not in (0, 1]"),
             Self::Lease => f.write_str("a lease needs 1 to 2^24 - 1 cells and a lifetime"),
+            Self::Quota(error) => write!(f, "a sliding log in Redis: {error}"),
+            Self::LocalLog => f.write_str(
+                "a sliding log keeps no local share: fail open or closed when Redis is away",
+            ),
             Self::Timeout => f.write_str("the timeout is zero"),
             Self::NoRuntime => f.write_str("build a Redis limiter inside a tokio runtime"),
             Self::Client(error) => write!(f, "redis client: {error}"),
@@ -118,12 +127,12 @@ impl From<PolicyError> for RedisConfigError {
 #[derive(Clone)]
 pub struct RedisBackend {
     client: ::redis::Client,
-    prefix: String,
-    timeout: Duration,
-    on_failure: OnFailure,
+    pub(super) prefix: String,
+    pub(super) timeout: Duration,
+    pub(super) on_failure: OnFailure,
     lease: Option<(u32, Duration)>,
     max_leases: usize,
-    client_time: bool,
+    pub(super) client_time: bool,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -237,16 +246,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
             prepared.push(Prepared::new(index, (policy, extract), jitter)?);
         }
         let lease = lease_in_millis(backend.lease)?;
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(RedisConfigError::NoRuntime);
-        }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
-            .set_response_timeout(None)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_secs(1));
-        let connection = ConnectionManager::new_lazy_with_config(backend.client, config)
-            .map_err(|e| RedisConfigError::Client(e.to_string()))?;
+        let connection = connect(&backend)?;
         let single_keyed = prepared.len() == 1 && prepared[0].extract.is_some();
         let metrics = RedisMetrics::new(&backend.prefix);
         Ok(RedisLimiter {
@@ -272,6 +272,24 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
             }),
         })
     }
+}
+
+/// A connection manager for `backend`'s server, connecting lazily (inside a tokio runtime).
+pub(super) fn connect(backend: &RedisBackend) -> Result<ConnectionManager, RedisConfigError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(RedisConfigError::NoRuntime);
+    }
+    if backend.timeout.is_zero() {
+        return Err(RedisConfigError::Timeout);
+    }
+    check_part(&backend.prefix, "prefix")?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
+        .set_response_timeout(None)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_secs(1));
+    ConnectionManager::new_lazy_with_config(backend.client.clone(), config)
+        .map_err(|e| RedisConfigError::Client(e.to_string()))
 }
 
 /// A lease's cells and lifetime in whole milliseconds (at least one), checked.

@@ -5,7 +5,6 @@
 
 use core::time::Duration;
 
-use super::script::Bucket;
 use super::RedisConfigError;
 use crate::algorithm::{
     Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
@@ -29,6 +28,62 @@ const BASE: u64 = 1 << 62;
 const STEPPED_AHEAD: u32 = 24;
 const SLIDING_AHEAD: u32 = 36;
 const COUNT: u64 = (1 << 18) - 1;
+
+/// One bucket as the script runs it (the four numbers of a general call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bucket {
+    /// A schedule (GCRA, the leaky bucket, credit): emission interval, burst window and slack,
+    /// in µs. Its state in a reply: how far its TAT lies ahead of the reading, at most
+    /// `window + slack`.
+    Schedule {
+        interval: u64,
+        window: u64,
+        slack: u64,
+    },
+    /// A counter refilled at window boundaries (the interval refill, the fixed window): window
+    /// length in µs, burst, refill. Its state: windows ahead of the reading × 2^24 + cells used.
+    Stepped {
+        length: u64,
+        burst: u64,
+        refill: u64,
+    },
+    /// The sliding window counter: window length in µs, limit, and the weight's scale (a
+    /// shift of nanoseconds). Its state: windows ahead × 2^36 + previous × 2^18 + current.
+    Sliding { length: u64, limit: u64, shift: u64 },
+}
+
+impl Bucket {
+    /// The four arguments of a general call.
+    pub(crate) fn args(self) -> [u64; 4] {
+        match self {
+            Self::Schedule {
+                interval,
+                window,
+                slack,
+            } => [0, interval, window, slack],
+            Self::Stepped {
+                length,
+                burst,
+                refill,
+            } => [1, length, burst, refill],
+            Self::Sliding {
+                length,
+                limit,
+                shift,
+            } => [2, length, limit, shift],
+        }
+    }
+
+    /// Whether `value` is a state the script can leave for this bucket.
+    pub(crate) fn holds(self, value: u64) -> bool {
+        const COUNT: u64 = (1 << 18) - 1;
+        match self {
+            Self::Schedule { window, slack, .. } => value <= window + slack,
+            Self::Stepped { burst, .. } => value & ((1 << 24) - 1) <= burst,
+            Self::Sliding { limit, .. } => (value >> 18) & COUNT <= limit && value & COUNT <= limit,
+        }
+    }
+}
 
 /// A quota as the script runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 use ::redis::aio::ConnectionManager;
 use ::redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 
+pub(crate) use super::quota::Bucket;
 use super::stats::{add, Counters};
 use super::Failure;
 
@@ -18,16 +19,24 @@ pub(crate) const SOURCE: &str = include_str!("gcra.lua");
 /// 2^53, where Lua's doubles are exact.
 pub(crate) const MAX_NOW_MICROS: u64 = 1 << 52;
 
-/// The script and its SHA-1, computed once.
+/// A script and its SHA-1, computed once.
 #[derive(Debug)]
 pub(crate) struct Script {
+    source: &'static str,
     sha: String,
 }
 
 impl Script {
+    /// The decision script (`gcra.lua`).
     pub(crate) fn new() -> Self {
+        Self::of(SOURCE)
+    }
+
+    /// The script `source`.
+    pub(crate) fn of(source: &'static str) -> Self {
         Self {
-            sha: ::redis::Script::new(SOURCE).get_hash().to_owned(),
+            source,
+            sha: ::redis::Script::new(source).get_hash().to_owned(),
         }
     }
 
@@ -43,23 +52,41 @@ impl Script {
         call: &Call<'_>,
         counters: &Counters,
     ) -> Result<Reply, Failure> {
+        let value = self
+            .eval(
+                connection,
+                |verb, script| call.command(verb, script),
+                counters,
+            )
+            .await?;
+        Reply::parse(&value, call).ok_or(Failure::Reply)
+    }
+
+    /// Sends the command `command(verb, script)` makes, with `EVALSHA` and the SHA-1, and
+    /// again with `EVAL` and the source only after `NOSCRIPT`; the server's answer.
+    pub(crate) async fn eval(
+        &self,
+        connection: &mut ConnectionManager,
+        command: impl Fn(&str, &str) -> Cmd,
+        counters: &Counters,
+    ) -> Result<Value, Failure> {
         add(&counters.round_trips, 1);
         // A server's error reply arrives as a value: `extract_error` makes it an error.
-        let evalsha = call.command("EVALSHA", &self.sha);
-        let sent = connection.send_packed_command(&evalsha).await;
+        let sent = connection
+            .send_packed_command(&command("EVALSHA", &self.sha))
+            .await;
         let value = match sent.and_then(Value::extract_error) {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 add(&counters.reloads, 1);
                 add(&counters.round_trips, 1);
                 connection
-                    .send_packed_command(&call.command("EVAL", SOURCE))
+                    .send_packed_command(&command("EVAL", self.source))
                     .await
                     .and_then(Value::extract_error)
             }
             other => other,
         };
-        let value = value.map_err(|error| Failure::from_error(&error))?;
-        Reply::parse(&value, call).ok_or(Failure::Reply)
+        value.map_err(|error| Failure::from_error(&error))
     }
 }
 
@@ -145,62 +172,6 @@ pub(crate) type DryRefusal = Option<(usize, Option<u64>)>;
 pub(crate) struct Dry {
     pub(crate) first: DryRefusal,
     pub(crate) all: Vec<usize>,
-}
-
-/// One bucket as the script runs it (the four numbers of a general call).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Bucket {
-    /// A schedule (GCRA, the leaky bucket, credit): emission interval, burst window and slack,
-    /// in µs. Its state in a reply: how far its TAT lies ahead of the reading, at most
-    /// `window + slack`.
-    Schedule {
-        interval: u64,
-        window: u64,
-        slack: u64,
-    },
-    /// A counter refilled at window boundaries (the interval refill, the fixed window): window
-    /// length in µs, burst, refill. Its state: windows ahead of the reading × 2^24 + cells used.
-    Stepped {
-        length: u64,
-        burst: u64,
-        refill: u64,
-    },
-    /// The sliding window counter: window length in µs, limit, and the weight's scale (a
-    /// shift of nanoseconds). Its state: windows ahead × 2^36 + previous × 2^18 + current.
-    Sliding { length: u64, limit: u64, shift: u64 },
-}
-
-impl Bucket {
-    /// The four arguments of a general call.
-    fn args(self) -> [u64; 4] {
-        match self {
-            Self::Schedule {
-                interval,
-                window,
-                slack,
-            } => [0, interval, window, slack],
-            Self::Stepped {
-                length,
-                burst,
-                refill,
-            } => [1, length, burst, refill],
-            Self::Sliding {
-                length,
-                limit,
-                shift,
-            } => [2, length, limit, shift],
-        }
-    }
-
-    /// Whether `value` is a state the script can leave for this bucket.
-    fn holds(self, value: u64) -> bool {
-        const COUNT: u64 = (1 << 18) - 1;
-        match self {
-            Self::Schedule { window, slack, .. } => value <= window + slack,
-            Self::Stepped { burst, .. } => value & ((1 << 24) - 1) <= burst,
-            Self::Sliding { limit, .. } => (value >> 18) & COUNT <= limit && value & COUNT <= limit,
-        }
-    }
 }
 
 /// What the script answered.
