@@ -14,6 +14,7 @@ use super::backend::connect;
 use super::plan::check_part;
 use super::script::{Script, MAX_NOW_MICROS};
 use super::stats::{add, Counters};
+use super::verdict::open_or_closed;
 use super::{Failure, OnFailure, RedisBackend, RedisConfigError, RedisStats, Source, Verdict};
 use crate::clock::Clock;
 use crate::observe::RedisMetrics;
@@ -268,26 +269,6 @@ impl<C: Clock> RedisSlidingLog<C> {
     /// The decision of the failure policy (open or closed).
     fn fail(&self, failure: Failure) -> Verdict {
         let log = &*self.shared;
-        match log.on_failure {
-            OnFailure::Closed { retry_after } => {
-                add(&log.counters.failed_closed, 1);
-                log.metrics.failed_closed.increment(1);
-                let wait = u64::try_from(retry_after.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .max(1);
-                Verdict {
-                    outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)),
-                    source: Source::FailedClosed(failure),
-                }
-            }
-            _ => {
-                add(&log.counters.failed_open, 1);
-                log.metrics.failed_open.increment(1);
-                Verdict {
-                    outcome: Ok(Allowed::new(Gauge::new(0, 1, u32::MAX, 0))),
-                    source: Source::FailedOpen(failure),
-                }
-            }
-        }
+        open_or_closed(log.on_failure, failure, &log.counters, &log.metrics)
     }
 }

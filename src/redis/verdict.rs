@@ -59,6 +59,33 @@ impl Decided {
     }
 }
 
+/// The decision of a failure policy that does not decide locally: refused for the configured
+/// retry-after (closed), or admitted (open; and `Local` without its local set), counted.
+pub(super) fn open_or_closed(
+    on_failure: OnFailure,
+    failure: Failure,
+    counters: &super::stats::Counters,
+    metrics: &crate::observe::RedisMetrics,
+) -> Verdict {
+    if let OnFailure::Closed { retry_after } = on_failure {
+        add(&counters.failed_closed, 1);
+        metrics.failed_closed.increment(1);
+        let wait = u64::try_from(retry_after.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        return Verdict {
+            outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)),
+            source: Source::FailedClosed(failure),
+        };
+    }
+    add(&counters.failed_open, 1);
+    metrics.failed_open.increment(1);
+    Verdict {
+        outcome: Ok(Allowed::new(UNLIMITED)),
+        source: Source::FailedOpen(failure),
+    }
+}
+
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Calls `visit` with the state of every enforcing quota of `plan` as `decided` left it,
     /// in evaluation order (for headers that list them): every one when the script answered,
@@ -288,25 +315,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     source: Source::Local(failure),
                 }
             }
-            (OnFailure::Closed { retry_after }, _) => {
-                add(&counters.failed_closed, 1);
-                shared.metrics.failed_closed.increment(1);
-                let wait = u64::try_from(retry_after.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .max(1);
-                Verdict {
-                    outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)),
-                    source: Source::FailedClosed(failure),
-                }
-            }
-            _ => {
-                add(&counters.failed_open, 1);
-                shared.metrics.failed_open.increment(1);
-                Verdict {
-                    outcome: Ok(Allowed::new(UNLIMITED)),
-                    source: Source::FailedOpen(failure),
-                }
-            }
+            _ => open_or_closed(shared.on_failure, failure, counters, &shared.metrics),
         }
     }
 }
