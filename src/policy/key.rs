@@ -133,7 +133,11 @@ impl Recording {
         extract: &(dyn Fn(&R, &mut Key<'_>) + Send + Sync),
         request: &R,
     ) -> Option<Vec<u8>> {
-        let mut recording = Self::default();
+        // Room for the bucket key built around the bytes (Redis: `{prefix:…}:policy:quota`).
+        let mut recording = Self {
+            bytes: Vec::with_capacity(64),
+            shape: Shape::Empty,
+        };
         let mut key = Key::recording(&mut recording);
         extract(request, &mut key);
         if key.skipped() {

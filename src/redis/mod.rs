@@ -237,7 +237,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return Ok(Decided::lease(verdict));
         }
         if let Some(want) = self.lease_size(plan, n) {
-            return self.leased(plan, n, want).await;
+            // Boxed: the lease's path (its lock, its timeout) would otherwise make every
+            // decision's future larger, and moving it cost the plain path (`redis-instructions`).
+            return Box::pin(self.leased(plan, n, want)).await;
         }
         self.unleased(plan, n).await
     }

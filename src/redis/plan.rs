@@ -103,10 +103,11 @@ impl Plan {
             dry: String::new(),
         };
         for (p, policy) in policies.iter().enumerate() {
-            let Some(key) = policy.key(request) else {
+            let Some(mut key) = policy.key(request) else {
                 continue;
             };
             let first = plan.keys.len() + 1;
+            let last = policy.quotas.len() - 1;
             for (q, micros) in policy.quotas.iter().enumerate() {
                 let capacity = micros.algorithm.capacity();
                 if !policy.dry_run && n > capacity {
@@ -118,8 +119,19 @@ impl Plan {
                         by: Some(policy.by[q]),
                     });
                 }
-                let mut out = Vec::new();
-                bucket_key(&mut out, tag, prefix, &policy.name, q, key.as_deref());
+                // The last quota's key is built around the recorded key, in its buffer.
+                let out = match &mut key {
+                    Some(recorded) if q == last => {
+                        let mut out = core::mem::take(recorded);
+                        around_key(&mut out, tag, prefix, &policy.name, q);
+                        out
+                    }
+                    _ => {
+                        let mut out = Vec::new();
+                        bucket_key(&mut out, tag, prefix, &policy.name, q, key.as_deref());
+                        out
+                    }
+                };
                 plan.keys.push(out);
                 plan.quotas.push(micros.bucket);
                 plan.refs.push((p, q));
@@ -197,14 +209,48 @@ pub(crate) fn bucket_key(
     }
 }
 
-/// Appends `:policy:quota`.
-fn push_policy(out: &mut Vec<u8>, policy: &str, quota: usize) {
-    out.push(b':');
-    out.extend_from_slice(policy.as_bytes());
-    out.push(b':');
+/// [`bucket_key`] for the key `out` holds, built around it in its own buffer (no allocation
+/// beyond growing it, where copying it into a new buffer allocated one more).
+fn around_key(out: &mut Vec<u8>, tag: Tag, prefix: &str, policy: &str, quota: usize) {
     let mut digits = [0u8; 20];
+    let digits = decimal(quota, &mut digits);
+    let parts: [&[u8]; 7] = [
+        b"{",
+        prefix.as_bytes(),
+        b"}:",
+        policy.as_bytes(),
+        b":",
+        digits,
+        b":",
+    ];
+    let (front, back): (&[&[u8]], &[&[u8]]) = match tag {
+        // `{prefix:` before the key, `}:policy:quota` after it.
+        Tag::ByKey => (&parts[..2], &parts[2..6]),
+        // `{prefix}:policy:quota:` before it.
+        Tag::ByPrefix => (&parts[..], &[]),
+    };
+    let front_len: usize =
+        front.iter().map(|p| p.len()).sum::<usize>() + usize::from(tag == Tag::ByKey);
+    let key_len = out.len();
+    out.resize(key_len + front_len, 0);
+    out.copy_within(..key_len, front_len);
+    let mut at = 0;
+    for part in front {
+        out[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    if tag == Tag::ByKey {
+        out[at] = b':';
+    }
+    for part in back {
+        out.extend_from_slice(part);
+    }
+}
+
+/// `n` in decimal, in the tail of `digits`.
+fn decimal(n: usize, digits: &mut [u8; 20]) -> &[u8] {
     let mut at = digits.len();
-    let mut rest = quota;
+    let mut rest = n;
     loop {
         at -= 1;
         digits[at] = b'0' + (rest % 10) as u8;
@@ -213,7 +259,16 @@ fn push_policy(out: &mut Vec<u8>, policy: &str, quota: usize) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    &digits[at..]
+}
+
+/// Appends `:policy:quota`.
+fn push_policy(out: &mut Vec<u8>, policy: &str, quota: usize) {
+    out.push(b':');
+    out.extend_from_slice(policy.as_bytes());
+    out.push(b':');
+    let mut digits = [0u8; 20];
+    out.extend_from_slice(decimal(quota, &mut digits));
 }
 
 #[cfg(test)]
@@ -226,6 +281,19 @@ mod tests {
             assert!(check_part(bad, "prefix").is_err(), "{bad}");
         }
         assert!(check_part("flowgate-api_v2", "prefix").is_ok());
+    }
+
+    #[test]
+    fn a_key_built_around_its_bytes_is_the_same_key() {
+        for tag in [Tag::ByKey, Tag::ByPrefix] {
+            for key in [&b"alice"[..], b"", b"x}:l:1"] {
+                let mut copied = Vec::new();
+                bucket_key(&mut copied, tag, "p", "user", 12, Some(key));
+                let mut around = key.to_vec();
+                around_key(&mut around, tag, "p", "user", 12);
+                assert_eq!(around, copied, "{tag:?} {key:?}");
+            }
+        }
     }
 
     #[test]
