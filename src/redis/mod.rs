@@ -331,7 +331,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             give,
         };
         let mut connection = shared.connection.clone();
-        let sent = shared.script.call(&mut connection, &call, counters);
+        // Boxed: the call's future (the connection's, redis-rs's) is large, and every decision's
+        // future holding it inline was moved whole, several times, at more cost than the box.
+        let sent = Box::pin(shared.script.call(&mut connection, &call, counters));
         let started = crate::observe::ENABLED.then(std::time::Instant::now);
         let result = match tokio::time::timeout(shared.timeout, sent).await {
             Ok(result) => result,
