@@ -1277,3 +1277,26 @@ async fn a_sliding_log_in_redis_is_exact_in_every_window() {
     let kind: String = server.command(redis::cmd("TYPE").arg("{logs:odd}:api"));
     assert_eq!(kind, "zset");
 }
+
+/// The local share of a window counter is a window counter counting fewer: with Redis away, a
+/// fixed window of 4 per minute becomes 2 per minute in each process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_counter_falls_back_to_its_local_share() {
+    let backend = RedisBackend::new(redis_server::nobody())
+        .timeout(Duration::from_millis(100))
+        .on_failure(OnFailure::Local { share: 0.5 });
+    let fixed = "4/min fixed"
+        .parse::<flowgate::algorithm::AnyAlgorithm>()
+        .unwrap();
+    let limiter = Policies::<str>::builder()
+        .policy(Policy::keyed("k", |k: &str| k).algorithm(fixed))
+        .build_redis(backend)
+        .unwrap();
+    let mut admitted = Vec::new();
+    for _ in 0..3 {
+        let verdict = limiter.check("a").await.unwrap();
+        assert!(matches!(verdict.source(), Source::Local(_)), "{verdict:?}");
+        admitted.push(verdict.is_allowed());
+    }
+    assert_eq!(admitted, [true, true, false]);
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::observe::RedisMetrics;
 use crate::policy::{Checked, Extract, Key, Policies, PoliciesBuilder, PolicyError};
@@ -292,6 +292,26 @@ pub(super) fn connect(backend: &RedisBackend) -> Result<ConnectionManager, Redis
         .map_err(|e| RedisConfigError::Client(e.to_string()))
 }
 
+/// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a
+/// schedule's interval divided by `share` (rounded up) and its burst times `share` (at least
+/// one cell); a window counter's count and burst times `share` (at least one) over the same
+/// window, which is what a counter can change. `None` if that is no valid quota.
+fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Option<AnyAlgorithm> {
+    let quota = algorithm.quota();
+    let times = |cells: u32| ((f64::from(cells) * share).floor() as u32).max(1);
+    let quota = match algorithm {
+        AnyAlgorithm::IntervalRefill(_)
+        | AnyAlgorithm::FixedWindow(_)
+        | AnyAlgorithm::SlidingWindow(_) => Quota::new(times(quota.count()), quota.period())
+            .and_then(|q| q.with_burst(times(quota.burst()).max(times(quota.count())))),
+        _ => {
+            let interval = (quota.interval_nanos() as f64 / share).ceil();
+            Quota::from_nanos(1, interval as u64).and_then(|q| q.with_burst(times(quota.burst())))
+        }
+    };
+    algorithm.with_quota(&quota.ok()?).ok()
+}
+
 /// A lease's cells and lifetime in whole milliseconds (at least one), checked.
 fn lease_in_millis(lease: Option<(u32, Duration)>) -> Result<Option<(u32, u64)>, RedisConfigError> {
     let Some((cells, lifetime)) = lease else {
@@ -329,17 +349,35 @@ fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
         });
         let mut local = policy.like(name, extract);
         for algorithm in &policy.quotas {
-            let quota = algorithm.quota();
-            let interval = (quota.interval_nanos() as f64 / share).ceil();
-            let burst = ((f64::from(quota.burst()) * share).floor() as u32).max(1);
-            // The same algorithm (a shaper stays a shaper) on the scaled quota.
-            let scaled = Quota::from_nanos(1, interval as u64)
-                .and_then(|q| q.with_burst(burst))
-                .and_then(|q| algorithm.with_quota(&q))
-                .map_err(|_| RedisConfigError::Share(share))?;
+            let scaled = scaled(algorithm, share).ok_or(RedisConfigError::Share(share))?;
             local = local.algorithm(scaled);
         }
         builder = builder.policy(local);
     }
     builder.build().map_err(|_| RedisConfigError::Share(share))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every algorithm scales to a local share, staying what it was: a schedule slower and
+    /// smaller, a window counter counting fewer in the same window.
+    #[test]
+    fn every_algorithm_keeps_its_kind_on_a_local_share() {
+        let scale = |text: &str| scaled(&text.parse().unwrap(), 0.5).map(|a| a.to_string());
+        assert_eq!(scale("10/s burst 4").as_deref(), Some("1/200ms burst 2"));
+        assert_eq!(scale("100/min fixed").as_deref(), Some("50/min fixed"));
+        assert_eq!(scale("10/min sliding").as_deref(), Some("5/min sliding"));
+        assert_eq!(
+            scale("5/s burst 20 interval").as_deref(),
+            Some("2/s burst 10 interval")
+        );
+        let shaper = scale("10/s burst 1 shaper 250ms").unwrap();
+        assert!(shaper.ends_with("shaper 250ms"), "{shaper}");
+        let credit = scale("10/s burst 2 credit 1s").unwrap();
+        assert!(credit.ends_with("credit 1s"), "{credit}");
+        // One cell at least, whatever the share.
+        assert_eq!(scale("3/day fixed").as_deref(), Some("1/d fixed"));
+    }
 }
