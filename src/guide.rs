@@ -217,6 +217,13 @@
 //! # }
 //! ```
 //!
+//! Code that should not care where it decides uses [`AnyPolicies`](crate::backend::AnyPolicies)
+//! (`build_on(Backend::…)`, or a configuration file's `backend = "redis"` with
+//! `PoliciesConfig::build_any`): the same `check`, `check_n` and `until_ready` either way, and
+//! the HTTP layer takes it as it is. Every algorithm runs in Redis; the exact sliding window is
+//! `RedisSlidingLog`. `cargo run --example service --all-features` is the whole setup: an axum
+//! service whose API limits are shared by every instance.
+//!
 //! # Metrics (feature `metrics`)
 //!
 //! Cells admitted, refused and dry-run-refused per policy and quota, keys held and evicted,
