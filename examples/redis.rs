@@ -18,14 +18,7 @@ use flowgate::Quota;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            let server = redis_server::RedisServer::start();
-            let url = server.url();
-            (Some(server), url)
-        }
-    };
+    let (_server, url) = redis_server::RedisServer::from_env_or_start();
     // A fresh prefix per run, so that an earlier run's buckets do not count.
     let prefix = format!("example-{}", std::process::id());
     let quota = Quota::per_minute(10)?;

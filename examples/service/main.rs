@@ -29,14 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some(other) => return Err(format!("unknown argument {other} (try --help)").into()),
     };
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            let server = redis_server::RedisServer::start();
-            let url = server.url();
-            (Some(server), url)
-        }
-    };
+    let (_server, url) = redis_server::RedisServer::from_env_or_start();
     let (router, _metrics) = app::app(&app::config(&url)?)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;

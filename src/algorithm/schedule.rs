@@ -377,20 +377,12 @@ impl Rule {
     }
 
     /// Nanoseconds until a bucket booked `debt` ns ahead holds one more cell than now (0 if it
-    /// is full): the schedule's next interval boundary.
+    /// is full): `debt` less the whole intervals still booked after that one.
     #[inline]
     pub(crate) fn next_cell(&self, debt: u64) -> u64 {
-        next_cell_of_debt(debt, self.interval)
+        if debt == 0 {
+            return 0;
+        }
+        (debt - 1) % self.interval + 1
     }
-}
-
-/// Nanoseconds until a schedule booked `debt` ns ahead, one cell per `interval` ns (≥ 1), holds one
-/// more cell than now (0 if it is full): `debt` less the whole intervals still booked after
-/// that one.
-#[inline]
-pub(crate) fn next_cell_of_debt(debt: u64, interval: u64) -> u64 {
-    if debt == 0 {
-        return 0;
-    }
-    (debt - 1) % interval + 1
 }

@@ -49,7 +49,7 @@ impl PoliciesConfig {
             #[cfg(feature = "redis")]
             Some("redis") => {
                 let Some(redis) = &self.redis else {
-                    return Err(setting(
+                    return Err(ConfigError::setting(
                         "redis",
                         "backend = \"redis\" needs a [redis] table",
                     ));
@@ -57,10 +57,10 @@ impl PoliciesConfig {
                 let set = builder.build_redis(redis_backend(redis)?);
                 set.map(AnyPolicies::from).map_err(|error| match error {
                     crate::redis::RedisConfigError::Policy(e) => self.blame(e),
-                    other => setting("redis", other.to_string()),
+                    other => ConfigError::setting("redis", other.to_string()),
                 })
             }
-            Some(other) => Err(setting(
+            Some(other) => Err(ConfigError::setting(
                 "backend",
                 format!(
                     "{other:?}: expected \"in_process\"{}",
@@ -75,15 +75,6 @@ impl PoliciesConfig {
     }
 }
 
-/// A mistake in a setting that is not a policy's.
-fn setting(field: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        policy: "(all)".into(),
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
 /// The backend a `[redis]` table describes.
 #[cfg(feature = "redis")]
 fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, ConfigError> {
@@ -95,10 +86,10 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, Con
     let duration = |field: &str, text: &str| {
         parse_duration(text)
             .map(Duration::from_nanos)
-            .map_err(|e| setting(&format!("redis.{field}"), format!("{text:?}: {e}")))
+            .map_err(|e| ConfigError::setting(&format!("redis.{field}"), format!("{text:?}: {e}")))
     };
     let client = ::redis::Client::open(config.url.as_str())
-        .map_err(|e| setting("redis.url", format!("{:?}: {e}", config.url)))?;
+        .map_err(|e| ConfigError::setting("redis.url", format!("{:?}: {e}", config.url)))?;
     let mut backend = RedisBackend::new(client);
     if let Some(prefix) = &config.prefix {
         backend = backend.prefix(prefix.as_str());
@@ -116,10 +107,15 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, Con
         },
         Some("local") => match config.local_share {
             Some(share) => OnFailure::Local { share },
-            None => return Err(setting("redis.local_share", "\"local\" needs a share")),
+            None => {
+                return Err(ConfigError::setting(
+                    "redis.local_share",
+                    "\"local\" needs a share",
+                ))
+            }
         },
         Some(other) => {
-            return Err(setting(
+            return Err(ConfigError::setting(
                 "redis.on_failure",
                 format!("{other:?}: expected \"open\", \"closed\" or \"local\""),
             ))

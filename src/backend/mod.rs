@@ -19,8 +19,8 @@
 //! assert_eq!(refused.policy(), Some("user"));
 //! # Ok(())
 //! # }
-//! # futures_lite_block_on(run()).unwrap();
-//! # fn futures_lite_block_on<F: core::future::Future>(f: F) -> F::Output {
+//! # block_on(run()).unwrap();
+//! # fn block_on<F: core::future::Future>(f: F) -> F::Output {
 //! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
 //! # }
 //! ```

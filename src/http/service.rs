@@ -130,13 +130,8 @@ where
             Inner::InProcess(policies) => policies,
             #[cfg(feature = "redis")]
             Inner::Redis(limiter) => {
-                let limiter = limiter.clone();
-                return super::remote::call(
-                    &self.shared,
-                    &limiter,
-                    &mut self.inner,
-                    (request, client),
-                );
+                let inner = &mut self.inner;
+                return super::remote::call(&self.shared, limiter, inner, (request, client));
             }
         };
         let decided = Inbound::scope(&request, client, |inbound| {

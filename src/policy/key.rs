@@ -190,7 +190,7 @@ macro_rules! record_le {
 
 impl Hasher for Recording {
     fn finish(&self) -> u64 {
-        // Never asked: a recording key is read with `into_bytes`.
+        // Never asked: a recording key is read with `Recording::key_of`.
         0
     }
 

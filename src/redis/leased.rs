@@ -102,7 +102,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return self.unleased(plan, n).await;
         };
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
-            return Ok(Decided::lease(verdict));
+            return Ok(Decided::without_call(verdict));
         }
         // One task at a time asks Redis for this lease; the others wait, then spend from it.
         // The wait for the lock counts against the timeout too: when Redis is slow, waiters
@@ -114,7 +114,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         let now = self.now_millis();
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
-            return Ok(Decided::lease(verdict));
+            return Ok(Decided::without_call(verdict));
         }
         let rest = entry.lease.word.take_rest();
         let reply = match self.call(plan, n, want, rest).await {

@@ -234,7 +234,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 outcome: Ok(Allowed::new(UNLIMITED)),
                 source: Source::Redis,
             };
-            return Ok(Decided::lease(verdict));
+            return Ok(Decided::without_call(verdict));
         }
         if let Some(want) = self.lease_size(plan, n) {
             // Boxed: the lease's path (its lock, its timeout) would otherwise make every

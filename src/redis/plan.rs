@@ -4,6 +4,8 @@
 //! (from the policies' own key extractors, recording instead of hashing), and which of them
 //! belong to dry-run policies.
 
+use core::fmt::Write as _;
+
 use crate::algorithm::Algorithm;
 use crate::observe::QuotaMetrics;
 use crate::outcome::{InsufficientCapacity, PolicyQuota};
@@ -140,7 +142,8 @@ impl Plan {
                 if !plan.dry.is_empty() {
                     plan.dry.push(',');
                 }
-                plan.dry.push_str(&format!("{first}-{}", plan.keys.len()));
+                // Writing to a String cannot fail.
+                let _ = write!(plan.dry, "{first}-{}", plan.keys.len());
             }
         }
         Ok(plan)

@@ -200,11 +200,8 @@ impl Micros {
 /// µs (never a faster rate), the slack down (never a longer queue).
 fn schedule(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
     let quota = algorithm.quota();
-    let slack = match algorithm {
-        AnyAlgorithm::LeakyBucket(bucket) => nanos(bucket.max_delay()),
-        AnyAlgorithm::Credit(credit) => nanos(credit.max_debt()),
-        _ => 0,
-    } / 1_000;
+    // A shaper's queue or credit's debt: the delay its admissions may carry (0 for GCRA).
+    let slack = algorithm.max_delay_nanos() / 1_000;
     let interval = quota.interval_nanos().div_ceil(1_000);
     let window = interval.checked_mul(u64::from(quota.burst()))?;
     if window.saturating_add(slack) > MAX_WINDOW_MICROS {
@@ -289,11 +286,6 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
             (bucket, enforced, AnyAlgorithm::SlidingWindow(twin))
         }
     })
-}
-
-/// A duration in whole nanoseconds (saturating).
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

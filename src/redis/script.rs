@@ -162,15 +162,11 @@ impl Call<'_> {
     }
 }
 
-/// The first bucket that refused in the first dry-run policy that would have refused, and its
-/// wait (µs; `None`: never).
-pub(crate) type DryRefusal = Option<(usize, Option<u64>)>;
-
-/// What a reply says of dry-run policies: the first refusal with its wait, and the first
-/// refusing bucket of every dry-run policy that would have refused (the first one included).
+/// What a reply says of dry-run policies: the first refusing bucket of every dry-run policy
+/// that would have refused, in order. (The reply also names the first with its wait, which
+/// is checked against this list and not kept: the client works waits out from the states.)
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Dry {
-    pub(crate) first: DryRefusal,
     pub(crate) all: Vec<usize>,
 }
 
@@ -330,21 +326,20 @@ fn wait_of(wait: i64) -> Option<Option<u64>> {
 }
 
 impl Dry {
-    /// The dry-run refusals a reply reports: the first (bucket 0: none) with its wait, and the
-    /// list of every one, which starts with the first and rises; or `None` if it is not what
-    /// the script sends.
+    /// The dry-run refusals a reply reports: the list of every one, which rises and starts
+    /// with the first the reply names (bucket 0: none) with a wait the script can send; or
+    /// `None` if it is not what the script sends.
     fn parse((dry, wait): (i64, i64), all: &[i64], buckets: usize) -> Option<Self> {
         let all = (all.iter())
             .map(|&number| bucket(number, buckets))
             .collect::<Option<Vec<_>>>()?;
         let rising = all.windows(2).all(|pair| pair[0] < pair[1]);
         let first = if dry == 0 {
-            (wait == 0 && all.is_empty()).then_some(None)?
+            wait == 0 && all.is_empty()
         } else {
-            let first = bucket(dry, buckets)?;
-            (all.first() == Some(&first)).then_some(Some((first, wait_of(wait)?)))?
+            wait_of(wait).is_some() && all.first() == Some(&bucket(dry, buckets)?)
         };
-        rising.then_some(Self { first, all })
+        (rising && first).then_some(Self { all })
     }
 }
 
@@ -435,10 +430,7 @@ mod tests {
             Reply::parse(&array(&[1, 0, 3, 0, 0, 77, 50, 7]), &pair()),
             admitted(3, none(), 77, &[50, 7])
         );
-        let first = Dry {
-            first: Some((1, Some(40))),
-            all: vec![1],
-        };
+        let first = Dry { all: vec![1] };
         assert_eq!(
             Reply::parse(&array(&[1, 0, 3, 2, 40, 77, 50, 7, 2]), &pair()),
             admitted(3, first, 77, &[50, 7])
@@ -449,10 +441,7 @@ mod tests {
                 repaired: 1,
                 index: 1,
                 state: 4,
-                dry: Dry {
-                    first: Some((0, None)),
-                    all: vec![0]
-                },
+                dry: Dry { all: vec![0] },
                 now: Some(77),
                 states: vec![60, 4],
             })

@@ -50,8 +50,8 @@ pub(crate) struct Decided {
 }
 
 impl Decided {
-    /// A decision made without a call.
-    pub(super) fn lease(verdict: Verdict) -> Self {
+    /// A decision made without a call (from a lease, or with no policy applying).
+    pub(super) fn without_call(verdict: Verdict) -> Self {
         Self {
             verdict,
             reply: None,

@@ -46,6 +46,19 @@ impl RedisServer {
         panic!("redis-server did not start: {last}");
     }
 
+    /// The server at `REDIS_URL` if that is set (no process of ours), or a private one started
+    /// here (kept while the returned server lives), and its URL: what the examples run on.
+    pub fn from_env_or_start() -> (Option<Self>, String) {
+        match std::env::var("REDIS_URL") {
+            Ok(url) => (None, url),
+            Err(_) => {
+                let server = Self::start();
+                let url = server.url();
+                (Some(server), url)
+            }
+        }
+    }
+
     /// `redis://127.0.0.1:port/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)

@@ -168,6 +168,17 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+impl ConfigError {
+    /// A mistake in a setting of the whole file (`backend`, `redis.…`), not of one policy.
+    pub(crate) fn setting(field: &str, message: impl Into<String>) -> Self {
+        Self {
+            policy: "(all)".into(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
 impl PoliciesConfig {
     /// Builds the set on `clock`, finding each keyed policy's extractor in `keys`.
     ///
@@ -183,14 +194,13 @@ impl PoliciesConfig {
         match self.backend.as_deref() {
             None | Some("in_process") => {}
             Some(other) => {
-                return Err(ConfigError {
-                    policy: "(all)".into(),
-                    field: "backend".into(),
-                    message: format!(
+                return Err(ConfigError::setting(
+                    "backend",
+                    format!(
                         "{other:?}: `build` builds in process; build the set with `build_any` \
                          (flowgate::backend) to decide where the file says"
                     ),
-                })
+                ))
             }
         }
         self.builder(keys, clock)?
