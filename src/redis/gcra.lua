@@ -17,7 +17,8 @@
 -- KEYS[i]  bucket i: its theoretical arrival time (TAT), in microseconds, as a decimal string
 --          without leading zeros (as Redis writes integers, so that INCRBY reads it); absent
 --          means full. All keys of one call share one hash tag.
--- ARGV[1]  the reading to decide at, in microseconds, or '' for the server's TIME (tests only)
+-- ARGV[1]  '' to decide at the server's TIME (the default), or a reading in microseconds
+--          (tests: `RedisBackend::client_time`)
 -- ARGV[2]  n, the cells to take (0 <= n <= every bucket's burst: checked by the client)
 -- Then, for the common call (one bucket, no lease, not a dry run: four arguments in all):
 -- ARGV[3], ARGV[4]  the bucket's emission interval T and its window tau = burst * T

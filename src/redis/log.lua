@@ -4,7 +4,8 @@
 -- KEYS[1]  the log: a sorted set whose scores are request times in µs. Members are unique, so
 --          that requests at one time each count: 'time:k' for the k-th time recorded while the
 --          log counts k - 1 (within one µs the count only grows, so no member repeats).
--- ARGV[1]  the reading to decide at, in µs, or '' for the server's TIME (tests only)
+-- ARGV[1]  '' to decide at the server's TIME (the default), or a reading in µs (tests:
+--          `RedisBackend::client_time`)
 -- ARGV[2]  n, the requests to record (0 <= n <= limit: checked by the client)
 -- ARGV[3]  the window, in µs
 -- ARGV[4]  the limit: at most this many times in any window

@@ -198,15 +198,9 @@ impl<C: Clock> RedisSlidingLog<C> {
             .client_time
             .then(|| (log.clock.now() / 1_000).min(MAX_NOW_MICROS));
         let tag = format!("{{{}:{key}}}:{}", log.prefix, log.name);
-        let sequence = format!("{tag}:seq");
         let command = |verb: &str, script: &str| {
             let mut command = Cmd::new();
-            command
-                .arg(verb)
-                .arg(script)
-                .arg(2)
-                .arg(&tag)
-                .arg(&sequence);
+            command.arg(verb).arg(script).arg(1).arg(&tag);
             match now {
                 Some(now) => command.arg(now),
                 None => command.arg(""),
