@@ -84,13 +84,12 @@ impl Scripted {
         admitted == Some(1)
     }
 
-    /// `gcra.lua`'s common call (gcra.lua, "Replies") at the server's time: T = 1 µs,
-    /// τ = 1 s, as the limiter sends it for `Quota::per_second(1_000_000)`.
+    /// `gcra.lua`'s common call (gcra.lua, "Replies") at the server's time (n, T and τ
+    /// alone): T = 1 µs, τ = 1 s, as the limiter sends it for `Quota::per_second(1_000_000)`.
     async fn gcra(&mut self) -> bool {
         let debt: i64 = self
             .script
             .key("{script:hot}:k:0")
-            .arg("")
             .arg(1)
             .arg(1)
             .arg(1_000_000)

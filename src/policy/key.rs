@@ -126,16 +126,20 @@ pub(crate) struct Recording {
 }
 
 impl Recording {
-    /// The key `extract` names for `request` in its Redis form (see [`Key`]'s docs), or `None`
-    /// if it skipped the request.
+    /// `front` followed by the key `extract` names for `request` in its Redis form (see
+    /// [`Key`]'s docs), in one buffer with `room` bytes to spare after them (a Redis key built
+    /// around the request's key, recorded in place); `None` if it skipped the request.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn key_of<R: ?Sized>(
+    pub(crate) fn key_after<R: ?Sized>(
         extract: &(dyn Fn(&R, &mut Key<'_>) + Send + Sync),
         request: &R,
+        front: &[u8],
+        room: usize,
     ) -> Option<Vec<u8>> {
-        // Room for the bucket key built around the bytes (Redis: `{prefix:…}:policy:quota`).
+        let mut bytes = Vec::with_capacity(front.len() + room + 32);
+        bytes.extend_from_slice(front);
         let mut recording = Self {
-            bytes: Vec::with_capacity(64),
+            bytes,
             shape: Shape::Empty,
         };
         let mut key = Key::recording(&mut recording);
@@ -148,7 +152,7 @@ impl Recording {
             bytes.pop();
             return Some(bytes);
         }
-        bytes.insert(0, 0xff);
+        bytes.insert(front.len(), 0xff);
         Some(bytes)
     }
 
@@ -190,7 +194,7 @@ macro_rules! record_le {
 
 impl Hasher for Recording {
     fn finish(&self) -> u64 {
-        // Never asked: a recording key is read with `Recording::key_of`.
+        // Never asked: a recording key is read with `Recording::key_after`.
         0
     }
 
@@ -229,7 +233,7 @@ mod tests {
 
     fn bytes(add: impl Fn(&mut Key<'_>) + Send + Sync + 'static) -> Vec<u8> {
         let extract: Extract<()> = Box::new(move |_: &(), key: &mut Key<'_>| add(key));
-        Recording::key_of(&extract, &()).unwrap()
+        Recording::key_after(&extract, &(), &[], 0).unwrap()
     }
 
     /// The bytes a recording key keeps are fixed by the parts' values, so that processes built
@@ -275,6 +279,26 @@ mod tests {
         let skipping: Extract<()> = Box::new(|_: &(), key: &mut Key<'_>| {
             key.add("x").skip();
         });
-        assert_eq!(Recording::key_of(&skipping, &()), None);
+        assert_eq!(Recording::key_after(&skipping, &(), b"{p}:", 0), None);
+    }
+
+    /// A key recorded after a front is the front followed by the key's own bytes (its `0xff`
+    /// mark, for a key that is not one string, comes after the front).
+    #[test]
+    fn records_after_a_front() {
+        let after = |add: fn(&mut Key<'_>)| {
+            let extract: Extract<()> = Box::new(move |_: &(), key: &mut Key<'_>| add(key));
+            Recording::key_after(&extract, &(), b"{p}:", 8).unwrap()
+        };
+        assert_eq!(
+            after(|k| {
+                k.add("alice");
+            }),
+            b"{p}:alice"
+        );
+        let numbers = after(|k| {
+            k.add(&7_u8).add(&8_u8);
+        });
+        assert_eq!(numbers, b"{p}:\xff\x07\x08");
     }
 }

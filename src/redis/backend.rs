@@ -240,24 +240,25 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
             )?),
             _ => None,
         };
+        // One keyed policy tags each key on its own, so keys spread over a cluster.
+        let tag = if extracts.len() == 1 && extracts[0].is_some() {
+            Tag::ByKey
+        } else {
+            Tag::ByPrefix
+        };
         let mut prepared = Vec::with_capacity(policies.len());
         let all = policies.into_iter().zip(extracts).enumerate();
         for (index, ((policy, jitter), extract)) in all {
-            prepared.push(Prepared::new(index, (policy, extract), jitter)?);
+            let place = (backend.prefix.as_str(), tag);
+            prepared.push(Prepared::new(index, (policy, extract), jitter, place)?);
         }
         let lease = lease_in_millis(backend.lease)?;
         let connection = connect(&backend)?;
-        let single_keyed = prepared.len() == 1 && prepared[0].extract.is_some();
         let metrics = RedisMetrics::new(&backend.prefix);
         Ok(RedisLimiter {
             shared: Arc::new(Shared {
                 connection,
                 script: Script::new(),
-                tag: if single_keyed {
-                    Tag::ByKey
-                } else {
-                    Tag::ByPrefix
-                },
                 prefix: backend.prefix,
                 policies: prepared,
                 timeout: backend.timeout,

@@ -22,6 +22,7 @@
 -- ARGV[2]  n, the cells to take (0 <= n <= every bucket's burst: checked by the client)
 -- Then, for the common call (one bucket, no lease, not a dry run: four arguments in all):
 -- ARGV[3], ARGV[4]  the bucket's emission interval T and its window tau = burst * T
+-- The common call at the server's TIME leaves out ARGV[1]: three arguments, n, T and tau.
 -- Or, for every other call:
 -- ARGV[3]  want >= n: take up to `want` cells if every bucket has them, at least n (a lease)
 -- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
@@ -73,30 +74,35 @@ local HORIZON = 9007199254740991 -- 2^53 - 1
 local GRID = 10000 -- µs
 local E8 = 100000000
 
-local now
-if ARGV[1] ~= '' then
+-- n is ARGV[o + 2], and the common call's T and tau ARGV[o + 3] and ARGV[o + 4].
+local o, now = 0, nil
+if #ARGV == 3 then
+  o = -1
+elseif ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
-else
+end
+if not now then
   local time = redis.call('TIME')
   now = time[1] * 1000000 + time[2]
 end
+local general = #ARGV > 4
 
 -- The common call. Anything unusual (a value to repair or clamp, a schedule past the horizon)
 -- falls through to the general path below, which reads the key again with want = n, give = 0
 -- and the bucket's T and tau where a general call has them.
-if #ARGV == 4 then
+if not general then
   local raw = redis.pcall('GET', KEYS[1])
   local old
   if type(raw) == 'string' and #raw <= 16 and string.find(raw, '^[1-9]%d*$') then
     old = tonumber(raw)
     if old > HORIZON then old = nil end
   end
-  local window = tonumber(ARGV[4])
+  local window = tonumber(ARGV[o + 4])
   if (old or raw == false) and not (old and old > now + window) then
-    local n = tonumber(ARGV[2])
+    local n = tonumber(ARGV[o + 2])
     local base = now
     if old and old > now then base = old end
-    local new_tat = base + n * ARGV[3]
+    local new_tat = base + n * ARGV[o + 3]
     if new_tat <= HORIZON then
       if new_tat - now > window then
         return now - base - 1
@@ -119,15 +125,15 @@ if #ARGV == 4 then
   end
 end
 
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[o + 2])
 -- Bucket i's kind and numbers are ARGV[4i + 2] to ARGV[4i + 5]; the common call's one bucket
--- is a schedule with T = ARGV[3], tau = ARGV[4] and no slack.
-local want, give, general, dry = n, 0, #ARGV ~= 4, ''
+-- is a schedule with T = ARGV[o + 3], tau = ARGV[o + 4] and no slack.
+local want, give, dry = n, 0, ''
 if general then
   want, give, dry = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 end
 local function quota(i)
-  if not general then return 0, tonumber(ARGV[3]), tonumber(ARGV[4]), 0 end
+  if not general then return 0, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), 0 end
   local k = 4 * i + 2
   return tonumber(ARGV[k]), tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3])
 end

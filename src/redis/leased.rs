@@ -43,8 +43,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 continue;
             }
             let plan = Plan {
-                keys: entry.keys.clone(),
-                quotas: entry.quotas.clone(),
+                keys: entry.keys.iter().cloned().collect(),
+                quotas: entry.quotas.iter().copied().collect(),
                 ..Plan::default()
             };
             match self.call(&plan, 0, 0, rest).await {

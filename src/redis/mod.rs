@@ -138,7 +138,7 @@ pub use verdict::Verdict;
 
 use lease::Leases;
 pub(crate) use plan::Plan;
-use plan::{Prepared, Tag};
+use plan::Prepared;
 use script::{Call, Reply, Script};
 use stats::{add, Counters};
 
@@ -146,7 +146,6 @@ struct Shared<R: ?Sized, C: Clock> {
     connection: ConnectionManager,
     script: Script,
     prefix: String,
-    tag: Tag,
     policies: Vec<Prepared<R>>,
     timeout: Duration,
     on_failure: OnFailure,
@@ -221,7 +220,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The buckets `request` goes to, or the error if `n` exceeds an enforcing quota's burst.
     pub(crate) fn plan(&self, request: &R, n: u32) -> Result<Plan, InsufficientCapacity> {
         let shared = &*self.shared;
-        Plan::new(&shared.policies, (&shared.prefix, shared.tag), request, n)
+        Plan::new(&shared.policies, request, n)
     }
 
     /// Decides `plan` for `n` cells in Redis (or from a lease); the failure if Redis did not

@@ -6,6 +6,8 @@
 
 use core::fmt::Write as _;
 
+use smallvec::SmallVec;
+
 use crate::algorithm::Algorithm;
 use crate::observe::QuotaMetrics;
 use crate::outcome::{InsufficientCapacity, PolicyQuota};
@@ -30,28 +32,34 @@ pub(crate) struct Prepared<R: ?Sized> {
     pub(crate) dry_run: bool,
     /// The retry-after jitter of refusals, uniform in `[min, max]` ns.
     pub(crate) jitter: (u64, u64),
+    /// Each quota's Redis key around the request's key (see [`Affixes`]).
+    pub(crate) affixes: Vec<Affixes>,
     /// Each quota's cells admitted and refused (nothing without the `metrics` feature), under
     /// the same names and labels as in process.
     pub(crate) metrics: Vec<QuotaMetrics>,
 }
 
 impl<R: ?Sized> Prepared<R> {
-    /// Policy `index` of a set, `policy`, checked for the script: a name that can be part of a
-    /// key, and quotas it runs exactly (the schedule family for now: GCRA, the leaky bucket,
-    /// credit).
+    /// Policy `index` of a set, `policy`, checked for the script (a name that can be part of a
+    /// key, and quotas it runs exactly), its buckets named under `prefix` and tagged by `tag`.
     pub(crate) fn new(
         index: usize,
         (policy, extract): (Policy<R>, Option<SharedKey<R>>),
         jitter: (u64, u64),
+        (prefix, tag): (&str, Tag),
     ) -> Result<Self, RedisConfigError> {
         check_part(&policy.name, "policy")?;
-        let mut quotas = Vec::with_capacity(policy.quotas.len());
-        let mut by = Vec::with_capacity(policy.quotas.len());
-        let mut metrics = Vec::with_capacity(policy.quotas.len());
+        let count = policy.quotas.len();
+        let mut quotas = Vec::with_capacity(count);
+        let mut by = Vec::with_capacity(count);
+        let mut metrics = Vec::with_capacity(count);
+        let mut affixes = Vec::with_capacity(count);
         for (q, algorithm) in policy.quotas.iter().enumerate() {
             quotas.push(Micros::new(algorithm, &policy.name, q)?);
             by.push(PolicyQuota::intern(&policy.name, index, q));
             metrics.push(QuotaMetrics::new(&policy.name, &algorithm.to_string()));
+            let keyed = extract.is_some();
+            affixes.push(Affixes::new(tag, prefix, &policy.name, q, keyed));
         }
         Ok(Self {
             extract,
@@ -59,57 +67,128 @@ impl<R: ?Sized> Prepared<R> {
             by,
             dry_run: policy.dry_run,
             jitter,
+            affixes,
             metrics,
             name: policy.name,
         })
     }
 
-    /// The request's key in this policy: `Some(None)` for a global policy, `Some(key)` for a
-    /// keyed one, `None` if the extractor skipped the request.
-    fn key(&self, request: &R) -> Option<Option<Vec<u8>>> {
+    /// Pushes the Redis keys of this policy's buckets for `request` onto `keys`, in quota
+    /// order; `false` (and nothing pushed) if the extractor skipped the request.
+    ///
+    /// The request's key is recorded once, straight after the last quota's front in the
+    /// buffer that becomes that quota's key; the other quotas' keys copy it.
+    fn push_keys(&self, request: &R, keys: &mut SmallVec<[Vec<u8>; INLINE]>) -> bool {
         let Some(extract) = &self.extract else {
-            return Some(None);
+            keys.extend(self.affixes.iter().map(|a| a.front.to_vec()));
+            return true;
         };
-        Recording::key_of(&**extract, request).map(Some)
+        let Some(last) = self.affixes.last() else {
+            return true;
+        };
+        let Some(mut recorded) =
+            Recording::key_after(&**extract, request, &last.front, last.back.len())
+        else {
+            return false;
+        };
+        let key = &recorded[last.front.len()..];
+        let others = &self.affixes[..self.affixes.len() - 1];
+        keys.extend(others.iter().map(|a| a.around(key)));
+        recorded.extend_from_slice(&last.back);
+        keys.push(recorded);
+        true
     }
 }
+
+/// What goes before and after a request's key in the Redis key of one quota of a policy
+/// (a global policy's whole key is its front).
+///
+/// `{prefix:key}:policy:quota` when tagged by key; `{prefix}:policy:quota:key` (or
+/// `{prefix}:policy:quota` for a global policy) when tagged by prefix. Prefix and policy names
+/// hold no `:`, `{` or `}`, and the quota index is digits, so distinct buckets never share a
+/// key whatever the user's keys contain. Limiters that share a prefix and a policy name share
+/// buckets: give each limit its own policy name (or prefix), since a bucket written under one
+/// quota and read under another is taken as clamped or full by the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Affixes {
+    front: Box<[u8]>,
+    back: Box<[u8]>,
+}
+
+impl Affixes {
+    /// The affixes of quota `quota` of policy `policy` (keyed or global) under `prefix`,
+    /// tagged by `tag`. Worked out once, when the limiter is built: formatting keys from
+    /// their pieces on every call cost more than the rest of a decision's client side
+    /// (callgrind, BENCHMARKS.md "Redis").
+    fn new(tag: Tag, prefix: &str, policy: &str, quota: usize, keyed: bool) -> Self {
+        let by_key = keyed && tag == Tag::ByKey;
+        let mut front = format!("{{{prefix}");
+        let mut back = String::new();
+        let named = format!(":{policy}:{quota}");
+        if by_key {
+            front.push(':');
+            back = format!("}}{named}");
+        } else {
+            front.push('}');
+            front.push_str(&named);
+            if keyed {
+                front.push(':');
+            }
+        }
+        Self {
+            front: front.into_bytes().into(),
+            back: back.into_bytes().into(),
+        }
+    }
+
+    /// The whole key around the request's key `key`.
+    fn around(&self, key: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.front.len() + key.len() + self.back.len());
+        out.extend_from_slice(&self.front);
+        out.extend_from_slice(key);
+        out.extend_from_slice(&self.back);
+        out
+    }
+}
+
+/// Up to this many buckets of a decision are held inline, without an allocation: a Plan's
+/// allocations cost more than the rest of its work (callgrind, BENCHMARKS.md "Redis").
+const INLINE: usize = 2;
 
 /// The buckets of one decision.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
-    pub(crate) keys: Vec<Vec<u8>>,
+    pub(crate) keys: SmallVec<[Vec<u8>; INLINE]>,
     /// Each bucket as the script runs it.
-    pub(crate) quotas: Vec<Bucket>,
+    pub(crate) quotas: SmallVec<[Bucket; INLINE]>,
     /// Each bucket's policy and quota index.
-    pub(crate) refs: Vec<(usize, usize)>,
+    pub(crate) refs: SmallVec<[(usize, usize); INLINE]>,
     /// The buckets of dry-run policies, as the script reads them: `first-last` ranges of bucket
     /// numbers (from 1), comma-separated; empty if there are none.
     pub(crate) dry: String,
 }
 
 impl Plan {
-    /// The buckets `request` goes to in `policies` (keys under `prefix`, tagged by `tag`), or
-    /// the error if `n` exceeds an enforcing quota's burst (a dry-run quota's is left to the
-    /// script, which finds that it would refuse).
+    /// The buckets `request` goes to in `policies`, or the error if `n` exceeds an enforcing
+    /// quota's burst (a dry-run quota's is left to the script, which finds that it would
+    /// refuse).
     pub(crate) fn new<R: ?Sized>(
         policies: &[Prepared<R>],
-        (prefix, tag): (&str, Tag),
         request: &R,
         n: u32,
     ) -> Result<Self, InsufficientCapacity> {
         let buckets = policies.iter().map(|p| p.quotas.len()).sum();
         let mut plan = Self {
-            keys: Vec::with_capacity(buckets),
-            quotas: Vec::with_capacity(buckets),
-            refs: Vec::with_capacity(buckets),
+            keys: SmallVec::with_capacity(buckets),
+            quotas: SmallVec::with_capacity(buckets),
+            refs: SmallVec::with_capacity(buckets),
             dry: String::new(),
         };
         for (p, policy) in policies.iter().enumerate() {
-            let Some(mut key) = policy.key(request) else {
-                continue;
-            };
             let first = plan.keys.len() + 1;
-            let last = policy.quotas.len() - 1;
+            if !policy.push_keys(request, &mut plan.keys) {
+                continue;
+            }
             for (q, micros) in policy.quotas.iter().enumerate() {
                 let capacity = micros.algorithm.capacity();
                 if !policy.dry_run && n > capacity {
@@ -121,23 +200,9 @@ impl Plan {
                         by: Some(policy.by[q]),
                     });
                 }
-                // The last quota's key is built around the recorded key, in its buffer.
-                let out = match &mut key {
-                    Some(recorded) if q == last => {
-                        let mut out = core::mem::take(recorded);
-                        around_key(&mut out, tag, prefix, &policy.name, q);
-                        out
-                    }
-                    _ => {
-                        let mut out = Vec::new();
-                        bucket_key(&mut out, tag, prefix, &policy.name, q, key.as_deref());
-                        out
-                    }
-                };
-                plan.keys.push(out);
-                plan.quotas.push(micros.bucket);
-                plan.refs.push((p, q));
             }
+            plan.quotas.extend(policy.quotas.iter().map(|m| m.bucket));
+            plan.refs.extend((0..policy.quotas.len()).map(|q| (p, q)));
             if policy.dry_run {
                 if !plan.dry.is_empty() {
                     plan.dry.push(',');
@@ -174,106 +239,6 @@ pub(crate) enum Tag {
     ByPrefix,
 }
 
-/// Appends the Redis key of quota `quota` of policy `policy` for `key` (`None`: global) to
-/// `out`.
-///
-/// `{prefix:key}:policy:quota` when tagged by key; `{prefix}:policy:quota:key` (or
-/// `{prefix}:policy:quota` for a global policy) when tagged by prefix. Prefix and policy names
-/// hold no `:`, `{` or `}`, and the quota index is digits, so distinct buckets never share a
-/// key whatever the user's keys contain. Limiters that share a prefix and a policy name share
-/// buckets: give each limit its own policy name (or prefix), since a bucket written under one
-/// quota and read under another is taken as clamped or full by the other.
-pub(crate) fn bucket_key(
-    out: &mut Vec<u8>,
-    tag: Tag,
-    prefix: &str,
-    policy: &str,
-    quota: usize,
-    key: Option<&[u8]>,
-) {
-    // Built from pieces, not with `write!`: the formatting machinery cost more than the rest of
-    // a decision's client side (callgrind, BENCHMARKS.md "Redis").
-    out.clear();
-    out.reserve(prefix.len() + policy.len() + key.map_or(0, <[u8]>::len) + 24);
-    out.push(b'{');
-    out.extend_from_slice(prefix.as_bytes());
-    if let (Tag::ByKey, Some(key)) = (tag, key) {
-        out.push(b':');
-        out.extend_from_slice(key);
-        out.push(b'}');
-        push_policy(out, policy, quota);
-    } else {
-        out.push(b'}');
-        push_policy(out, policy, quota);
-        if let Some(key) = key {
-            out.push(b':');
-            out.extend_from_slice(key);
-        }
-    }
-}
-
-/// [`bucket_key`] for the key `out` holds, built around it in its own buffer (no allocation
-/// beyond growing it, where copying it into a new buffer allocated one more).
-fn around_key(out: &mut Vec<u8>, tag: Tag, prefix: &str, policy: &str, quota: usize) {
-    let mut digits = [0u8; 20];
-    let digits = decimal(quota, &mut digits);
-    let parts: [&[u8]; 7] = [
-        b"{",
-        prefix.as_bytes(),
-        b"}:",
-        policy.as_bytes(),
-        b":",
-        digits,
-        b":",
-    ];
-    let (front, back): (&[&[u8]], &[&[u8]]) = match tag {
-        // `{prefix:` before the key, `}:policy:quota` after it.
-        Tag::ByKey => (&parts[..2], &parts[2..6]),
-        // `{prefix}:policy:quota:` before it.
-        Tag::ByPrefix => (&parts[..], &[]),
-    };
-    let front_len: usize =
-        front.iter().map(|p| p.len()).sum::<usize>() + usize::from(tag == Tag::ByKey);
-    let key_len = out.len();
-    out.resize(key_len + front_len, 0);
-    out.copy_within(..key_len, front_len);
-    let mut at = 0;
-    for part in front {
-        out[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
-    }
-    if tag == Tag::ByKey {
-        out[at] = b':';
-    }
-    for part in back {
-        out.extend_from_slice(part);
-    }
-}
-
-/// `n` in decimal, in the tail of `digits`.
-fn decimal(n: usize, digits: &mut [u8; 20]) -> &[u8] {
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    &digits[at..]
-}
-
-/// Appends `:policy:quota`.
-fn push_policy(out: &mut Vec<u8>, policy: &str, quota: usize) {
-    out.push(b':');
-    out.extend_from_slice(policy.as_bytes());
-    out.push(b':');
-    let mut digits = [0u8; 20];
-    out.extend_from_slice(decimal(quota, &mut digits));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,34 +251,53 @@ mod tests {
         assert!(check_part("flowgate-api_v2", "prefix").is_ok());
     }
 
-    #[test]
-    fn a_key_built_around_its_bytes_is_the_same_key() {
-        for tag in [Tag::ByKey, Tag::ByPrefix] {
-            for key in [&b"alice"[..], b"", b"x}:l:1"] {
-                let mut copied = Vec::new();
-                bucket_key(&mut copied, tag, "p", "user", 12, Some(key));
-                let mut around = key.to_vec();
-                around_key(&mut around, tag, "p", "user", 12);
-                assert_eq!(around, copied, "{tag:?} {key:?}");
-            }
-        }
+    /// The Redis key of quota `q` of `policy` for `key` (`None`: a global policy).
+    fn key(tag: Tag, policy: &str, q: usize, key: Option<&[u8]>) -> Vec<u8> {
+        Affixes::new(tag, "p", policy, q, key.is_some()).around(key.unwrap_or_default())
     }
 
     #[test]
     fn keys_of_distinct_buckets_differ() {
-        let mut a = Vec::new();
-        let mut b = Vec::new();
-        bucket_key(&mut a, Tag::ByKey, "p", "l", 0, Some(b"x}:l:1"));
-        bucket_key(&mut b, Tag::ByKey, "p", "l", 1, Some(b"x"));
+        let a = key(Tag::ByKey, "l", 0, Some(b"x}:l:1"));
         assert_eq!(a, b"{p:x}:l:1}:l:0");
-        assert_ne!(a, b);
-        bucket_key(&mut a, Tag::ByPrefix, "p", "user", 0, Some(b"0:x"));
-        bucket_key(&mut b, Tag::ByPrefix, "p", "user", 0, None);
-        assert_eq!(a, b"{p}:user:0:0:x");
-        assert_eq!(b, b"{p}:user:0");
-        bucket_key(&mut a, Tag::ByKey, "p", "l", 105, Some(b"x"));
-        assert_eq!(a, b"{p:x}:l:105");
-        bucket_key(&mut a, Tag::ByPrefix, "p", "l", 10, None);
-        assert_eq!(a, b"{p}:l:10");
+        assert_ne!(a, key(Tag::ByKey, "l", 1, Some(b"x")));
+        assert_eq!(
+            key(Tag::ByPrefix, "user", 0, Some(b"0:x")),
+            b"{p}:user:0:0:x"
+        );
+        assert_eq!(key(Tag::ByPrefix, "user", 0, None), b"{p}:user:0");
+        assert_eq!(key(Tag::ByKey, "l", 105, Some(b"x")), b"{p:x}:l:105");
+        assert_eq!(key(Tag::ByPrefix, "l", 10, None), b"{p}:l:10");
+        assert_eq!(
+            key(Tag::ByKey, "l", 2, None),
+            b"{p}:l:2",
+            "a global policy's"
+        );
+    }
+
+    /// Every quota's key holds the request's key, recorded once and copied to the others, and
+    /// a skipped request has none.
+    #[test]
+    fn each_quota_of_a_keyed_policy_has_its_key() {
+        for tag in [Tag::ByKey, Tag::ByPrefix] {
+            let mut policy = Policy::keyed_with("user", |name: &str, key| {
+                match name {
+                    "-" => key.skip(),
+                    name => key.add(name),
+                };
+            })
+            .quota(crate::Quota::per_second(1).unwrap())
+            .quota(crate::Quota::per_minute(10).unwrap());
+            let extract = policy.extract.take().map(SharedKey::from);
+            let prepared = Prepared::new(0, (policy, extract), (0, 0), ("p", tag)).unwrap();
+            let mut keys = SmallVec::new();
+            assert!(prepared.push_keys("alice", &mut keys));
+            let expected: Vec<_> = (0..2)
+                .map(|q| key(tag, "user", q, Some(b"alice")))
+                .collect();
+            assert_eq!(keys.as_slice(), expected, "{tag:?}");
+            assert!(!prepared.push_keys("-", &mut keys));
+            assert_eq!(keys.len(), 2);
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! a call into bytes and the reply back into numbers, and checks the reply's shape so that a
 //! reply the script could not have sent is a [`Failure::Reply`], never a panic.
 
+use core::cell::Cell;
+
 use ::redis::aio::ConnectionManager;
 use ::redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 
@@ -71,10 +73,10 @@ impl Script {
         counters: &Counters,
     ) -> Result<Value, Failure> {
         add(&counters.round_trips, 1);
+        let evalsha = command("EVALSHA", &self.sha);
+        let sent = connection.send_packed_command(&evalsha).await;
+        Spare::keep(evalsha);
         // A server's error reply arrives as a value: `extract_error` makes it an error.
-        let sent = connection
-            .send_packed_command(&command("EVALSHA", &self.sha))
-            .await;
         let value = match sent.and_then(Value::extract_error) {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 add(&counters.reloads, 1);
@@ -87,6 +89,35 @@ impl Script {
             other => other,
         };
         value.map_err(|error| Failure::from_error(&error))
+    }
+}
+
+/// A command whose buffers the next call on the same thread reuses: taking a new one cost two
+/// allocations and two frees per decision (callgrind, BENCHMARKS.md "Redis").
+struct Spare;
+
+thread_local! {
+    static SPARE: Cell<Option<Cmd>> = const { Cell::new(None) };
+}
+
+impl Spare {
+    /// An empty command: this thread's spare if it has one (its buffers grow as needed), or a
+    /// new one sized for `args` arguments of `bytes` bytes in all.
+    fn take(args: usize, bytes: usize) -> Cmd {
+        match SPARE.with(Cell::take) {
+            Some(mut spare) => {
+                spare.clear();
+                spare
+            }
+            None => Cmd::with_capacity(args, bytes),
+        }
+    }
+
+    /// Keeps `command` (an `EVALSHA`: `EVAL`'s, which holds the script's source, is dropped)
+    /// as this thread's spare.
+    fn keep(command: Cmd) {
+        // Fails only while the thread is being torn down: the command is then dropped.
+        let _ = SPARE.try_with(|spare| spare.set(Some(command)));
     }
 }
 
@@ -111,7 +142,7 @@ pub(crate) struct Call<'a> {
 
 impl Call<'_> {
     /// One bucket, no lease, nothing given back and no dry run: the call sent with four
-    /// arguments, which the script answers with one integer.
+    /// arguments (three at the server's time), which the script answers with one integer.
     fn is_common(&self) -> bool {
         self.keys.len() == 1
             && self.quotas.len() == 1
@@ -128,23 +159,26 @@ impl Call<'_> {
         let args = 8 + self.keys.len() + 4 * self.quotas.len();
         let bytes = verb.len() + script.len() + self.dry.len();
         let bytes = bytes + self.keys.iter().map(Vec::len).sum::<usize>();
-        let mut command = Cmd::with_capacity(args, bytes + 20 * (args - 2 - self.keys.len()));
+        let mut command = Spare::take(args, bytes + 20 * (args - 2 - self.keys.len()));
         command
             .arg(verb)
             .arg(script)
             .arg(self.keys.len())
             .arg(self.keys);
+        let common = self.is_common();
         match self.now {
             Some(now) => command.arg(now),
+            // The common call at the server's time leaves the reading out (gcra.lua).
+            None if common => &mut command,
             None => command.arg(""),
         };
         command.arg(self.n);
         // The common call leaves out want, give and the dry runs (gcra.lua): three arguments
         // fewer to send and for the server to make into Lua strings.
-        if !self.is_common() {
+        if !common {
             command.arg(self.want).arg(self.give).arg(self.dry);
         }
-        if self.is_common() {
+        if common {
             // The common call's one schedule: T and tau alone.
             if let Bucket::Schedule {
                 interval, window, ..
@@ -182,7 +216,7 @@ pub(crate) enum Reply {
         granted: u32,
         dry: Dry,
         now: Option<u64>,
-        states: Vec<u64>,
+        states: States,
     },
     /// Bucket `index` refused (with the longest wait among schedules), in the state `state`.
     /// Nothing was taken; bucket `i` stands in the state `states[i]`.
@@ -192,8 +226,39 @@ pub(crate) enum Reply {
         state: u64,
         dry: Dry,
         now: Option<u64>,
-        states: Vec<u64>,
+        states: States,
     },
+}
+
+/// The buckets' states in a reply: the common call's one held inline, without an allocation.
+#[derive(Debug, Clone, Eq)]
+pub(crate) enum States {
+    One([u64; 1]),
+    Many(Vec<u64>),
+}
+
+impl core::ops::Deref for States {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        match self {
+            Self::One(one) => one,
+            Self::Many(many) => many,
+        }
+    }
+}
+
+impl PartialEq for States {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+#[cfg(test)]
+impl From<Vec<u64>> for States {
+    fn from(states: Vec<u64>) -> Self {
+        Self::Many(states)
+    }
 }
 
 impl Reply {
@@ -218,7 +283,7 @@ impl Reply {
                         granted: call.n,
                         dry: Dry::default(),
                         now: None,
-                        states: vec![code.unsigned_abs()],
+                        states: States::One([code.unsigned_abs()]),
                     }
                 } else {
                     // Refused: the wait is the debt less the room left, debt + n·T − τ (every
@@ -231,7 +296,7 @@ impl Reply {
                         state: debt,
                         dry: Dry::default(),
                         now: None,
-                        states: vec![debt],
+                        states: States::One([debt]),
                     }
                 }
             }
@@ -271,6 +336,7 @@ impl Reply {
                 .iter()
                 .map(|&d| unsigned(d))
                 .collect::<Option<Vec<_>>>()
+                .map(States::Many)
         };
         match *numbers.as_slice() {
             [1, fixed, granted, dry, dry_wait, now, ref rest @ ..] if rest.len() >= buckets => {
@@ -419,7 +485,7 @@ mod tests {
             granted,
             dry,
             now: Some(now),
-            states: states.to_vec(),
+            states: states.to_vec().into(),
         })
     }
 
@@ -443,7 +509,7 @@ mod tests {
                 state: 4,
                 dry: Dry { all: vec![0] },
                 now: Some(77),
-                states: vec![60, 4],
+                states: vec![60, 4].into(),
             })
         );
         // Window counters: 2 of 3 used, 1 window ahead; 4 and 1 counted.
@@ -461,7 +527,7 @@ mod tests {
                 granted: 3,
                 dry: none(),
                 now: None,
-                states: vec![60]
+                states: vec![60].into()
             })
         );
         // Refused with the TAT 80 µs ahead: it waits 80 + 3·10 − 100 µs.
@@ -473,7 +539,7 @@ mod tests {
                 state: 80,
                 dry: none(),
                 now: None,
-                states: vec![80],
+                states: vec![80].into(),
             })
         );
     }
