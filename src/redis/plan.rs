@@ -8,7 +8,6 @@ use core::fmt::Write as _;
 
 use smallvec::SmallVec;
 
-use crate::algorithm::Algorithm;
 use crate::observe::QuotaMetrics;
 use crate::outcome::{InsufficientCapacity, PolicyQuota};
 use crate::policy::{Key, Policy, Recording};
@@ -91,13 +90,21 @@ impl<R: ?Sized> Prepared<R> {
         else {
             return false;
         };
-        let key = &recorded[last.front.len()..];
-        let others = &self.affixes[..self.affixes.len() - 1];
-        keys.extend(others.iter().map(|a| a.around(key)));
+        if self.affixes.len() > 1 {
+            let key = &recorded[last.front.len()..];
+            push_around(keys, &self.affixes[..self.affixes.len() - 1], key);
+        }
         recorded.extend_from_slice(&last.back);
         keys.push(recorded);
         true
     }
+}
+
+/// Pushes the keys of the quotas `affixes` describe around the request's key `key` (a
+/// policy's quotas but its last, whose key holds the recorded one).
+#[inline(never)]
+fn push_around(keys: &mut SmallVec<[Vec<u8>; INLINE]>, affixes: &[Affixes], key: &[u8]) {
+    keys.extend(affixes.iter().map(|a| a.around(key)));
 }
 
 /// What goes before and after a request's key in the Redis key of one quota of a policy
@@ -177,41 +184,48 @@ impl Plan {
         request: &R,
         n: u32,
     ) -> Result<Self, InsufficientCapacity> {
-        let buckets = policies.iter().map(|p| p.quotas.len()).sum();
-        let mut plan = Self {
-            keys: SmallVec::with_capacity(buckets),
-            quotas: SmallVec::with_capacity(buckets),
-            refs: SmallVec::with_capacity(buckets),
-            dry: String::new(),
-        };
+        let mut plan = Self::default();
         for (p, policy) in policies.iter().enumerate() {
             let first = plan.keys.len() + 1;
             if !policy.push_keys(request, &mut plan.keys) {
                 continue;
             }
             for (q, micros) in policy.quotas.iter().enumerate() {
-                let capacity = micros.algorithm.capacity();
-                if !policy.dry_run && n > capacity {
-                    // Never admitted: refused cells of the quota too small for them.
-                    policy.metrics[q].refused.increment(u64::from(n));
-                    return Err(InsufficientCapacity {
-                        requested: n,
-                        burst: capacity,
-                        by: Some(policy.by[q]),
-                    });
+                if !policy.dry_run && n > micros.capacity {
+                    return Err(too_many(policy, q, n));
                 }
+                plan.quotas.push(micros.bucket);
+                plan.refs.push((p, q));
             }
-            plan.quotas.extend(policy.quotas.iter().map(|m| m.bucket));
-            plan.refs.extend((0..policy.quotas.len()).map(|q| (p, q)));
             if policy.dry_run {
-                if !plan.dry.is_empty() {
-                    plan.dry.push(',');
-                }
-                // Writing to a String cannot fail.
-                let _ = write!(plan.dry, "{first}-{}", plan.keys.len());
+                plan.dry_range(first);
             }
         }
         Ok(plan)
+    }
+
+    /// Adds the dry-run range `first` to the last bucket so far.
+    #[cold]
+    #[inline(never)]
+    fn dry_range(&mut self, first: usize) {
+        if !self.dry.is_empty() {
+            self.dry.push(',');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(self.dry, "{first}-{}", self.keys.len());
+    }
+}
+
+/// The error of `n` cells for quota `q` of `policy`, which is too small for them: they are
+/// never admitted, and counted as refused by that quota.
+#[cold]
+#[inline(never)]
+fn too_many<R: ?Sized>(policy: &Prepared<R>, q: usize, n: u32) -> InsufficientCapacity {
+    policy.metrics[q].refused.increment(u64::from(n));
+    InsufficientCapacity {
+        requested: n,
+        burst: policy.quotas[q].capacity,
+        by: Some(policy.by[q]),
     }
 }
 

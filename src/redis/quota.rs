@@ -91,6 +91,8 @@ pub(crate) struct Micros {
     /// What the script is told.
     pub(crate) bucket: Bucket,
     pub(crate) burst: u32,
+    /// The most cells one request may take (the algorithm's capacity).
+    pub(crate) capacity: u32,
     /// The quota the script enforces (its interval, or window, in whole µs).
     pub(crate) quota: Quota,
     /// The in-process algorithm that decides as the script does.
@@ -189,6 +191,7 @@ impl Micros {
         Ok(Self {
             bucket,
             burst: quota.burst(),
+            capacity: algorithm.capacity(),
             quota: enforced,
             algorithm,
         })

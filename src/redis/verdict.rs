@@ -150,7 +150,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             Reply::Refused { index, .. } => Err(self.refused(plan, n, (states, now), *index)),
         };
-        let dry_run = self.dry_run(plan, n, (states, now), dry);
+        let dry_run = match dry.all.is_empty() {
+            true => None,
+            false => self.dry_run(plan, n, (states, now), dry),
+        };
         let outcome = match outcome {
             Ok(allowed) => Ok(Allowed { dry_run, ..allowed }),
             Err(refused) => Err(Refused { dry_run, ..refused }),
@@ -164,7 +167,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The refusal the script's reply reports: of every enforcing quota that refuses on the
     /// states the script left, the first, or a later one that conforms later (as in process),
     /// with its policy's jitter, counted. `index` is the script's own pick, which stands in if
-    /// no quota refuses on the states (a reply the script never sends).
+    /// no quota refuses on the states (a reply the script never sends). Out of line: the
+    /// admitting path's code stays compact.
+    #[inline(never)]
     fn refused(
         &self,
         plan: &Plan,
@@ -265,6 +270,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The first dry-run policy that would have refused, as the script reported it: its first
     /// refusing quota and when the request would conform to it (never for a request over its
     /// capacity), worked out by the in-process algorithm on the state the script left.
+    #[inline(never)]
     fn dry_run(
         &self,
         plan: &Plan,
