@@ -205,8 +205,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// that applies: the request can never succeed. Checked before any round trip.
     ///
     /// # Performance
-    /// One round trip (one `EVALSHA`), or none when a lease holds the cells. The keys are
-    /// formatted into new strings each call.
+    /// One round trip (one `EVALSHA`), or none when a lease holds the cells. Each bucket's key
+    /// is the request's key recorded into a new buffer between affixes worked out when the
+    /// limiter was built.
     pub async fn check_n(&self, request: &R, n: u32) -> Result<Verdict, InsufficientCapacity> {
         let plan = self.plan(request, n)?;
         let verdict = match self.decide(&plan, n).await {
