@@ -1026,6 +1026,27 @@ async fn bad_configurations_are_errors() {
             RedisConfigError::Share(_)
         ));
     }
+    // A share in (0, 1] so small that a quota's interval overflows: named, with a short float.
+    let tiny = err(
+        Policies::builder().policy(per_key()),
+        backend().on_failure(OnFailure::Local { share: 1e-300 }),
+    );
+    assert!(
+        matches!(&tiny, RedisConfigError::ShareTooSmall { quota, share, .. }
+            if quota == "1/s" && *share == 1e-300),
+        "{tiny:?}"
+    );
+    let message = tiny.to_string();
+    assert!(
+        message.contains("1e-300") && message.len() < 120,
+        "{message}"
+    );
+    assert!(err(
+        Policies::builder().policy(per_key()),
+        backend().on_failure(OnFailure::Local { share: -1e-300 }),
+    )
+    .to_string()
+    .contains("local share -1e-300 is not in (0, 1]"));
     assert!(matches!(
         err(
             Policies::builder().policy(per_key()),

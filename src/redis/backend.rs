@@ -12,7 +12,7 @@ use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::observe::RedisMetrics;
 use crate::policy::{Checked, Extract, Key, Policies, PoliciesBuilder, PolicyError};
-use crate::quota::Quota;
+use crate::quota::{Quota, QuotaError};
 
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::plan::{check_part, Prepared, SharedKey, Tag};
@@ -51,13 +51,25 @@ pub enum RedisConfigError {
         /// The quota's index in the policy.
         quota: usize,
     },
-    /// [`OnFailure::Local`]'s share is not in `(0, 1]`, or a scaled quota is invalid.
+    /// [`OnFailure::Local`]'s share is not in `(0, 1]`.
     Share(f64),
+    /// A quota scaled to [`OnFailure::Local`]'s share is no valid quota (a share so small that
+    /// its interval overflows, for one).
+    ShareTooSmall {
+        /// The policy.
+        policy: String,
+        /// The quota as written (`"5/min"`).
+        quota: String,
+        /// The share.
+        share: f64,
+        /// What is wrong with the scaled quota.
+        error: QuotaError,
+    },
     /// The lease is empty, larger than [`MAX_LEASE_CELLS`], or its lifetime is zero.
     Lease,
     /// A sliding log's quota cannot run in Redis (see
     /// [`RedisSlidingLog`](super::RedisSlidingLog)).
-    Quota(crate::quota::QuotaError),
+    Quota(QuotaError),
     /// A sliding log keeps no local share: [`OnFailure::Local`] is not offered for one.
     LocalLog,
     /// The timeout is zero.
@@ -83,7 +95,17 @@ impl fmt::Display for RedisConfigError {
                 f,
                 "quota {quota} of policy {policy:?}: buckets in Redis start full"
             ),
-            Self::Share(share) => write!(f, "local share {share} is not in (0, 1]"),
+            // `{:?}`: a short float (`1e-300`), where `{}` writes every digit.
+            Self::Share(share) => write!(f, "local share {share:?} is not in (0, 1]"),
+            Self::ShareTooSmall {
+                policy,
+                quota,
+                share,
+                error,
+            } => write!(
+                f,
+                "quota {quota} of policy {policy:?} on a local share of {share:?}: {error}"
+            ),
             Self::Lease => f.write_str("a lease needs 1 to 2^24 - 1 cells and a lifetime"),
             Self::Quota(error) => write!(f, "a sliding log in Redis: {error}"),
             Self::LocalLog => f.write_str(
@@ -167,7 +189,8 @@ impl RedisBackend {
         self
     }
 
-    /// The longest a decision waits for Redis (50 ms unless set), connecting included.
+    /// The longest a decision waits for Redis (50 ms unless set): one deadline for connecting,
+    /// the call and, with leases, the wait while another task renews the lease.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -296,8 +319,8 @@ pub(super) fn connect(backend: &RedisBackend) -> Result<ConnectionManager, Redis
 /// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a
 /// schedule's interval divided by `share` (rounded up) and its burst times `share` (at least
 /// one cell); a window counter's count and burst times `share` (at least one) over the same
-/// window, which is what a counter can change. `None` if that is no valid quota.
-fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Option<AnyAlgorithm> {
+/// window, which is what a counter can change. The error if that is no valid quota.
+fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaError> {
     let quota = algorithm.quota();
     let times = |cells: u32| ((f64::from(cells) * share).floor() as u32).max(1);
     let quota = match algorithm {
@@ -307,10 +330,14 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Option<AnyAlgorithm> {
             .and_then(|q| q.with_burst(times(quota.burst()).max(times(quota.count())))),
         _ => {
             let interval = (quota.interval_nanos() as f64 / share).ceil();
+            // 2^64 ns and more: an `as` cast would saturate to a quota that is not the share.
+            if interval >= 18_446_744_073_709_551_616.0 {
+                return Err(QuotaError::PeriodTooLong);
+            }
             Quota::from_nanos(1, interval as u64).and_then(|q| q.with_burst(times(quota.burst())))
         }
     };
-    algorithm.with_quota(&quota.ok()?).ok()
+    algorithm.with_quota(&quota?)
 }
 
 /// A lease's cells and lifetime in whole milliseconds (at least one), checked.
@@ -350,12 +377,20 @@ fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
         });
         let mut local = policy.like(name, extract);
         for algorithm in &policy.quotas {
-            let scaled = scaled(algorithm, share).ok_or(RedisConfigError::Share(share))?;
+            let scaled = scaled(algorithm, share).map_err(|error| {
+                let (policy, quota) = (policy.name.clone(), algorithm.to_string());
+                RedisConfigError::ShareTooSmall {
+                    policy,
+                    quota,
+                    share,
+                    error,
+                }
+            })?;
             local = local.algorithm(scaled);
         }
         builder = builder.policy(local);
     }
-    builder.build().map_err(|_| RedisConfigError::Share(share))
+    Ok(builder.build()?)
 }
 
 #[cfg(test)]
@@ -366,7 +401,11 @@ mod tests {
     /// smaller, a window counter counting fewer in the same window.
     #[test]
     fn every_algorithm_keeps_its_kind_on_a_local_share() {
-        let scale = |text: &str| scaled(&text.parse().unwrap(), 0.5).map(|a| a.to_string());
+        let scale = |text: &str| {
+            scaled(&text.parse().unwrap(), 0.5)
+                .ok()
+                .map(|a| a.to_string())
+        };
         assert_eq!(scale("10/s burst 4").as_deref(), Some("1/200ms burst 2"));
         assert_eq!(scale("100/min fixed").as_deref(), Some("50/min fixed"));
         assert_eq!(scale("10/min sliding").as_deref(), Some("5/min sliding"));

@@ -8,6 +8,7 @@ use super::stats::add;
 use super::{Decided, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
 use crate::outcome::Allowed;
+use tokio::time::{timeout_at, Instant};
 
 /// # Leases
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
@@ -47,7 +48,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 quotas: entry.quotas.iter().copied().collect(),
                 ..Plan::default()
             };
-            match self.call(&plan, 0, 0, rest).await {
+            // Each call its own timeout: a lease given back is no decision anyone waits on.
+            match self.call(&plan, (0, 0, rest), self.deadline()).await {
                 Ok(_) => {
                     add(&counters.returned_cells, u64::from(rest));
                     returned += u64::from(rest);
@@ -90,7 +92,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     }
 
     /// A decision through the lease of the plan's buckets.
-    pub(super) async fn leased(&self, plan: &Plan, n: u32, want: u32) -> Result<Decided, Failure> {
+    pub(super) async fn leased(
+        &self,
+        plan: &Plan,
+        (n, want): (u32, u32),
+        deadline: Instant,
+    ) -> Result<Decided, Failure> {
         let shared = &*self.shared;
         let counters = &shared.counters;
         let now = self.now_millis();
@@ -99,16 +106,16 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 .leases
                 .entry(&plan.keys, &plan.quotas, now, &counters.dropped_cells)
         else {
-            return self.unleased(plan, n).await;
+            return self.unleased(plan, n, deadline).await;
         };
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
             return Ok(Decided::without_call(verdict));
         }
         // One task at a time asks Redis for this lease; the others wait, then spend from it.
-        // The wait for the lock counts against the timeout too: when Redis is slow, waiters
-        // fail by the policy after one timeout, not one timeout per task ahead of them.
-        let Ok(_renewing) = tokio::time::timeout(shared.timeout, entry.lease.renewing.lock()).await
-        else {
+        // The wait for the lock and the call share the decision's deadline: when Redis is
+        // slow, waiters fail by the policy after one timeout, not one timeout per task ahead of
+        // them, and the task that then calls has only what is left.
+        let Ok(_renewing) = timeout_at(deadline, entry.lease.renewing.lock()).await else {
             add(&counters.timeouts, 1);
             return Err(Failure::Timeout);
         };
@@ -117,7 +124,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return Ok(Decided::without_call(verdict));
         }
         let rest = entry.lease.word.take_rest();
-        let reply = match self.call(plan, n, want, rest).await {
+        let reply = match self.call(plan, (n, want, rest), deadline).await {
             Ok(reply) => reply,
             Err(failure) => {
                 // The call may have run (given the rest back) or not: the rest is not spent

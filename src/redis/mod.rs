@@ -121,6 +121,7 @@ use crate::observe::RedisMetrics;
 use crate::outcome::{Allowed, Gauge, InsufficientCapacity};
 use crate::policy::{Policies, PolicyError};
 use crate::quota::Quota;
+use tokio::time::Instant;
 
 #[cfg(doc)]
 use crate::policy::{Key, PoliciesBuilder, Policy};
@@ -236,17 +237,27 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             };
             return Ok(Decided::without_call(verdict));
         }
+        // One deadline for the whole decision: a lease's lock, connecting and the call.
+        let deadline = self.deadline();
         if let Some(want) = self.lease_size(plan, n) {
             // Boxed: the lease's path (its lock, its timeout) would otherwise make every
             // decision's future larger, and moving it cost the plain path (`redis-instructions`).
-            return Box::pin(self.leased(plan, n, want)).await;
+            return Box::pin(self.leased(plan, (n, want), deadline)).await;
         }
-        self.unleased(plan, n).await
+        self.unleased(plan, n, deadline).await
     }
 
-    /// Decides `plan` for `n` cells in one call, without a lease.
-    async fn unleased(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
-        let reply = self.call(plan, n, n, 0).await?;
+    /// The deadline of a decision that starts now: the timeout from now (or, for a timeout
+    /// too long to add to the clock, about 30 years from now, as tokio's own far future).
+    pub(crate) fn deadline(&self) -> Instant {
+        let now = Instant::now();
+        let far = || now + Duration::from_secs(86_400 * 365 * 30);
+        now.checked_add(self.shared.timeout).unwrap_or_else(far)
+    }
+
+    /// Decides `plan` for `n` cells in one call, without a lease, by `deadline`.
+    async fn unleased(&self, plan: &Plan, n: u32, deadline: Instant) -> Result<Decided, Failure> {
+        let reply = self.call(plan, (n, n, 0), deadline).await?;
         Ok(Decided {
             verdict: self.verdict(plan, n, &reply),
             reply: Some(reply),
@@ -314,8 +325,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Ok(policy.quotas.iter().map(|m| m.algorithm).collect())
     }
 
-    /// One script call within the timeout, counted.
-    async fn call(&self, plan: &Plan, n: u32, want: u32, give: u32) -> Result<Reply, Failure> {
+    /// One script call answered by `deadline`, counted.
+    async fn call(
+        &self,
+        plan: &Plan,
+        (n, want, give): (u32, u32, u32),
+        deadline: Instant,
+    ) -> Result<Reply, Failure> {
         let shared = &*self.shared;
         let counters = &shared.counters;
         let now = shared
@@ -335,7 +351,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         // future holding it inline was moved whole, several times, at more cost than the box.
         let sent = Box::pin(shared.script.call(&mut connection, &call, counters));
         let started = crate::observe::ENABLED.then(std::time::Instant::now);
-        let result = match tokio::time::timeout(shared.timeout, sent).await {
+        let result = match tokio::time::timeout_at(deadline, sent).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Timeout),
         };

@@ -88,6 +88,26 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server's process (`SIGSTOP`): connections stay open and nothing answers, as
+    /// with a server that hangs. [`resume`](Self::resume) continues it.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Continues a server [`pause`](Self::pause) stopped (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("a running server");
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill(1) runs");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// Starts the server again on the same port (empty: nothing is persisted).
     ///
     /// # Panics
