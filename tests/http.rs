@@ -3,6 +3,9 @@
 //! quota arithmetic and nothing depends on how fast the machine is. Every loop is bounded.
 #![cfg(all(feature = "tower", feature = "axum"))]
 
+#[path = "support/http_client.rs"]
+mod http_client;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,12 +19,9 @@ use flowgate::http::{
 };
 use flowgate::policy::{Policies, Policy};
 use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::Full;
+use http_client::HttpClient;
 use tokio::net::TcpListener;
-
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
 
 struct Reply {
     status: StatusCode,
@@ -50,29 +50,16 @@ async fn serve(app: Router, connect_info: bool) -> SocketAddr {
     address
 }
 
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
 async fn get_with(
     client: &HttpClient,
     address: SocketAddr,
     path: &str,
     headers: &[(&str, &str)],
 ) -> Reply {
-    let mut request = Request::get(format!("http://{address}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = client
-        .request(request.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
+    let (status, headers, body) = http_client::get(client, address, path, headers).await;
     Reply {
-        status: parts.status,
-        headers: parts.headers,
+        status,
+        headers,
         body: String::from_utf8(body.to_vec()).unwrap(),
     }
 }
@@ -99,7 +86,7 @@ async fn without_headers_the_decisions_are_the_same() {
                 .unwrap_or(1)
         });
     let address = serve(app(layer.clone()), true).await;
-    let client = client();
+    let client = http_client::client();
     let quota_headers = |reply: &Reply| {
         [
             "ratelimit",
@@ -165,7 +152,7 @@ async fn the_burst_passes_then_429_with_exact_headers() {
     let clock = ManualClock::new();
     let layer = RateLimitLayer::new(two_layers(&clock)).headers(HeaderStyle::BOTH);
     let address = serve(app(layer), true).await;
-    let client = client();
+    let client = http_client::client();
 
     for taken in 1..=5u64 {
         let reply = get_with(&client, address, "/", &[]).await;
@@ -238,7 +225,7 @@ async fn an_oversized_request_gets_no_retry_after() {
             .unwrap_or(1)
     });
     let address = serve(app(layer), true).await;
-    let client = client();
+    let client = http_client::client();
 
     let oversized = get_with(&client, address, "/", &[("x-cost", "6")]).await;
     assert_eq!(oversized.status, StatusCode::TOO_MANY_REQUESTS);
@@ -280,7 +267,7 @@ fn per_client_minute(clock: &ManualClock, client_ip: ClientIp) -> RateLimitLayer
 #[tokio::test]
 async fn forwarded_for_is_ignored_unless_the_proxy_is_trusted() {
     let clock = ManualClock::new();
-    let client = client();
+    let client = http_client::client();
 
     let untrusting = serve(app(per_client_minute(&clock, ClientIp::peer())), true).await;
     let first = get_with(&client, untrusting, "/", &[("x-forwarded-for", "1.1.1.1")]).await;
@@ -337,7 +324,7 @@ async fn concurrent_clients_never_exceed_the_quota() {
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             tokio::spawn(async move {
-                let client = client();
+                let client = http_client::client();
                 let mut admitted = 0;
                 for _ in 0..20 {
                     let reply = get_with(&client, address, "/", &[]).await;
@@ -365,7 +352,7 @@ async fn concurrent_clients_never_exceed_the_quota() {
 #[tokio::test]
 async fn requests_without_a_client_address_follow_the_rule() {
     let clock = ManualClock::new();
-    let client = client();
+    let client = http_client::client();
 
     let default = per_client_minute(&clock, ClientIp::peer());
     let loud = serve(app(default.clone()), false).await;
@@ -421,7 +408,7 @@ async fn routes_key_their_bucket_and_the_body_is_configurable() {
         (http::HeaderValue::from_static("text/plain"), text.into())
     });
     let address = serve(app(layer), true).await;
-    let client = client();
+    let client = http_client::client();
     for path in ["/users/1", "/users/2"] {
         assert_eq!(
             get_with(&client, address, path, &[]).await.status,
@@ -476,7 +463,7 @@ async fn plain_hyper_with_the_peer_address_in_the_extensions() {
             });
         }
     });
-    let client = client();
+    let client = http_client::client();
     let first = get_with(&client, address, "/", &[]).await;
     assert_eq!(first.status, StatusCode::OK);
     assert_eq!(first.body, "hello");
@@ -535,7 +522,7 @@ async fn a_full_table_refuses_new_clients_without_quota_headers() {
         .build()
         .unwrap();
     let address = serve(app(RateLimitLayer::new(policies)), true).await;
-    let client = client();
+    let client = http_client::client();
     let first = get_with(&client, address, "/", &[("x-api-key", "a")]).await;
     assert_eq!(first.status, StatusCode::OK);
     let mut refused = None;

@@ -3,6 +3,9 @@
 //! every response compared header by header. Quotas run on a manual clock (the Redis set
 //! decides at its readings), so nothing depends on how fast the machine is.
 
+#[path = "support/http_client.rs"]
+mod http_client;
+
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -11,19 +14,14 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use bytes::Bytes;
 use flowgate::clock::ManualClock;
 use flowgate::http::{by_client_ip, HeaderStyle, Inbound, RateLimitLayer};
 use flowgate::policy::{PoliciesBuilder, Policy};
 use flowgate::redis::{OnFailure, RedisBackend};
-use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http::{HeaderMap, StatusCode};
+use http_client::HttpClient;
 use redis_server::RedisServer;
 use tokio::net::TcpListener;
-
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
 
 /// What a response says: status, the rate-limit headers, and the body.
 #[derive(Debug, PartialEq, Eq)]
@@ -71,14 +69,9 @@ async fn serve(layer: RateLimitLayer<ManualClock>) -> SocketAddr {
 }
 
 async fn fetch(client: &HttpClient, address: SocketAddr, cost: u32) -> Reply {
-    let request = Request::get(format!("http://{address}/"))
-        .header("x-cost", cost.to_string())
-        .body(Empty::new())
-        .unwrap();
-    let response = client.request(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    reply(parts.status, &parts.headers, &body)
+    let cost = [("x-cost", cost.to_string())];
+    let (status, headers, body) = http_client::get(client, address, "/", &cost).await;
+    reply(status, &headers, &body)
 }
 
 /// Per client 5 per 10 s, a dry-run trial of 2 per 10 s, and 100 per second for everyone.
@@ -123,7 +116,7 @@ async fn redis_answers_over_http_exactly_as_in_process() {
     let remote_layer = layer(remote);
     assert_eq!(remote_layer.policies().backend_name(), "redis");
     let remote = serve(remote_layer.clone()).await;
-    let client = Client::builder(TokioExecutor::new()).build_http();
+    let client = http_client::client();
 
     let steps: [(u64, u32); 12] = [
         (0, 1),
@@ -176,7 +169,7 @@ async fn without_redis_the_failure_policy_answers() {
         .build_redis(backend)
         .unwrap();
     let address = serve(layer(set)).await;
-    let client = Client::builder(TokioExecutor::new()).build_http();
+    let client = http_client::client();
     let started = std::time::Instant::now();
     let reply = fetch(&client, address, 1).await;
     assert!(started.elapsed() < Duration::from_secs(2));

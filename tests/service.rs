@@ -3,6 +3,9 @@
 //! no more than each per-API-key quota allows, every 429 carries consistent headers, and each
 //! instance's `/metrics` reports what the test saw of it.
 
+#[path = "support/http_client.rs"]
+mod http_client;
+
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -12,13 +15,8 @@ mod app;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+use http::{HeaderMap, StatusCode};
+use http_client::HttpClient;
 
 async fn serve(
     config: &app::Config,
@@ -39,21 +37,8 @@ async fn get(
     path: &str,
     headers: &[(&str, String)],
 ) -> (StatusCode, HeaderMap, String) {
-    let mut request = Request::get(format!("http://{address}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, value);
-    }
-    let response = client
-        .request(request.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    (
-        parts.status,
-        parts.headers,
-        String::from_utf8_lossy(&body).into_owned(),
-    )
+    let (status, headers, body) = http_client::get(client, address, path, headers).await;
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
 }
 
 /// The value of the counter `name` for the per-API-key quota `quota` in a `/metrics` text.
@@ -69,7 +54,7 @@ async fn two_instances_share_the_api_limits_through_redis() {
     let server = redis_server::RedisServer::start();
     let config = app::config(&server.url()).unwrap();
     let instances = [serve(&config).await, serve(&config).await];
-    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let client = http_client::client();
     let started = Instant::now();
     // Eight tasks, alternating instances, four API keys, each client a distinct address behind
     // the trusted proxy: 40 requests per task, all at once.
