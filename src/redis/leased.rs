@@ -8,7 +8,7 @@ use super::stats::add;
 use super::{Decided, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
 use crate::outcome::Allowed;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::timeout_at;
 
 /// # Leases
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
@@ -96,7 +96,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         &self,
         plan: &Plan,
         (n, want): (u32, u32),
-        deadline: Instant,
     ) -> Result<Decided, Failure> {
         let shared = &*self.shared;
         let counters = &shared.counters;
@@ -106,11 +105,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 .leases
                 .entry(&plan.keys, &plan.quotas, now, &counters.dropped_cells)
         else {
-            return self.unleased(plan, n, deadline).await;
+            return self.unleased(plan, n, self.deadline()).await;
         };
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
             return Ok(Decided::without_call(verdict));
         }
+        // Read only here: a decision the lease answers reads no clock for a deadline.
+        let deadline = self.deadline();
         // One task at a time asks Redis for this lease; the others wait, then spend from it.
         // The wait for the lock and the call share the decision's deadline: when Redis is
         // slow, waiters fail by the policy after one timeout, not one timeout per task ahead of

@@ -237,17 +237,16 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             };
             return Ok(Decided::without_call(verdict));
         }
-        // One deadline for the whole decision: a lease's lock, connecting and the call.
-        let deadline = self.deadline();
         if let Some(want) = self.lease_size(plan, n) {
             // Boxed: the lease's path (its lock, its timeout) would otherwise make every
             // decision's future larger, and moving it cost the plain path (`redis-instructions`).
-            return Box::pin(self.leased(plan, (n, want), deadline)).await;
+            return Box::pin(self.leased(plan, (n, want))).await;
         }
-        self.unleased(plan, n, deadline).await
+        self.unleased(plan, n, self.deadline()).await
     }
 
-    /// The deadline of a decision that starts now: the timeout from now (or, for a timeout
+    /// The deadline of a decision that starts now, shared by everything it waits for (a
+    /// lease's lock, connecting, the call): the timeout from now (or, for a timeout
     /// too long to add to the clock, about 30 years from now, as tokio's own far future).
     pub(crate) fn deadline(&self) -> Instant {
         let now = Instant::now();
