@@ -76,7 +76,8 @@
 //! | `flowgate_keys_evicted_total` | counter | as `flowgate_keys` | idle keys forgotten |
 //! | `flowgate_redis_decisions_total` | counter | `prefix`, `source` | decisions of a set in Redis made by the script (`redis`) or from a lease (`lease`) |
 //! | `flowgate_redis_call_seconds` | histogram | `prefix` | time of each script call, answered or not |
-//! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`) |
+//! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`), or were not sent because the circuit breaker was open (`breaker`) |
+//! | `flowgate_redis_breaker_state` | gauge | `prefix` | the circuit breaker: 0 closed, 1 half open (probing), 2 open |
 //! | `flowgate_redis_fallbacks_total` | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
 //!
 //! `quota` is the quota as written (`"200/10s"`, `"20000/d fixed"`), as the set was built: a
@@ -94,6 +95,8 @@
 
 pub mod algorithm;
 pub mod backend;
+#[cfg(any(feature = "redis", flowgate_loom))]
+mod breaker_word;
 mod cell;
 pub mod clock;
 pub mod guide;
@@ -134,6 +137,7 @@ pub struct ReadmeDoctests;
 #[cfg(flowgate_loom)]
 #[doc(hidden)]
 pub mod loom {
+    pub use crate::breaker_word::{BreakerWord, Gate, Phase};
     pub use crate::lease_word::LeaseWord;
     pub use crate::primitive::fail_next_cas;
 }

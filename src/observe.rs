@@ -48,6 +48,10 @@ impl Gauge {
 
     #[inline(always)]
     pub(crate) fn decrement(&self, _by: f64) {}
+
+    #[cfg(feature = "redis")]
+    #[inline(always)]
+    pub(crate) fn set(&self, _value: f64) {}
 }
 
 /// Without the feature: records nothing.
@@ -67,7 +71,7 @@ impl Histogram {
 
 /// Every metric flowgate reports: name, kind, and what it counts (the exporter's HELP line).
 #[cfg(feature = "metrics")]
-const DESCRIBED: [(&str, char, &str); 11] = [
+const DESCRIBED: [(&str, char, &str); 12] = [
     (
         "flowgate_admitted_cells_total",
         'c',
@@ -97,7 +101,12 @@ const DESCRIBED: [(&str, char, &str); 11] = [
     (
         "flowgate_redis_failures_total",
         'c',
-        "Redis calls that timed out, lost their connection or had a malformed reply.",
+        "Redis calls that timed out, lost their connection or had a malformed reply, or were not sent because the circuit breaker was open.",
+    ),
+    (
+        "flowgate_redis_breaker_state",
+        'g',
+        "The Redis circuit breaker: 0 closed, 1 half open (probing), 2 open.",
     ),
     (
         "flowgate_redis_fallbacks_total",
@@ -254,6 +263,8 @@ pub(crate) struct RedisMetrics {
     pub(crate) timeouts: Counter,
     pub(crate) connection_failures: Counter,
     pub(crate) reply_failures: Counter,
+    pub(crate) breaker_refused: Counter,
+    pub(crate) breaker_state: Gauge,
     pub(crate) failed_open: Counter,
     pub(crate) failed_closed: Counter,
     pub(crate) local: Counter,
@@ -290,6 +301,8 @@ impl RedisMetrics {
             timeouts: failure("timeout"),
             connection_failures: failure("connection"),
             reply_failures: failure("reply"),
+            breaker_refused: failure("breaker"),
+            breaker_state: gauge("flowgate_redis_breaker_state", &prefix_label),
             failed_open: fallback("open"),
             failed_closed: fallback("closed"),
             local: fallback("local"),

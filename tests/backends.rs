@@ -8,7 +8,7 @@ mod redis_server;
 use flowgate::backend::{AnyPolicies, Backend, BuildError};
 use flowgate::clock::QuantaClock;
 use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
-use flowgate::redis::{RedisBackend, RedisConfigError};
+use flowgate::redis::{BreakerState, RedisBackend, RedisConfigError};
 use redis_server::RedisServer;
 
 /// Sends `alice`, `alice`, `bob`, `alice`, `alice`, `bob` and reports what each got: admitted,
@@ -145,6 +145,25 @@ async fn bad_backends_are_errors_naming_the_setting() {
         (zero.field.as_str(), zero.message.as_str()),
         ("redis", "the timeout is zero")
     );
+    // A breaker is `[failures, "cool-down"]` with both above zero, or `true` / `false`.
+    for breaker in ["[0, \"1s\"]", "[3, \"0s\"]", "[3, \"soon\"]"] {
+        let bad = error(&format!(
+            "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\nbreaker = {breaker}\n{policies}"
+        ));
+        assert_eq!(bad.field, "redis.breaker", "{breaker}");
+    }
+    for (breaker, state) in [
+        ("[2, \"50ms\"]", BreakerState::Closed { failures: 0 }),
+        ("true", BreakerState::Closed { failures: 0 }),
+        ("false", BreakerState::Off),
+    ] {
+        let config: PoliciesConfig = toml::from_str(&format!(
+            "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\nbreaker = {breaker}\n{policies}"
+        ))
+        .unwrap();
+        let set = config.build_any(&keys, clock()).unwrap();
+        assert_eq!(set.redis().unwrap().breaker_state(), state, "{breaker}");
+    }
     // A policy's own mistake is blamed on the policy, whatever the backend.
     let empty = error(
         "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n[[policies]]\nname = \"p\"\nquotas = []\n",

@@ -232,7 +232,7 @@ fn a_labelled_keyed_limiter_reports_its_keys() {
 
 #[cfg(feature = "redis")]
 #[tokio::test]
-async fn a_redis_limiter_counts_its_failures_and_fallbacks() {
+async fn a_redis_limiter_counts_its_failures_fallbacks_and_breaker() {
     use flowgate::policy::{Policies, Policy};
     use flowgate::redis::{OnFailure, RedisBackend};
     let recorder = DebuggingRecorder::new();
@@ -247,16 +247,29 @@ async fn a_redis_limiter_counts_its_failures_and_fallbacks() {
             .build_redis(backend)
             .unwrap()
     });
-    for _ in 0..3 {
+    // Three failed calls open the default breaker; the next two are not sent.
+    for _ in 0..5 {
         assert!(limiter.check("k").await.unwrap().is_allowed());
     }
     let mut totals = Totals::default();
+    let state = totals.value(
+        &snapshotter,
+        "flowgate_redis_breaker_state",
+        &[("prefix", "metered")],
+    );
+    assert_eq!(state, Some(2.0), "open");
     let fallbacks = totals.value(
         &snapshotter,
         "flowgate_redis_fallbacks_total",
         &[("prefix", "metered"), ("policy", "open")],
     );
-    assert_eq!(fallbacks, Some(3.0));
+    assert_eq!(fallbacks, Some(5.0));
+    let held_back = totals.value(
+        &snapshotter,
+        "flowgate_redis_failures_total",
+        &[("prefix", "metered"), ("kind", "breaker")],
+    );
+    assert_eq!(held_back, Some(2.0));
     let failures: f64 = ["timeout", "connection"]
         .iter()
         .filter_map(|kind| {

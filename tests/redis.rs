@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
 use flowgate::redis::{
-    Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
+    Breaker, Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
 };
 use flowgate::{Algorithm, Allowed, Quota, Refused};
 use redis_server::RedisServer;
@@ -760,8 +760,11 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
     assert_eq!(verdict.source(), Source::Redis);
     assert_eq!(allowed(&verdict).remaining(), 9);
     let stats = local.stats();
-    assert_eq!(stats.local, stats.connection_failures + stats.timeouts);
+    let failed = stats.connection_failures + stats.timeouts;
+    assert_eq!(stats.local, failed + stats.breaker_refused);
     assert!(stats.local >= 5);
+    // The default breaker opened at the third failure: the other two did not call.
+    assert!(failed >= 3 && stats.breaker_refused >= 2, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1017,6 +1020,19 @@ async fn bad_configurations_are_errors() {
         ),
         RedisConfigError::Timeout
     ));
+    // A breaker that opens after no failure, or for no time: `Breaker::off()` is the way.
+    for breaker in [
+        Breaker::new(0, Duration::from_secs(1)),
+        Breaker::new(3, Duration::ZERO),
+    ] {
+        assert_eq!(
+            err(
+                Policies::builder().policy(per_key()),
+                backend().breaker(breaker)
+            ),
+            RedisConfigError::Breaker
+        );
+    }
     for share in [0.0, -1.0, 1.5, f64::NAN] {
         assert!(matches!(
             err(

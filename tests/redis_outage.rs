@@ -1,5 +1,7 @@
 //! Redis outages with a real `redis-server` on a loopback port: a server that hangs (`SIGSTOP`)
-//! costs each decision at most its deadline, leases or not.
+//! costs each decision at most its deadline, leases or not; a server killed (`kill -9`) opens
+//! the circuit breaker, after which decisions cost the failure policy alone, and a restarted
+//! one is back in use a cool-down later.
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
@@ -7,7 +9,9 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{Failure, RedisBackend, RedisLimiter, Source};
+use flowgate::redis::{
+    Breaker, BreakerState, Failure, OnFailure, RedisBackend, RedisLimiter, Source,
+};
 use flowgate::Quota;
 use redis_server::RedisServer;
 
@@ -59,18 +63,189 @@ async fn a_hung_server_costs_a_decision_at_most_its_deadline() {
         }
         server.resume();
         for (took, source) in &times {
-            assert_eq!(
-                *source,
-                Source::FailedOpen(Failure::Timeout),
-                "lease {lease}"
+            // Timed out, or (once three calls had) refused by the breaker without a call.
+            assert!(
+                matches!(
+                    source,
+                    Source::FailedOpen(Failure::Timeout | Failure::BreakerOpen)
+                ),
+                "lease {lease}: {source:?}"
             );
             assert!(
                 *took <= TIMEOUT.mul_f64(1.3),
                 "lease {lease}: a decision took {took:?} with a timeout of {TIMEOUT:?}: {times:?}"
             );
         }
-        // Back: decided in Redis again.
-        let verdict = limiter.check("hot").await.unwrap();
-        assert_eq!(verdict.source(), Source::Redis, "lease {lease}");
+        // Five timeouts opened the breaker; back in Redis after a cool-down and a probe.
+        assert_eq!(limiter.breaker_state(), BreakerState::Open, "lease {lease}");
+        let mut source = None;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            source = Some(limiter.check("hot").await.unwrap().source());
+            if source == Some(Source::Redis) {
+                break;
+            }
+        }
+        assert_eq!(source, Some(Source::Redis), "lease {lease}");
     }
+}
+
+/// What one outage cost: each decision's time once the breaker was open, the calls that
+/// failed, and how long after the restarted server accepted connections a decision came from
+/// Redis again.
+struct Outage {
+    /// Decisions made while the breaker was open.
+    open_times: Vec<Duration>,
+    /// Every decision Redis did not make.
+    failed_times: Vec<Duration>,
+    failed_calls: u64,
+    back_after: Duration,
+}
+
+/// Eight tasks decide every millisecond or so while the server is killed (`kill -9`), stays
+/// down for `DOWN`, and is restarted on the same port.
+async fn outage(breaker: Breaker) -> Outage {
+    const TASKS: usize = 8;
+    const DOWN: Duration = Duration::from_millis(400);
+    let mut server = RedisServer::start();
+    let limiter = Policies::<str>::builder()
+        .policy(Policy::keyed("k", |k: &str| k).quota(Quota::per_second(1_000_000).unwrap()))
+        .build_redis(
+            RedisBackend::new(server.client())
+                .timeout(Duration::from_millis(50))
+                .on_failure(OnFailure::Local { share: 0.5 })
+                .breaker(breaker),
+        )
+        .unwrap();
+    for task in 0..TASKS {
+        let verdict = limiter.check(&task.to_string()).await.unwrap();
+        assert_eq!(verdict.source(), Source::Redis);
+    }
+    let before = limiter.stats();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let deciders: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (limiter, stop) = (limiter.clone(), stop.clone());
+            tokio::spawn(async move {
+                let key = task.to_string();
+                let mut times = Vec::new();
+                // Bounded: 2 s of decisions at most, whatever happens.
+                for _ in 0..2_000 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let start = Instant::now();
+                    let source = limiter.check(&key).await.unwrap().source();
+                    times.push((start.elapsed(), source));
+                    tokio::time::sleep(Duration::from_micros(500)).await;
+                }
+                times
+            })
+        })
+        .collect();
+    server.kill();
+    tokio::time::sleep(DOWN).await;
+    // The moment the restarted server accepts a connection, polled every 0.2 ms.
+    let port = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let accepting = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_ok() {
+                return Instant::now();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        panic!("the restarted server never accepted a connection");
+    });
+    tokio::task::block_in_place(|| server.restart());
+    let accepting = accepting.join().unwrap();
+    // Until a decision comes from Redis again (bounded: 2 s).
+    let mut back = None;
+    for _ in 0..2_000 {
+        if limiter.check("probe").await.unwrap().source() == Source::Redis {
+            back = Some(Instant::now());
+            break;
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut open_times, mut failed_times) = (Vec::new(), Vec::new());
+    for decider in deciders {
+        for (took, source) in decider.await.unwrap() {
+            if source.failure() == Some(Failure::BreakerOpen) {
+                open_times.push(took);
+            }
+            if source.failure().is_some() {
+                failed_times.push(took);
+            }
+        }
+    }
+    let after = limiter.stats();
+    let failed =
+        |s: flowgate::redis::RedisStats| s.timeouts + s.connection_failures + s.reply_failures;
+    Outage {
+        open_times,
+        failed_times,
+        failed_calls: failed(after) - failed(before),
+        back_after: back.expect("decisions from Redis within 2 s of the restart") - accepting,
+    }
+}
+
+/// The 99th percentile of `times`.
+fn p99(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[(times.len() * 99).div_ceil(100) - 1]
+}
+
+/// With the default breaker (3 failures, 100 ms): it opens within the first failures (at most
+/// one per task in flight past the third), decisions are then made locally at once (p99 ≤ 1 ms;
+/// without the breaker each one waited for a reconnection or the timeout), and decisions come
+/// from Redis again within 200 ms of the restarted server accepting connections.
+/// `--nocapture` prints the figures (BENCHMARKS.md, "Scale out and stay up").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_answers_at_once_during_an_outage_and_closes_soon_after() {
+    let mut outage = outage(Breaker::default()).await;
+    let decisions = outage.open_times.len();
+    let p99 = p99(&mut outage.open_times);
+    let max = outage.open_times.last().copied().unwrap_or_default();
+    let all = outage.failed_times.len();
+    let p99_all = self::p99(&mut outage.failed_times);
+    println!(
+        "breaker: {decisions} decisions while open, p99 {p99:?}, max {max:?}; \
+         {all} decisions by the failure policy, p99 {p99_all:?}; {} failed calls; \
+         from Redis again {:?} after the server accepted connections",
+        outage.failed_calls, outage.back_after
+    );
+    // The same outage without a breaker, for the record (nothing is asserted of it).
+    let mut without = self::outage(Breaker::off()).await;
+    let all = without.failed_times.len();
+    println!(
+        "no breaker: {all} decisions by the failure policy, p99 {:?}; {} failed calls; \
+         from Redis again {:?} after the server accepted connections",
+        self::p99(&mut without.failed_times),
+        without.failed_calls,
+        without.back_after
+    );
+    assert!(
+        decisions >= 500,
+        "only {decisions} decisions while the breaker was open"
+    );
+    assert!(p99 <= Duration::from_millis(1), "p99 {p99:?} while open");
+    // The third failure opens it; the other tasks' calls already in flight may fail too.
+    assert!(
+        outage.failed_calls <= 3 + 7,
+        "{} failed calls",
+        outage.failed_calls
+    );
+    assert!(
+        outage.back_after <= Duration::from_millis(200),
+        "from Redis again only {:?} after the server accepted connections",
+        outage.back_after
+    );
 }

@@ -80,8 +80,9 @@ impl PoliciesConfig {
 fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, ConfigError> {
     use core::time::Duration;
 
+    use crate::policy::BreakerConfig;
     use crate::quota::parse_duration;
-    use crate::redis::{OnFailure, RedisBackend};
+    use crate::redis::{Breaker, OnFailure, RedisBackend};
 
     let duration = |field: &str, text: &str| {
         parse_duration(text)
@@ -125,5 +126,19 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, Con
     if let Some((cells, lifetime)) = &config.lease {
         backend = backend.lease(*cells, duration("lease", lifetime)?);
     }
+    backend = backend.breaker(match &config.breaker {
+        None | Some(BreakerConfig::Enabled(true)) => Breaker::default(),
+        Some(BreakerConfig::Enabled(false)) => Breaker::off(),
+        Some(BreakerConfig::Settings(failures, cool_down)) => {
+            let breaker = Breaker::new(*failures, duration("breaker", cool_down)?);
+            if breaker.failures() == 0 || breaker.cool_down().is_zero() {
+                return Err(ConfigError::setting(
+                    "redis.breaker",
+                    "a breaker needs at least one failure and a cool-down (or `false`)",
+                ));
+            }
+            breaker
+        }
+    });
     Ok(backend)
 }

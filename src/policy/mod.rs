@@ -136,7 +136,9 @@ mod wait;
 pub(crate) use builder::Checked;
 pub use builder::{PoliciesBuilder, Policy};
 #[cfg(feature = "serde")]
-pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig, RedisConfig};
+pub use config::{
+    BreakerConfig, ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig, RedisConfig,
+};
 pub use error::PolicyError;
 pub use key::Key;
 #[cfg(feature = "redis")]

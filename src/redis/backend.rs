@@ -6,7 +6,6 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
@@ -14,6 +13,8 @@ use crate::observe::RedisMetrics;
 use crate::policy::{Checked, Extract, Key, Policies, PoliciesBuilder, PolicyError};
 use crate::quota::{Quota, QuotaError};
 
+use super::breaker::Breaker;
+use super::connection::connect;
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::plan::{check_part, Prepared, SharedKey, Tag};
 use super::script::Script;
@@ -74,6 +75,9 @@ pub enum RedisConfigError {
     LocalLog,
     /// The timeout is zero.
     Timeout,
+    /// A circuit breaker that opens after no failure or stays open for no time (use
+    /// [`Breaker::off`](super::Breaker::off) for none).
+    Breaker,
     /// The set was built outside a tokio runtime (the connection manager needs one).
     NoRuntime,
     /// The `redis` crate refused the client's configuration.
@@ -112,6 +116,9 @@ impl fmt::Display for RedisConfigError {
                 "a sliding log keeps no local share: fail open or closed when Redis is away",
             ),
             Self::Timeout => f.write_str("the timeout is zero"),
+            Self::Breaker => f.write_str(
+                "a circuit breaker needs at least one failure and a cool-down (or Breaker::off())",
+            ),
             Self::NoRuntime => f.write_str("build a Redis limiter inside a tokio runtime"),
             Self::Client(error) => write!(f, "redis client: {error}"),
         }
@@ -148,13 +155,14 @@ impl From<PolicyError> for RedisConfigError {
 /// ```
 #[derive(Clone)]
 pub struct RedisBackend {
-    client: ::redis::Client,
+    pub(super) client: ::redis::Client,
     pub(super) prefix: String,
     pub(super) timeout: Duration,
     pub(super) on_failure: OnFailure,
     lease: Option<(u32, Duration)>,
     max_leases: usize,
     pub(super) client_time: bool,
+    pub(super) breaker: Breaker,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -164,13 +172,16 @@ impl fmt::Debug for RedisBackend {
             .field("timeout", &self.timeout)
             .field("on_failure", &self.on_failure)
             .field("lease", &self.lease)
+            .field("breaker", &self.breaker)
             .finish_non_exhaustive()
     }
 }
 
 impl RedisBackend {
     /// Buckets on `client`'s server (see [`redis::Client::open`]), under the prefix
-    /// "flowgate", with a 50 ms timeout, failing open, without leases.
+    /// "flowgate", with a 50 ms timeout, failing open, without leases, behind the default
+    /// circuit breaker ([`Breaker::default`]: open after 3 consecutive failures, probe every
+    /// 100 ms).
     pub fn new(client: ::redis::Client) -> Self {
         Self {
             client,
@@ -180,6 +191,7 @@ impl RedisBackend {
             lease: None,
             max_leases: 4096,
             client_time: false,
+            breaker: Breaker::default(),
         }
     }
 
@@ -206,6 +218,13 @@ impl RedisBackend {
     /// and spends them locally for at most `lifetime` (see the [module docs](super#leases-a-local-fast-path)).
     pub fn lease(mut self, cells: u32, lifetime: Duration) -> Self {
         self.lease = Some((cells, lifetime));
+        self
+    }
+
+    /// When to stop calling Redis after failures, and for how long ([`Breaker::default`]
+    /// unless set; [`Breaker::off`] for none). See [`Breaker`].
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.breaker = breaker;
         self
     }
 
@@ -276,11 +295,12 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
             prepared.push(Prepared::new(index, (policy, extract), jitter, place)?);
         }
         let lease = lease_in_millis(backend.lease)?;
-        let connection = connect(&backend)?;
         let metrics = RedisMetrics::new(&backend.prefix);
+        let (connection, circuit) = connect(&backend, &metrics)?;
         Ok(RedisLimiter {
             shared: Arc::new(Shared {
                 connection,
+                circuit,
                 script: Script::new(),
                 prefix: backend.prefix,
                 policies: prepared,
@@ -296,24 +316,6 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
             }),
         })
     }
-}
-
-/// A connection manager for `backend`'s server, connecting lazily (inside a tokio runtime).
-pub(super) fn connect(backend: &RedisBackend) -> Result<ConnectionManager, RedisConfigError> {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return Err(RedisConfigError::NoRuntime);
-    }
-    if backend.timeout.is_zero() {
-        return Err(RedisConfigError::Timeout);
-    }
-    check_part(&backend.prefix, "prefix")?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
-        .set_response_timeout(None)
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_secs(1));
-    ConnectionManager::new_lazy_with_config(backend.client.clone(), config)
-        .map_err(|e| RedisConfigError::Client(e.to_string()))
 }
 
 /// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a

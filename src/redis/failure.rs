@@ -18,6 +18,9 @@ pub enum Failure {
     /// The server answered with an error other than `NOSCRIPT` (out of memory, a script killed,
     /// a replica that refuses writes, `BUSY`) or with a reply the script cannot send.
     Reply,
+    /// Not sent: the circuit breaker is open after consecutive failures (see
+    /// [`Breaker`](super::Breaker)).
+    BreakerOpen,
 }
 
 impl Failure {
@@ -42,6 +45,7 @@ impl fmt::Display for Failure {
             Self::Timeout => "Redis did not answer in time",
             Self::Connection => "no connection to Redis",
             Self::Reply => "Redis answered with an error",
+            Self::BreakerOpen => "Redis not called: the circuit breaker is open",
         })
     }
 }

@@ -56,7 +56,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 }
                 Err(failure) => {
                     add(&counters.dropped_cells, u64::from(rest));
-                    unreachable = matches!(failure, Failure::Timeout | Failure::Connection);
+                    unreachable = matches!(
+                        failure,
+                        Failure::Timeout | Failure::Connection | Failure::BreakerOpen
+                    );
                 }
             }
         }

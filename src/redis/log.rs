@@ -10,7 +10,8 @@ use std::sync::Arc;
 use ::redis::aio::ConnectionManager;
 use ::redis::{Cmd, Value};
 
-use super::backend::connect;
+use super::connection::connect;
+use super::breaker::Circuit;
 use super::plan::check_part;
 use super::script::{Script, MAX_NOW_MICROS};
 use super::stats::{add, Counters};
@@ -55,6 +56,7 @@ pub struct RedisSlidingLog<C: Clock = crate::clock::QuantaClock> {
 
 struct Log<C: Clock> {
     connection: ConnectionManager,
+    circuit: Option<Arc<Circuit>>,
     script: Script,
     prefix: String,
     name: String,
@@ -128,12 +130,14 @@ impl<C: Clock> RedisSlidingLog<C> {
         if matches!(backend.on_failure, OnFailure::Local { .. }) {
             return Err(RedisConfigError::LocalLog);
         }
-        let connection = connect(&backend)?;
+        let metrics = RedisMetrics::new(&backend.prefix);
+        let (connection, circuit) = connect(&backend, &metrics)?;
         Ok(Self {
             shared: Arc::new(Log {
                 connection,
+                circuit,
                 script: Script::of(SOURCE),
-                metrics: RedisMetrics::new(&backend.prefix),
+                metrics,
                 prefix: backend.prefix,
                 name,
                 window,
@@ -208,17 +212,26 @@ impl<C: Clock> RedisSlidingLog<C> {
             command.arg(n).arg(log.window).arg(log.limit);
             command
         };
+        if let Some(circuit) = &log.circuit {
+            if !circuit.allows() {
+                log.counters.failed(Failure::BreakerOpen, &log.metrics);
+                return Err(Failure::BreakerOpen);
+            }
+        }
         let mut connection = log.connection.clone();
         let sent = log.script.eval(&mut connection, command, &log.counters);
         let result = match tokio::time::timeout(log.timeout, sent).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Timeout),
         };
-        match &result {
-            Ok(_) => {}
-            Err(Failure::Timeout) => add(&log.counters.timeouts, 1),
-            Err(Failure::Connection) => add(&log.counters.connection_failures, 1),
-            Err(Failure::Reply) => add(&log.counters.reply_failures, 1),
+        if let Err(failure) = result {
+            log.counters.failed(failure, &log.metrics);
+        }
+        if let Some(circuit) = &log.circuit {
+            match result {
+                Ok(_) => circuit.succeeded(),
+                Err(_) => circuit.failed(),
+            }
         }
         result
     }

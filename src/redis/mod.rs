@@ -79,12 +79,16 @@
 //! Limiters that share a prefix and a policy name share buckets: give each limit its own.
 //!
 //! # When Redis does not answer
-//! Every call has a timeout ([`RedisBackend::timeout`], 50 ms unless set). A call that timed
-//! out or failed on the connection is **never sent again**: it may have run, and a replay would
-//! take its cells twice. The connection manager reconnects in the background. Meanwhile each
-//! decision follows the limiter's [`OnFailure`] policy (admit, refuse, or decide with a local
-//! limiter holding a share of each quota), and every such event is counted in [`RedisStats`].
-//! Nothing panics.
+//! Every decision has one deadline ([`RedisBackend::timeout`], 50 ms unless set), shared by
+//! everything it waits for. A call that timed out or failed on the connection is **never sent
+//! again**: it may have run, and a replay would take its cells twice. Meanwhile each decision
+//! follows the limiter's [`OnFailure`] policy (admit, refuse, or decide with a local limiter
+//! holding a share of each quota), and every such event is counted in [`RedisStats`]. Nothing
+//! panics.
+//!
+//! A circuit breaker ([`Breaker`], on unless set off) keeps an outage from costing every
+//! decision a timeout: after a few consecutive failures the limiter decides by the failure
+//! policy at once, until a probe finds Redis answering again ([`RedisLimiter::breaker_state`]).
 //!
 //! # Leases: a local fast path
 //! With [`RedisBackend::lease`], a decision that finds no cells in its local lease takes up to
@@ -99,6 +103,8 @@
 //! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.75).
 
 mod backend;
+mod breaker;
+mod connection;
 mod failure;
 mod lease;
 mod leased;
@@ -129,6 +135,7 @@ use crate::policy::{Key, PoliciesBuilder, Policy};
 use crate::Refused;
 
 pub use backend::{RedisBackend, RedisConfigError};
+pub use breaker::{Breaker, BreakerState};
 pub use failure::{Failure, OnFailure, Source};
 pub use lease::MAX_LEASE_CELLS;
 pub use log::RedisSlidingLog;
@@ -137,6 +144,7 @@ pub use stats::RedisStats;
 pub(crate) use verdict::Decided;
 pub use verdict::Verdict;
 
+use breaker::Circuit;
 use lease::Leases;
 pub(crate) use plan::Plan;
 use plan::Prepared;
@@ -145,6 +153,8 @@ use stats::{add, Counters};
 
 struct Shared<R: ?Sized, C: Clock> {
     connection: ConnectionManager,
+    /// The circuit breaker, unless it is off.
+    circuit: Option<Arc<Circuit>>,
     script: Script,
     prefix: String,
     policies: Vec<Prepared<R>>,
@@ -279,6 +289,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         self.shared.counters.snapshot()
     }
 
+    /// Where the circuit breaker stands ([`BreakerState::Off`] without one).
+    pub fn breaker_state(&self) -> BreakerState {
+        self.shared
+            .circuit
+            .as_ref()
+            .map_or(BreakerState::Off, |circuit| circuit.state())
+    }
+
     /// The policies' names, in evaluation order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.shared.policies.iter().map(|p| p.name.as_str())
@@ -345,6 +363,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             want,
             give,
         };
+        if let Some(circuit) = &shared.circuit {
+            if !circuit.allows() {
+                counters.failed(Failure::BreakerOpen, &shared.metrics);
+                return Err(Failure::BreakerOpen);
+            }
+        }
         let mut connection = shared.connection.clone();
         // Boxed: the call's future (the connection's, redis-rs's) is large, and every decision's
         // future holding it inline was moved whole, several times, at more cost than the box.
@@ -359,17 +383,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         }
         match &result {
             Ok(reply) => add(&counters.repaired, u64::from(reply.repaired())),
-            Err(Failure::Timeout) => {
-                add(&counters.timeouts, 1);
-                shared.metrics.timeouts.increment(1);
-            }
-            Err(Failure::Connection) => {
-                add(&counters.connection_failures, 1);
-                shared.metrics.connection_failures.increment(1);
-            }
-            Err(Failure::Reply) => {
-                add(&counters.reply_failures, 1);
-                shared.metrics.reply_failures.increment(1);
+            Err(failure) => counters.failed(*failure, &shared.metrics),
+        }
+        if let Some(circuit) = &shared.circuit {
+            match result {
+                Ok(_) => circuit.succeeded(),
+                Err(_) => circuit.failed(),
             }
         }
         result

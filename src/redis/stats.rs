@@ -4,6 +4,9 @@
 // one fetch_add and read one by one, that order nothing; no model needs their interleavings.
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use super::Failure;
+use crate::observe::RedisMetrics;
+
 /// What a [`RedisLimiter`](super::RedisLimiter) has done since it was built, from
 /// [`RedisLimiter::stats`](super::RedisLimiter::stats).
 ///
@@ -31,6 +34,9 @@ pub struct RedisStats {
     pub connection_failures: u64,
     /// Calls answered with an error or a malformed reply.
     pub reply_failures: u64,
+    /// Calls not sent because the circuit breaker was open (each decided by the failure
+    /// policy at once).
+    pub breaker_refused: u64,
     /// Decisions admitted by [`OnFailure::Open`](super::OnFailure::Open).
     pub failed_open: u64,
     /// Decisions refused by [`OnFailure::Closed`](super::OnFailure::Closed).
@@ -63,6 +69,7 @@ pub(crate) struct Counters {
     pub(crate) timeouts: AtomicU64,
     pub(crate) connection_failures: AtomicU64,
     pub(crate) reply_failures: AtomicU64,
+    pub(crate) breaker_refused: AtomicU64,
     pub(crate) failed_open: AtomicU64,
     pub(crate) failed_closed: AtomicU64,
     pub(crate) local: AtomicU64,
@@ -81,6 +88,18 @@ pub(crate) fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
+    /// Counts a call that gave no decision, here and in `metrics`.
+    pub(crate) fn failed(&self, failure: Failure, metrics: &RedisMetrics) {
+        let (counter, metric) = match failure {
+            Failure::Timeout => (&self.timeouts, &metrics.timeouts),
+            Failure::Connection => (&self.connection_failures, &metrics.connection_failures),
+            Failure::Reply => (&self.reply_failures, &metrics.reply_failures),
+            Failure::BreakerOpen => (&self.breaker_refused, &metrics.breaker_refused),
+        };
+        add(counter, 1);
+        metric.increment(1);
+    }
+
     pub(crate) fn snapshot(&self) -> RedisStats {
         // Relaxed: see `add`.
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -94,6 +113,7 @@ impl Counters {
             timeouts: get(&self.timeouts),
             connection_failures: get(&self.connection_failures),
             reply_failures: get(&self.reply_failures),
+            breaker_refused: get(&self.breaker_refused),
             failed_open: get(&self.failed_open),
             failed_closed: get(&self.failed_closed),
             local: get(&self.local),

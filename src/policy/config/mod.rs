@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 
 mod redis;
 
-pub use self::redis::RedisConfig;
+pub use self::redis::{BreakerConfig, RedisConfig};
 
 use super::builder::{PoliciesBuilder, Policy};
 use super::error::PolicyError;

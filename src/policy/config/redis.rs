@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 /// local_share = 0.25      # with "local": each process's share of every quota
 /// # retry_after = "1s"    # with "closed": the Retry-After of those refusals
 /// # lease = [10, "100ms"] # cells per lease and a lease's lifetime
+/// breaker = [3, "100ms"]  # open after 3 consecutive failures, probe every 100 ms (the
+///                         # default); `false` for no breaker
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,4 +43,18 @@ pub struct RedisConfig {
     /// Cells per lease and a lease's lifetime (`[10, "100ms"]`); no leases if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<(u32, String)>,
+    /// The circuit breaker: consecutive failures that open it and its cool-down
+    /// (`[3, "100ms"]`), or `false` for none; the default breaker if absent (or `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerConfig>,
+}
+
+/// The `breaker` setting of a [`RedisConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BreakerConfig {
+    /// `true`: the default breaker; `false`: none.
+    Enabled(bool),
+    /// Consecutive failures that open it, and its cool-down as a duration (`[3, "100ms"]`).
+    Settings(u32, String),
 }
