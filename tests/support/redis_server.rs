@@ -193,7 +193,9 @@ pub fn nobody() -> redis::Client {
     redis::Client::open(format!("redis://127.0.0.1:{}/", free_port())).expect("a valid URL")
 }
 
-fn free_port() -> u16 {
+/// A loopback port that was free a moment ago (bound to port 0 and released): another process
+/// may take it before the caller binds it, so a caller that binds it retries on failure.
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind(("127.0.0.1", 0)).expect("a free loopback port");
     listener.local_addr().expect("a bound address").port()
 }
