@@ -6,16 +6,15 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-
-use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::observe::RedisMetrics;
-use crate::policy::{Checked, Extract, Key, Policies, PoliciesBuilder, PolicyError};
-use crate::quota::{Quota, QuotaError};
+use crate::policy::{PoliciesBuilder, PolicyError};
+use crate::quota::QuotaError;
 
 use super::breaker::Breaker;
-use super::connection::connect;
+use super::connection::{connect, Server};
 use super::lease::{Leases, MAX_LEASE_CELLS};
+use super::local::local_limiter;
 use super::plan::{check_part, Prepared, SharedKey, Tag};
 use super::script::Script;
 use super::stats::Counters;
@@ -44,7 +43,7 @@ pub enum RedisConfigError {
         /// The quota's index in the policy.
         quota: usize,
     },
-    /// A quota starts its buckets less than full ([`Quota::with_initial`]): in Redis a missing
+    /// A quota starts its buckets less than full ([`Quota::with_initial`](crate::Quota::with_initial)): in Redis a missing
     /// key is a full bucket.
     InitialNotFull {
         /// The policy.
@@ -155,7 +154,7 @@ impl From<PolicyError> for RedisConfigError {
 /// ```
 #[derive(Clone)]
 pub struct RedisBackend {
-    pub(super) client: ::redis::Client,
+    pub(super) server: Server,
     pub(super) prefix: String,
     pub(super) timeout: Duration,
     pub(super) on_failure: OnFailure,
@@ -183,8 +182,33 @@ impl RedisBackend {
     /// circuit breaker ([`Breaker::default`]: open after 3 consecutive failures, probe every
     /// 100 ms).
     pub fn new(client: ::redis::Client) -> Self {
+        Self::on(Server::One(client))
+    }
+
+    /// Buckets in the Redis Cluster that `nodes` (some of its nodes' URLs) belong to, with the
+    /// defaults of [`new`](Self::new) (feature `redis-cluster`). `MOVED` and `ASK` are
+    /// followed; a call that timed out or lost its connection is never sent again. Each
+    /// policy's buckets live in a slot of their own, and a decision over policies in
+    /// different slots is all or nothing across them (see the
+    /// [module docs](super#redis-cluster)).
+    ///
+    /// # Errors
+    /// [`RedisConfigError::Client`] if a node's URL is not one.
+    #[cfg(feature = "redis-cluster")]
+    pub fn cluster<T: ::redis::IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+    ) -> Result<Self, RedisConfigError> {
+        // No retries of the client's own: it would send a call again after a lost connection.
+        let client = ::redis::cluster::ClusterClientBuilder::new(nodes)
+            .retries(0)
+            .build()
+            .map_err(|e| RedisConfigError::Client(e.to_string()))?;
+        Ok(Self::on(Server::Cluster(Box::new(client))))
+    }
+
+    fn on(server: Server) -> Self {
         Self {
-            client,
+            server,
             prefix: "flowgate".to_owned(),
             timeout: Duration::from_millis(50),
             on_failure: OnFailure::Open,
@@ -193,6 +217,11 @@ impl RedisBackend {
             client_time: false,
             breaker: Breaker::default(),
         }
+    }
+
+    /// Whether the buckets are in a Redis Cluster.
+    pub(super) fn is_cluster(&self) -> bool {
+        !matches!(self.server, Server::One(_))
     }
 
     /// The prefix of every key ("flowgate" unless set).
@@ -284,9 +313,11 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
         };
         // One keyed policy tags each key on its own, so keys spread over a cluster.
         let tag = if extracts.len() == 1 && extracts[0].is_some() {
-            Tag::ByKey
+            Tag::Key
+        } else if backend.is_cluster() {
+            Tag::Policy
         } else {
-            Tag::ByPrefix
+            Tag::Prefix
         };
         let mut prepared = Vec::with_capacity(policies.len());
         let all = policies.into_iter().zip(extracts).enumerate();
@@ -312,34 +343,11 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
                 client_time: backend.client_time,
                 clock,
                 counters: Counters::default(),
+                background: Arc::default(),
                 metrics,
             }),
         })
     }
-}
-
-/// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a
-/// schedule's interval divided by `share` (rounded up) and its burst times `share` (at least
-/// one cell); a window counter's count and burst times `share` (at least one) over the same
-/// window, which is what a counter can change. The error if that is no valid quota.
-fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaError> {
-    let quota = algorithm.quota();
-    let times = |cells: u32| ((f64::from(cells) * share).floor() as u32).max(1);
-    let quota = match algorithm {
-        AnyAlgorithm::IntervalRefill(_)
-        | AnyAlgorithm::FixedWindow(_)
-        | AnyAlgorithm::SlidingWindow(_) => Quota::new(times(quota.count()), quota.period())
-            .and_then(|q| q.with_burst(times(quota.burst()).max(times(quota.count())))),
-        _ => {
-            let interval = (quota.interval_nanos() as f64 / share).ceil();
-            // 2^64 ns and more: an `as` cast would saturate to a quota that is not the share.
-            if interval >= 18_446_744_073_709_551_616.0 {
-                return Err(QuotaError::PeriodTooLong);
-            }
-            Quota::from_nanos(1, interval as u64).and_then(|q| q.with_burst(times(quota.burst())))
-        }
-    };
-    algorithm.with_quota(&quota?)
 }
 
 /// A lease's cells and lifetime in whole milliseconds (at least one), checked.
@@ -354,72 +362,4 @@ fn lease_in_millis(lease: Option<(u32, Duration)>) -> Result<Option<(u32, u64)>,
         .unwrap_or(u64::MAX)
         .max(1);
     Ok(Some((cells, millis)))
-}
-
-/// The in-process set of [`OnFailure::Local`]: the same policies (keys, dry runs, jitter, table
-/// settings), each quota scaled to `share` of its rate (the interval divided by `share`,
-/// rounded up) and of its burst (at least one cell), with its own algorithm.
-///
-/// Its policies are named `redis:{prefix}:{policy}`, so that what the `metrics` feature reports
-/// of them never mixes with an in-process policy of the same name.
-fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
-    prefix: &str,
-    (policies, extracts): (&Checked<R>, &[Option<SharedKey<R>>]),
-    share: f64,
-    clock: C,
-) -> Result<Policies<R, C>, RedisConfigError> {
-    if !(share > 0.0 && share <= 1.0) {
-        return Err(RedisConfigError::Share(share));
-    }
-    let mut builder = Policies::<R>::builder().clock(clock);
-    for ((policy, _), extract) in policies.iter().zip(extracts) {
-        let name = format!("redis:{prefix}:{}", policy.name);
-        let extract = extract.clone().map(|shared| -> Extract<R> {
-            Box::new(move |request: &R, key: &mut Key<'_>| shared(request, key))
-        });
-        let mut local = policy.like(name, extract);
-        for algorithm in &policy.quotas {
-            let scaled = scaled(algorithm, share).map_err(|error| {
-                let (policy, quota) = (policy.name.clone(), algorithm.to_string());
-                RedisConfigError::ShareTooSmall {
-                    policy,
-                    quota,
-                    share,
-                    error,
-                }
-            })?;
-            local = local.algorithm(scaled);
-        }
-        builder = builder.policy(local);
-    }
-    Ok(builder.build()?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every algorithm scales to a local share, staying what it was: a schedule slower and
-    /// smaller, a window counter counting fewer in the same window.
-    #[test]
-    fn every_algorithm_keeps_its_kind_on_a_local_share() {
-        let scale = |text: &str| {
-            scaled(&text.parse().unwrap(), 0.5)
-                .ok()
-                .map(|a| a.to_string())
-        };
-        assert_eq!(scale("10/s burst 4").as_deref(), Some("1/200ms burst 2"));
-        assert_eq!(scale("100/min fixed").as_deref(), Some("50/min fixed"));
-        assert_eq!(scale("10/min sliding").as_deref(), Some("5/min sliding"));
-        assert_eq!(
-            scale("5/s burst 20 interval").as_deref(),
-            Some("2/s burst 10 interval")
-        );
-        let shaper = scale("10/s burst 1 shaper 250ms").unwrap();
-        assert!(shaper.ends_with("shaper 250ms"), "{shaper}");
-        let credit = scale("10/s burst 2 credit 1s").unwrap();
-        assert!(credit.ends_with("credit 1s"), "{credit}");
-        // One cell at least, whatever the share.
-        assert_eq!(scale("3/day fixed").as_deref(), Some("1/d fixed"));
-    }
 }

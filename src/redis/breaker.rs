@@ -11,10 +11,10 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use ::redis::aio::ConnectionManager;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use super::connection::Connection;
 use crate::breaker_word::{BreakerWord, Gate, Phase};
 use crate::observe::Gauge;
 
@@ -127,7 +127,7 @@ pub(super) struct Circuit {
     cool_down: u64,
     /// The breaker's clock starts here (tokio's, so a paused test clock pauses it too).
     origin: Instant,
-    connection: ConnectionManager,
+    connection: Connection,
     timeout: Duration,
     runtime: Handle,
     /// `flowgate_redis_breaker_state`: 0 closed, 1 half open, 2 open.
@@ -139,7 +139,7 @@ impl Circuit {
     /// within `timeout`, its probes spawned on the current runtime.
     pub(super) fn new(
         settings: Breaker,
-        (connection, timeout): (ConnectionManager, Duration),
+        (connection, timeout): (Connection, Duration),
         state: Gauge,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -199,12 +199,9 @@ impl Circuit {
     /// connection manager answers the first command with the error of its last failed
     /// attempt and starts a new one, which the second awaits.
     async fn probe(self: Arc<Self>) {
-        let mut connection = self.connection.clone();
         let ping = async {
             for _ in 0..2 {
-                let pong: Result<String, _> =
-                    ::redis::cmd("PING").query_async(&mut connection).await;
-                if pong.is_ok() {
+                if self.connection.ping().await {
                     return true;
                 }
             }

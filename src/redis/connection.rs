@@ -1,5 +1,6 @@
-//! The connection to Redis: the connection manager a limiter calls through, set up for the
-//! limiter's timeout, and the circuit breaker in front of it.
+//! The connection to Redis: one server's connection manager, or a Redis Cluster connection
+//! (feature `redis-cluster`), set up for the limiter's timeout, with the circuit breaker in
+//! front of it.
 
 use core::time::Duration;
 use std::sync::Arc;
@@ -8,19 +9,71 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::breaker::Circuit;
 use super::plan::check_part;
-use super::{RedisBackend, RedisConfigError};
+use super::script::Script;
+use super::stats::Counters;
+use super::{Failure, RedisBackend, RedisConfigError};
 use crate::observe::RedisMetrics;
 
-/// A connection manager for `backend`'s server, connecting lazily (inside a tokio runtime),
+/// Where a limiter's buckets are.
+#[derive(Debug, Clone)]
+pub(crate) enum Server {
+    /// One server (a primary, perhaps behind Sentinel).
+    One(::redis::Client),
+    /// A Redis Cluster, from its seed nodes.
+    #[cfg(feature = "redis-cluster")]
+    Cluster(Box<::redis::cluster::ClusterClient>),
+}
+
+/// A limiter's connection: cheap to clone (the clones share the sockets).
+#[derive(Clone)]
+pub(crate) enum Connection {
+    One(ConnectionManager),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(super::cluster::Cluster),
+}
+
+impl Connection {
+    /// `script`'s call that `command` makes (see [`Script::eval`]).
+    pub(super) async fn eval(
+        &self,
+        script: &Script,
+        command: impl Fn(&str, &str) -> ::redis::Cmd,
+        counters: &Counters,
+    ) -> Result<::redis::Value, Failure> {
+        match self {
+            Self::One(manager) => script.eval(&mut manager.clone(), command, counters).await,
+            #[cfg(feature = "redis-cluster")]
+            Self::Cluster(cluster) => script.eval(&mut cluster.clone(), command, counters).await,
+        }
+    }
+
+    /// Whether the server answers a `PING` (a cluster: some node).
+    pub(super) async fn ping(&self) -> bool {
+        let ping = ::redis::cmd("PING");
+        match self {
+            Self::One(manager) => {
+                let mut manager = manager.clone();
+                (::redis::aio::ConnectionLike::req_packed_command(&mut manager, &ping).await)
+                    .and_then(::redis::Value::extract_error)
+                    .is_ok()
+            }
+            #[cfg(feature = "redis-cluster")]
+            Self::Cluster(cluster) => cluster.ping().await,
+        }
+    }
+}
+
+/// A connection to `backend`'s server or cluster, connecting lazily (inside a tokio runtime),
 /// and the circuit breaker in front of it unless it is off.
 ///
-/// With a breaker, the manager makes one attempt per reconnection and never sleeps between
-/// attempts: the breaker is the backoff (one probe per cool-down), so a decision never waits
-/// for a reconnection that is sleeping. Without one, the manager retries with its own backoff.
+/// With a breaker, a server's connection manager makes one attempt per reconnection and never
+/// sleeps between attempts: the breaker is the backoff (one probe per cool-down), so a decision
+/// never waits for a reconnection that is sleeping. Without one, the manager retries with its
+/// own backoff.
 pub(super) fn connect(
     backend: &RedisBackend,
     metrics: &RedisMetrics,
-) -> Result<(ConnectionManager, Option<Arc<Circuit>>), RedisConfigError> {
+) -> Result<(Connection, Option<Arc<Circuit>>), RedisConfigError> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(RedisConfigError::NoRuntime);
     }
@@ -31,16 +84,26 @@ pub(super) fn connect(
         return Err(RedisConfigError::Breaker);
     }
     check_part(&backend.prefix, "prefix")?;
-    let mut config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
-        .set_response_timeout(None)
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_secs(1));
-    if !backend.breaker.is_off() {
-        config = config.set_number_of_retries(0);
-    }
-    let connection = ConnectionManager::new_lazy_with_config(backend.client.clone(), config)
-        .map_err(|e| RedisConfigError::Client(e.to_string()))?;
+    let connect_timeout = backend.timeout.max(Duration::from_millis(250));
+    let connection = match &backend.server {
+        Server::One(client) => {
+            let mut config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(None)
+                .set_min_delay(Duration::from_millis(10))
+                .set_max_delay(Duration::from_secs(1));
+            if !backend.breaker.is_off() {
+                config = config.set_number_of_retries(0);
+            }
+            let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)
+                .map_err(|e| RedisConfigError::Client(e.to_string()))?;
+            Connection::One(manager)
+        }
+        #[cfg(feature = "redis-cluster")]
+        Server::Cluster(client) => {
+            Connection::Cluster(super::cluster::Cluster::new(client, connect_timeout))
+        }
+    };
     let circuit = (!backend.breaker.is_off()).then(|| {
         let state = metrics.breaker_state.clone();
         Circuit::new(

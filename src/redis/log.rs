@@ -7,11 +7,11 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use ::redis::aio::ConnectionManager;
 use ::redis::{Cmd, Value};
 
-use super::connection::connect;
 use super::breaker::Circuit;
+use super::call::{deadline_after, guarded};
+use super::connection::{connect, Connection};
 use super::plan::check_part;
 use super::script::{Script, MAX_NOW_MICROS};
 use super::stats::{add, Counters};
@@ -55,7 +55,7 @@ pub struct RedisSlidingLog<C: Clock = crate::clock::QuantaClock> {
 }
 
 struct Log<C: Clock> {
-    connection: ConnectionManager,
+    connection: Connection,
     circuit: Option<Arc<Circuit>>,
     script: Script,
     prefix: String,
@@ -212,28 +212,9 @@ impl<C: Clock> RedisSlidingLog<C> {
             command.arg(n).arg(log.window).arg(log.limit);
             command
         };
-        if let Some(circuit) = &log.circuit {
-            if !circuit.allows() {
-                log.counters.failed(Failure::BreakerOpen, &log.metrics);
-                return Err(Failure::BreakerOpen);
-            }
-        }
-        let mut connection = log.connection.clone();
-        let sent = log.script.eval(&mut connection, command, &log.counters);
-        let result = match tokio::time::timeout(log.timeout, sent).await {
-            Ok(result) => result,
-            Err(_) => Err(Failure::Timeout),
-        };
-        if let Err(failure) = result {
-            log.counters.failed(failure, &log.metrics);
-        }
-        if let Some(circuit) = &log.circuit {
-            match result {
-                Ok(_) => circuit.succeeded(),
-                Err(_) => circuit.failed(),
-            }
-        }
-        result
+        let sent = log.connection.eval(&log.script, command, &log.counters);
+        let watch = (log.circuit.as_ref(), &log.counters, &log.metrics);
+        guarded(watch, deadline_after(log.timeout), sent).await
     }
 
     /// The verdict of the script's reply to `n` requests, or `None` if it is not one the

@@ -69,14 +69,24 @@
 //! exactly: `tests/redis.rs` runs one sequence of requests through both and requires the same
 //! decisions.
 //!
-//! # Keys and hash tags (Redis Cluster: not supported yet)
-//! The keys of one decision share a hash tag, as a cluster would need. A limiter with a single
-//! keyed policy tags each key on its own (`{prefix:key}:policy:quota`); a limiter with a global
-//! policy or several policies puts every bucket in one slot (`{prefix}:policy:quota:key`). But the
-//! limiter talks to **one node** through `redis`'s connection manager, which does not follow
-//! a cluster's `MOVED` redirects: against a cluster, calls for keys on other nodes fail (and
-//! follow the failure policy). Use a single primary (with replicas or Sentinel for failover).
-//! Limiters that share a prefix and a policy name share buckets: give each limit its own.
+//! # Keys and hash tags
+//! A limiter with a single keyed policy tags each key on its own (`{prefix:key}:policy:quota`).
+//! On one server, a limiter with a global policy or several policies puts every bucket in one
+//! slot (`{prefix}:policy:quota:key`): one call per decision. Limiters that share a prefix and
+//! a policy name share buckets: give each limit its own.
+//!
+//! # Redis Cluster
+//! With the feature `redis-cluster`, `RedisBackend::cluster` decides in a Redis Cluster.
+//! `MOVED` and `ASK` are followed (and `TRYAGAIN`, `CLUSTERDOWN`, `READONLY` waited out), but
+//! a call that timed out or lost its connection is never sent again. Each policy's buckets
+//! carry a tag of their own (`{prefix:policy:key}:quota`, `{prefix:policy}:quota` for a global
+//! one), so per-user buckets spread over the masters. A decision over policies in different
+//! slots takes its cells slot by slot and, if a later slot refuses, puts the earlier buckets
+//! back exactly, unless another decision changed them in between (then they keep the cells:
+//! fewer admissions, never more). A slot that fails after an earlier one took costs at most
+//! the decision's cells, never an admission more. `tests/redis_cluster.rs` runs all of it on
+//! a real 3-master cluster with replicas: agreement with one server, a slot moved under load,
+//! a master killed and failed over.
 //!
 //! # When Redis does not answer
 //! Every decision has one deadline ([`RedisBackend::timeout`], 50 ms unless set), shared by
@@ -102,12 +112,18 @@
 //! # Minimum Rust version
 //! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.75).
 
+#[cfg(feature = "redis-cluster")]
+mod across;
 mod backend;
 mod breaker;
+mod call;
+#[cfg(feature = "redis-cluster")]
+mod cluster;
 mod connection;
 mod failure;
 mod lease;
 mod leased;
+mod local;
 mod log;
 mod plan;
 mod quota;
@@ -119,8 +135,6 @@ mod wait;
 use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
-
-use ::redis::aio::ConnectionManager;
 
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::RedisMetrics;
@@ -145,14 +159,15 @@ pub(crate) use verdict::Decided;
 pub use verdict::Verdict;
 
 use breaker::Circuit;
+use connection::Connection;
 use lease::Leases;
 pub(crate) use plan::Plan;
 use plan::Prepared;
-use script::{Call, Reply, Script};
+use script::Script;
 use stats::{add, Counters};
 
 struct Shared<R: ?Sized, C: Clock> {
-    connection: ConnectionManager,
+    connection: Connection,
     /// The circuit breaker, unless it is off.
     circuit: Option<Arc<Circuit>>,
     script: Script,
@@ -167,6 +182,8 @@ struct Shared<R: ?Sized, C: Clock> {
     client_time: bool,
     clock: C,
     counters: Counters,
+    /// What tasks spawned by the limiter count (undos across cluster slots).
+    background: Arc<Counters>,
     /// The failures and fallbacks again, for the `metrics` feature (nothing without it).
     metrics: RedisMetrics,
 }
@@ -247,6 +264,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             };
             return Ok(Decided::without_call(verdict));
         }
+        #[cfg(feature = "redis-cluster")]
+        if let Connection::Cluster(cluster) = &self.shared.connection {
+            if plan.spans_policies() {
+                return Box::pin(self.across(plan, n, cluster)).await;
+            }
+        }
         if let Some(want) = self.lease_size(plan, n) {
             // Boxed: the lease's path (its lock, its timeout) would otherwise make every
             // decision's future larger, and moving it cost the plain path (`redis-instructions`).
@@ -259,9 +282,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// lease's lock, connecting, the call): the timeout from now (or, for a timeout
     /// too long to add to the clock, about 30 years from now, as tokio's own far future).
     pub(crate) fn deadline(&self) -> Instant {
-        let now = Instant::now();
-        let far = || now + Duration::from_secs(86_400 * 365 * 30);
-        now.checked_add(self.shared.timeout).unwrap_or_else(far)
+        call::deadline_after(self.shared.timeout)
     }
 
     /// Decides `plan` for `n` cells in one call, without a lease, by `deadline`.
@@ -286,7 +307,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// The counters since the limiter was built.
     pub fn stats(&self) -> RedisStats {
-        self.shared.counters.snapshot()
+        let shared = &*self.shared;
+        shared.counters.snapshot_with(&shared.background)
     }
 
     /// Where the circuit breaker stands ([`BreakerState::Off`] without one).
@@ -340,58 +362,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             policy: name.into(),
         })?;
         Ok(policy.quotas.iter().map(|m| m.algorithm).collect())
-    }
-
-    /// One script call answered by `deadline`, counted.
-    async fn call(
-        &self,
-        plan: &Plan,
-        (n, want, give): (u32, u32, u32),
-        deadline: Instant,
-    ) -> Result<Reply, Failure> {
-        let shared = &*self.shared;
-        let counters = &shared.counters;
-        let now = shared
-            .client_time
-            .then(|| (shared.clock.now() / 1_000).min(script::MAX_NOW_MICROS));
-        let call = Call {
-            keys: &plan.keys,
-            quotas: &plan.quotas,
-            dry: &plan.dry,
-            now,
-            n,
-            want,
-            give,
-        };
-        if let Some(circuit) = &shared.circuit {
-            if !circuit.allows() {
-                counters.failed(Failure::BreakerOpen, &shared.metrics);
-                return Err(Failure::BreakerOpen);
-            }
-        }
-        let mut connection = shared.connection.clone();
-        // Boxed: the call's future (the connection's, redis-rs's) is large, and every decision's
-        // future holding it inline was moved whole, several times, at more cost than the box.
-        let sent = Box::pin(shared.script.call(&mut connection, &call, counters));
-        let started = crate::observe::ENABLED.then(std::time::Instant::now);
-        let result = match tokio::time::timeout_at(deadline, sent).await {
-            Ok(result) => result,
-            Err(_) => Err(Failure::Timeout),
-        };
-        if let Some(started) = started {
-            shared.metrics.calls.record(started.elapsed().as_secs_f64());
-        }
-        match &result {
-            Ok(reply) => add(&counters.repaired, u64::from(reply.repaired())),
-            Err(failure) => counters.failed(*failure, &shared.metrics),
-        }
-        if let Some(circuit) = &shared.circuit {
-            match result {
-                Ok(_) => circuit.succeeded(),
-                Err(_) => circuit.failed(),
-            }
-        }
-        result
     }
 
     fn now_millis(&self) -> u64 {

@@ -128,11 +128,21 @@ impl Affixes {
     /// their pieces on every call cost more than the rest of a decision's client side
     /// (callgrind, BENCHMARKS.md "Redis").
     fn new(tag: Tag, prefix: &str, policy: &str, quota: usize, keyed: bool) -> Self {
-        let by_key = keyed && tag == Tag::ByKey;
+        let by_key = keyed && tag == Tag::Key;
         let mut front = format!("{{{prefix}");
         let mut back = String::new();
         let named = format!(":{policy}:{quota}");
-        if by_key {
+        if tag == Tag::Policy {
+            // `{prefix:policy:key}:quota`, or `{prefix:policy}:quota` for a global policy.
+            front.push_str(&format!(":{policy}"));
+            let quota = format!("}}:{quota}");
+            if keyed {
+                front.push(':');
+                back = quota;
+            } else {
+                front.push_str(&quota);
+            }
+        } else if by_key {
             front.push(':');
             back = format!("}}{named}");
         } else {
@@ -243,14 +253,19 @@ pub(crate) fn check_part(part: &str, what: &'static str) -> Result<(), RedisConf
 
 /// Where a decision's buckets live.
 ///
-/// A script call may only touch keys of one Redis Cluster slot, so every key of one decision
-/// carries the same hash tag. A limiter with one keyed policy tags by key (`{prefix:key}`), so
-/// keys spread over the cluster; a limiter with a global policy or several policies tags by
-/// prefix (`{prefix}`), so all its buckets live on one node.
+/// A script call may only touch keys of one Redis Cluster slot, so the keys of one call carry
+/// the same hash tag. A limiter with one keyed policy tags by key (`{prefix:key}`), so keys
+/// spread over a cluster. On one server, a limiter with a global policy or several policies
+/// tags by prefix (`{prefix}`): every bucket in one slot, every decision one call. In a cluster
+/// (feature `redis-cluster`) such a limiter tags by policy (`{prefix:policy:key}`, or
+/// `{prefix:policy}` for a global one), so that a per-user policy spreads over the nodes; a
+/// decision over several policies then takes one call per policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tag {
-    ByKey,
-    ByPrefix,
+    Key,
+    Prefix,
+    #[cfg_attr(not(feature = "redis-cluster"), allow(dead_code))]
+    Policy,
 }
 
 #[cfg(test)]
@@ -272,28 +287,23 @@ mod tests {
 
     #[test]
     fn keys_of_distinct_buckets_differ() {
-        let a = key(Tag::ByKey, "l", 0, Some(b"x}:l:1"));
+        let a = key(Tag::Key, "l", 0, Some(b"x}:l:1"));
         assert_eq!(a, b"{p:x}:l:1}:l:0");
-        assert_ne!(a, key(Tag::ByKey, "l", 1, Some(b"x")));
-        assert_eq!(
-            key(Tag::ByPrefix, "user", 0, Some(b"0:x")),
-            b"{p}:user:0:0:x"
-        );
-        assert_eq!(key(Tag::ByPrefix, "user", 0, None), b"{p}:user:0");
-        assert_eq!(key(Tag::ByKey, "l", 105, Some(b"x")), b"{p:x}:l:105");
-        assert_eq!(key(Tag::ByPrefix, "l", 10, None), b"{p}:l:10");
-        assert_eq!(
-            key(Tag::ByKey, "l", 2, None),
-            b"{p}:l:2",
-            "a global policy's"
-        );
+        assert_ne!(a, key(Tag::Key, "l", 1, Some(b"x")));
+        assert_eq!(key(Tag::Prefix, "user", 0, Some(b"0:x")), b"{p}:user:0:0:x");
+        assert_eq!(key(Tag::Prefix, "user", 0, None), b"{p}:user:0");
+        assert_eq!(key(Tag::Key, "l", 105, Some(b"x")), b"{p:x}:l:105");
+        assert_eq!(key(Tag::Prefix, "l", 10, None), b"{p}:l:10");
+        assert_eq!(key(Tag::Key, "l", 2, None), b"{p}:l:2", "a global policy's");
+        assert_eq!(key(Tag::Policy, "user", 1, Some(b"x")), b"{p:user:x}:1");
+        assert_eq!(key(Tag::Policy, "all", 0, None), b"{p:all}:0");
     }
 
     /// Every quota's key holds the request's key, recorded once and copied to the others, and
     /// a skipped request has none.
     #[test]
     fn each_quota_of_a_keyed_policy_has_its_key() {
-        for tag in [Tag::ByKey, Tag::ByPrefix] {
+        for tag in [Tag::Key, Tag::Prefix, Tag::Policy] {
             let mut policy = Policy::keyed_with("user", |name: &str, key| {
                 match name {
                     "-" => key.skip(),

@@ -6,9 +6,10 @@
 //! reply the script could not have sent is a [`Failure::Reply`], never a panic.
 
 use core::cell::Cell;
+use core::future::Future;
 
 use ::redis::aio::ConnectionManager;
-use ::redis::{Cmd, ErrorKind, ServerErrorKind, Value};
+use ::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 
 pub(crate) use super::quota::Bucket;
 use super::stats::{add, Counters};
@@ -20,6 +21,27 @@ pub(crate) const SOURCE: &str = include_str!("gcra.lua");
 /// The largest `now` a test may pass, in µs: with windows below 2^51 µs, `now + τ` stays below
 /// 2^53, where Lua's doubles are exact.
 pub(crate) const MAX_NOW_MICROS: u64 = 1 << 52;
+
+/// Where a command goes: one server, through its connection manager, or a cluster (feature
+/// `redis-cluster`), which follows redirects but never sends a command again after a failure
+/// that may have let it run.
+pub(crate) trait Sender {
+    /// Sends `command` and reads its one reply (a server's error reply as a value).
+    fn send<'a>(
+        &'a mut self,
+        command: &'a Cmd,
+    ) -> impl Future<Output = RedisResult<Value>> + Send + 'a;
+}
+
+impl Sender for ConnectionManager {
+    #[inline]
+    fn send<'a>(
+        &'a mut self,
+        command: &'a Cmd,
+    ) -> impl Future<Output = RedisResult<Value>> + Send + 'a {
+        self.send_packed_command(command)
+    }
+}
 
 /// A script and its SHA-1, computed once.
 #[derive(Debug)]
@@ -50,7 +72,7 @@ impl Script {
     /// its cells twice.
     pub(crate) async fn call(
         &self,
-        connection: &mut ConnectionManager,
+        connection: &mut impl Sender,
         call: &Call<'_>,
         counters: &Counters,
     ) -> Result<Reply, Failure> {
@@ -68,13 +90,13 @@ impl Script {
     /// again with `EVAL` and the source only after `NOSCRIPT`; the server's answer.
     pub(crate) async fn eval(
         &self,
-        connection: &mut ConnectionManager,
+        connection: &mut impl Sender,
         command: impl Fn(&str, &str) -> Cmd,
         counters: &Counters,
     ) -> Result<Value, Failure> {
         add(&counters.round_trips, 1);
         let evalsha = command("EVALSHA", &self.sha);
-        let sent = connection.send_packed_command(&evalsha).await;
+        let sent = connection.send(&evalsha).await;
         Spare::keep(evalsha);
         // A server's error reply arrives as a value: `extract_error` makes it an error.
         let value = match sent.and_then(Value::extract_error) {
@@ -82,7 +104,7 @@ impl Script {
                 add(&counters.reloads, 1);
                 add(&counters.round_trips, 1);
                 connection
-                    .send_packed_command(&command("EVAL", self.source))
+                    .send(&command("EVAL", self.source))
                     .await
                     .and_then(Value::extract_error)
             }
@@ -152,7 +174,7 @@ impl Call<'_> {
             && self.dry.is_empty()
     }
 
-    fn command(&self, verb: &str, script: &str) -> Cmd {
+    pub(crate) fn command(&self, verb: &str, script: &str) -> Cmd {
         // Sized up front: growing the command argument by argument cost more than the rest of
         // a decision's client side (callgrind, BENCHMARKS.md "Redis"). Numbers take 20 bytes
         // at most.

@@ -55,6 +55,9 @@ pub struct RedisStats {
     /// given back in a call that failed). They stay booked in Redis until the bucket refills:
     /// fewer admissions, never more.
     pub dropped_cells: u64,
+    /// Buckets put back after a decision across Redis Cluster slots was refused or failed in a
+    /// later slot (each restored only if no other decision had changed it since).
+    pub undone: u64,
 }
 
 /// The counters, updated as decisions are made.
@@ -78,6 +81,7 @@ pub(crate) struct Counters {
     pub(crate) lease_admitted: AtomicU64,
     pub(crate) returned_cells: AtomicU64,
     pub(crate) dropped_cells: AtomicU64,
+    pub(crate) undone: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -88,6 +92,15 @@ pub(crate) fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
+    /// The counters of `self` and of `background` (calls made by spawned tasks) together.
+    pub(crate) fn snapshot_with(&self, background: &Self) -> RedisStats {
+        let (mut stats, more) = (self.snapshot(), background.snapshot());
+        stats.round_trips += more.round_trips;
+        stats.reloads += more.reloads;
+        stats.undone += more.undone;
+        stats
+    }
+
     /// Counts a call that gave no decision, here and in `metrics`.
     pub(crate) fn failed(&self, failure: Failure, metrics: &RedisMetrics) {
         let (counter, metric) = match failure {
@@ -122,6 +135,7 @@ impl Counters {
             lease_admitted: get(&self.lease_admitted),
             returned_cells: get(&self.returned_cells),
             dropped_cells: get(&self.dropped_cells),
+            undone: get(&self.undone),
         }
     }
 }

@@ -129,9 +129,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Every number reported is the in-process algorithm's own, on the states the script
     /// left.
     pub(super) fn verdict(&self, plan: &Plan, n: u32, reply: &Reply) -> Verdict {
-        let policies = &self.shared.policies;
         self.shared.metrics.from_redis.increment(1);
-        let cells = u64::from(n);
+        self.verdict_of(plan, n, reply)
+    }
+
+    /// [`verdict`](Self::verdict) without counting a decision from Redis (one of several
+    /// replies to one decision across slots).
+    #[inline(always)]
+    pub(super) fn verdict_of(&self, plan: &Plan, n: u32, reply: &Reply) -> Verdict {
         let (dry, states, now) = match reply {
             Reply::Admitted {
                 dry, states, now, ..
@@ -140,20 +145,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 dry, states, now, ..
             } => (dry, states, *now),
         };
-        for &bucket in &dry.all {
-            let (p, q) = plan.refs[bucket];
-            policies[p].metrics[q].dry_run_refused.increment(cells);
-        }
         let outcome = match reply {
             Reply::Admitted { granted, .. } => {
                 Ok(self.admitted(plan, (n, *granted), (states, now), dry))
             }
             Reply::Refused { index, .. } => Err(self.refused(plan, n, (states, now), *index)),
         };
-        let dry_run = match dry.all.is_empty() {
-            true => None,
-            false => self.dry_run(plan, n, (states, now), dry),
-        };
+        let dry_run = self.dry_of(plan, n, reply);
         let outcome = match outcome {
             Ok(allowed) => Ok(Allowed { dry_run, ..allowed }),
             Err(refused) => Err(Refused { dry_run, ..refused }),
@@ -265,6 +263,31 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     pub(super) fn by(&self, plan: &Plan, bucket: usize) -> &'static crate::outcome::PolicyQuota {
         let (p, q) = plan.refs[bucket];
         self.shared.policies[p].by[q]
+    }
+
+    /// The first dry-run policy that would have refused in `reply`, if any, with every
+    /// would-be refusal counted.
+    #[inline(always)]
+    pub(super) fn dry_of(&self, plan: &Plan, n: u32, reply: &Reply) -> Option<DryRun> {
+        let (dry, states, now) = match reply {
+            Reply::Admitted {
+                dry, states, now, ..
+            }
+            | Reply::Refused {
+                dry, states, now, ..
+            } => (dry, states, *now),
+        };
+        if dry.all.is_empty() {
+            return None;
+        }
+        let policies = &self.shared.policies;
+        for &bucket in &dry.all {
+            let (p, q) = plan.refs[bucket];
+            policies[p].metrics[q]
+                .dry_run_refused
+                .increment(u64::from(n));
+        }
+        self.dry_run(plan, n, (states, now), dry)
     }
 
     /// The first dry-run policy that would have refused, as the script reported it: its first

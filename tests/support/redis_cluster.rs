@@ -19,7 +19,7 @@
 #![allow(dead_code)]
 
 #[path = "redis_server.rs"]
-mod redis_server;
+pub mod redis_server;
 
 use std::collections::BTreeSet;
 use std::io::Read;

@@ -1,0 +1,304 @@
+//! Decisions over several Redis Cluster slots (feature `redis-cluster`), all or nothing
+//! across them.
+//!
+//! In a cluster each policy's buckets carry a hash tag of their own (`{prefix:policy:key}`),
+//! so a per-user policy spreads over the cluster while a global one stays in one slot. A
+//! decision whose policies live in different slots takes its cells slot by slot, in the
+//! policies' order, with `take.lua`: the decision script wrapped so that it also answers the
+//! value each bucket held before and after. When a later slot refuses, `undo.lua` puts back, in
+//! each slot that took, the value the take replaced, but only where the key still holds the
+//! value the take wrote: a decision that came in between keeps what it took, and the cells of
+//! the undone take stay booked (an under-admission, never an over-admission).
+//!
+//! A failure between the steps (a slot that times out or loses its connection after an earlier
+//! one took) is decided by the failure policy, and the earlier takes are undone in the
+//! background. The failed call may still run on its server: then its cells stay booked. So a
+//! failure costs at most `n` cells per quota of the decision's policies, until those buckets
+//! refill; it never admits more than the quotas allow.
+//!
+//! A refusal across slots names the first refusing policy in the set's order (in process, and
+//! on one server, the refusal with the longest wait among all refusing policies is reported):
+//! its wait can be shorter than a later policy's. A decision across slots takes no lease, and
+//! its HTTP headers describe the quota its outcome names, as a lease's do.
+
+use core::future::Future;
+use core::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use ::redis::{Cmd, Value};
+use smallvec::SmallVec;
+use tokio::time::Instant;
+
+use super::cluster::Cluster;
+use super::script::{self, Call, Reply, Script};
+use super::stats::add;
+use super::verdict::Decided;
+use super::{Failure, Plan, RedisLimiter, Source, Verdict};
+use crate::clock::Clock;
+use crate::outcome::{tightness, Allowed};
+
+/// The decision script wrapped to also answer each bucket's value before and after:
+/// `{answer, before, after}`, `false` for a missing key (or one of another type).
+fn take_script() -> &'static Script {
+    static TAKE: OnceLock<Script> = OnceLock::new();
+    TAKE.get_or_init(|| {
+        let source = format!(
+            "{}\nlocal function decide()\n{}\nend\n{}",
+            include_str!("take_before.lua"),
+            script::SOURCE,
+            include_str!("take_after.lua")
+        );
+        Script::of(Box::leak(source.into_boxed_str()))
+    })
+}
+
+fn undo_script() -> &'static Script {
+    static UNDO: OnceLock<Script> = OnceLock::new();
+    UNDO.get_or_init(|| Script::of(include_str!("undo.lua")))
+}
+
+/// What one slot's take wrote: each key it changed, the value it wrote, and the value it
+/// replaced (`None`: the key was missing).
+#[derive(Debug, Default)]
+struct Written {
+    keys: Vec<Vec<u8>>,
+    values: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Written {
+    /// The keys of `call` whose value `before` differs from `after`, from a take's reply.
+    fn of(keys: &[Vec<u8>], before: &Value, after: &Value) -> Option<Self> {
+        let (Value::Array(before), Value::Array(after)) = (before, after) else {
+            return None;
+        };
+        if before.len() != keys.len() || after.len() != keys.len() {
+            return None;
+        }
+        let bytes = |value: &Value| match value {
+            Value::Nil => Some(None),
+            Value::BulkString(bytes) => Some(Some(bytes.clone())),
+            _ => None,
+        };
+        let mut written = Self::default();
+        for ((key, before), after) in keys.iter().zip(before).zip(after) {
+            let (before, after) = (bytes(before)?, bytes(after)?);
+            if before != after {
+                // A take writes every bucket it changes; it never deletes one.
+                written.keys.push(key.clone());
+                written.values.push((after?, before));
+            }
+        }
+        Some(written)
+    }
+
+    /// The undo call: `KEYS` the keys, `ARGV` each value written and `0` or `1` followed by
+    /// the value replaced.
+    fn command(&self, verb: &str, script: &str) -> Cmd {
+        let mut command = Cmd::new();
+        command.arg(verb).arg(script).arg(self.keys.len());
+        for key in &self.keys {
+            command.arg(key);
+        }
+        for (after, before) in &self.values {
+            command.arg(after);
+            match before {
+                None => command.arg("0"),
+                Some(before) => command.arg([b"1".as_slice(), before].concat()),
+            };
+        }
+        command
+    }
+}
+
+impl Plan {
+    /// The buckets of each policy, in order: one slot each in a cluster.
+    fn parts(&self) -> SmallVec<[Range<usize>; 4]> {
+        let mut parts = SmallVec::new();
+        let mut start = 0;
+        for i in 1..=self.refs.len() {
+            if i == self.refs.len() || self.refs[i].0 != self.refs[start].0 {
+                parts.push(start..i);
+                start = i;
+            }
+        }
+        parts
+    }
+
+    /// Whether the plan's buckets belong to more than one policy.
+    pub(crate) fn spans_policies(&self) -> bool {
+        self.refs
+            .first()
+            .is_some_and(|first| self.refs.iter().any(|r| r.0 != first.0))
+    }
+
+    /// The plan of the buckets `range` (one policy's, a dry run's if `dry_run`).
+    fn part(&self, range: Range<usize>, dry_run: bool) -> Self {
+        let dry = if dry_run {
+            format!("1-{}", range.len())
+        } else {
+            String::new()
+        };
+        Self {
+            keys: self.keys[range.clone()].iter().cloned().collect(),
+            quotas: self.quotas[range.clone()].iter().copied().collect(),
+            refs: self.refs[range].iter().copied().collect(),
+            dry,
+        }
+    }
+}
+
+/// # Decisions across slots
+impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
+    /// Decides `plan` (whose policies live in different slots) for `n` cells slot by slot,
+    /// undoing the earlier takes if a later slot refuses or fails (see the module docs).
+    pub(crate) async fn across(
+        &self,
+        plan: &Plan,
+        n: u32,
+        cluster: &Cluster,
+    ) -> Result<Decided, Failure> {
+        let deadline = self.deadline();
+        let policies = &self.shared.policies;
+        let mut written = Vec::new();
+        let mut admitted: SmallVec<[(Plan, Reply); 4]> = SmallVec::new();
+        for range in plan.parts() {
+            let part = plan.part(range.clone(), policies[plan.refs[range.start].0].dry_run);
+            let (reply, wrote) = match self.take(&part, n, cluster, deadline).await {
+                Ok(taken) => taken,
+                Err(failure) => {
+                    self.undo_later(cluster, written);
+                    return Err(failure);
+                }
+            };
+            if !wrote.keys.is_empty() {
+                written.push(wrote);
+            }
+            if let Reply::Refused { .. } = reply {
+                // Waited for: the next decision must find the earlier buckets as they were.
+                let undo = self.undo(cluster.clone(), written);
+                let _ = tokio::time::timeout_at(deadline, undo).await;
+                let mut verdict = self.verdict_of(&part, n, &reply);
+                // The first dry-run policy that would have refused, among those before.
+                let mut before = None;
+                for (part, reply) in &admitted {
+                    before = before.or(self.dry_of(part, n, reply));
+                }
+                if let Err(refused) = &mut verdict.outcome {
+                    refused.dry_run = before.or(refused.dry_run);
+                }
+                self.shared.metrics.from_redis.increment(1);
+                return Ok(Decided::without_call(verdict));
+            }
+            admitted.push((part, reply));
+        }
+        self.shared.metrics.from_redis.increment(1);
+        Ok(Decided::without_call(self.merged(&admitted, n)))
+    }
+
+    /// One slot's take, by `deadline`: its reply and what it wrote.
+    async fn take(
+        &self,
+        part: &Plan,
+        n: u32,
+        cluster: &Cluster,
+        deadline: Instant,
+    ) -> Result<(Reply, Written), Failure> {
+        let shared = &*self.shared;
+        let call = Call {
+            keys: &part.keys,
+            quotas: &part.quotas,
+            dry: &part.dry,
+            now: shared
+                .client_time
+                .then(|| (shared.clock.now() / 1_000).min(script::MAX_NOW_MICROS)),
+            n,
+            want: n,
+            give: 0,
+        };
+        let mut connection = cluster.clone();
+        let counters = &shared.counters;
+        let sent = async {
+            let value = (take_script())
+                .eval(&mut connection, |verb, s| call.command(verb, s), counters)
+                .await?;
+            let Value::Array(parts) = value else {
+                return Err(Failure::Reply);
+            };
+            let [answer, before, after] = parts.as_slice() else {
+                return Err(Failure::Reply);
+            };
+            let reply = Reply::parse(answer, &call).ok_or(Failure::Reply)?;
+            let written = Written::of(&part.keys, before, after).ok_or(Failure::Reply)?;
+            Ok((reply, written))
+        };
+        let result = self.guarded(deadline, Box::pin(sent)).await;
+        if let Ok((reply, _)) = &result {
+            add(&counters.repaired, u64::from(reply.repaired()));
+        }
+        result
+    }
+
+    /// Undoes every take in `written`, one call per slot; the keys put back.
+    ///
+    /// Counted in the limiter's background counters, which outlive it in a spawned task.
+    fn undo(
+        &self,
+        cluster: Cluster,
+        written: Vec<Written>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let counters = Arc::clone(&self.shared.background);
+        async move {
+            for wrote in written {
+                let mut connection = cluster.clone();
+                let value = undo_script()
+                    .eval(&mut connection, |verb, s| wrote.command(verb, s), &counters)
+                    .await;
+                if let Ok(Value::Int(keys)) = value {
+                    add(&counters.undone, u64::try_from(keys).unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// Undoes every take in `written` in the background, within one timeout.
+    fn undo_later(&self, cluster: &Cluster, written: Vec<Written>) {
+        if written.is_empty() {
+            return;
+        }
+        let undo = self.undo(cluster.clone(), written);
+        let timeout = self.shared.timeout;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(timeout, undo).await;
+        });
+    }
+
+    /// The admission of every slot's take: the tightest enforcing quota's gauge, the longest
+    /// delay, and the first dry-run policy that would have refused.
+    fn merged(&self, admitted: &[(Plan, Reply)], n: u32) -> Verdict {
+        let mut best: Option<Allowed> = None;
+        let mut delay = 0;
+        let mut dry_run = None;
+        for (part, reply) in admitted {
+            let Ok(allowed) = self.verdict_of(part, n, reply).outcome else {
+                continue;
+            };
+            delay = delay.max(allowed.delay);
+            dry_run = dry_run.or(allowed.dry_run);
+            let tighter = allowed.by.is_some()
+                && best.as_ref().map_or(true, |b| {
+                    tightness(allowed.gauge.remaining(), allowed.gauge.reset_after_nanos())
+                        < tightness(b.gauge.remaining(), b.gauge.reset_after_nanos())
+                });
+            if tighter || best.is_none() {
+                best = Some(allowed);
+            }
+        }
+        let mut allowed = best.unwrap_or(Allowed::new(super::UNLIMITED));
+        allowed.delay = delay;
+        allowed.dry_run = dry_run;
+        Verdict {
+            outcome: Ok(allowed),
+            source: Source::Redis,
+        }
+    }
+}
