@@ -16,8 +16,8 @@ use flowgate::clock::{Clock, ManualClock};
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
 use flowgate::redis::{OnFailure, RedisBackend, RedisLimiter, Source};
 use flowgate::Quota;
-use redis_cluster::{ClusterNode, RedisCluster};
 use redis_cluster::redis_server::RedisServer;
+use redis_cluster::{ClusterNode, RedisCluster};
 
 /// A per-user policy and a global one: two slots per decision in a cluster.
 fn layered<C: Clock>(builder: PoliciesBuilder<str, C>, global: Quota) -> PoliciesBuilder<str, C> {

@@ -193,17 +193,24 @@ impl RedisBackend {
     /// [module docs](super#redis-cluster)).
     ///
     /// # Errors
-    /// [`RedisConfigError::Client`] if a node's URL is not one.
+    /// [`RedisConfigError::Client`] if a node's URL is not one, there is none, or one is not a
+    /// plain TCP address (`redis://`).
     #[cfg(feature = "redis-cluster")]
     pub fn cluster<T: ::redis::IntoConnectionInfo>(
         nodes: impl IntoIterator<Item = T>,
     ) -> Result<Self, RedisConfigError> {
-        // No retries of the client's own: it would send a call again after a lost connection.
-        let client = ::redis::cluster::ClusterClientBuilder::new(nodes)
-            .retries(0)
-            .build()
+        let seeds = (nodes.into_iter())
+            .map(|node| node.into_connection_info())
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| RedisConfigError::Client(e.to_string()))?;
-        Ok(Self::on(Server::Cluster(Box::new(client))))
+        let tcp = |seed: &::redis::ConnectionInfo| {
+            matches!(seed.addr(), ::redis::ConnectionAddr::Tcp(..))
+        };
+        if seeds.is_empty() || !seeds.iter().all(tcp) {
+            let what = "a cluster needs at least one node, each a redis:// URL";
+            return Err(RedisConfigError::Client(what.to_owned()));
+        }
+        Ok(Self::on(Server::Cluster(seeds)))
     }
 
     fn on(server: Server) -> Self {

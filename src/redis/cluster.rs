@@ -1,126 +1,355 @@
-//! Redis Cluster (feature `redis-cluster`): the connection that follows `MOVED` and `ASK`
-//! without ever replaying a call that may have run. Decisions over several slots: `across`.
+//! Redis Cluster (feature `redis-cluster`): flowgate's own routing over one connection manager
+//! per master, which follows `MOVED` and `ASK` without ever sending a call again that may have
+//! run. Decisions over several slots: `across`.
+//!
+//! # Why its own routing
+//! The `redis` crate's cluster client passes every command through a task of its own and, to
+//! follow redirects, retries commands after a lost connection too (a script that may have run
+//! must not run twice). Here a call goes straight to the connection manager of the master its
+//! slot maps to, as a call to one server does: the slot (CRC16 of the hash tag) and one read of
+//! the slot map are all it adds.
 //!
 //! # Redirects, never replays
-//! The cluster client is built with no retries of its own: it retries a command after a lost
-//! connection too, and a script that may have run must not run twice. [`Cluster`] follows
-//! only the answers that say the command did not run: `MOVED` (to the node named), `ASK`
-//! (`ASKING` and the command, to the node named), and `TRYAGAIN`, `CLUSTERDOWN`,
-//! `MASTERDOWN`, `LOADING` and `READONLY` (again by slot, after a short pause), at most
-//! [`MAX_REDIRECTS`] times and within the decision's deadline.
-//!
+//! Only answers that say the command did not run are followed: `MOVED` (the slot map learns
+//! the new owner and the call goes there), `ASK` (`ASKING` and the call, in one pipeline, to
+//! the node named), and `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING` and `READONLY`
+//! (again by slot after a short pause and a fresh map), at most [`MAX_REDIRECTS`] times and
+//! within the decision's deadline. A timeout or a lost connection is returned as it is, and
+//! the map is asked for again in the background (`CLUSTER SLOTS`, at most every 50 ms): after
+//! a failover, the promoted replica takes its master's slots.
 
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
+use std::sync::{Arc, PoisonError, RwLock};
 
-use ::redis::cluster::{ClusterClient, ClusterConfig};
-use ::redis::cluster_async::ClusterConnection;
-use ::redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use ::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::{
+    Arg, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisResult, ServerErrorKind, Value,
+};
+use tokio::time::Instant;
 
 use super::script::Sender;
+use super::slots::{cluster_slots, key_slot, SLOTS};
 
 /// The most redirects (and pauses) one command follows.
 pub(crate) const MAX_REDIRECTS: usize = 8;
 
-/// A connection to a Redis Cluster, made in the background: cheap to clone.
+/// A slot no known node serves.
+const NOWHERE: u16 = u16::MAX;
+
+/// The least time between two refreshes of the slot map, in ms.
+const REFRESH_EVERY_MS: u64 = 50;
+
+/// A connection to a Redis Cluster: cheap to clone (the clones share the slot map and the
+/// connections).
 #[derive(Clone)]
 pub(crate) struct Cluster {
-    connection: ClusterConnection,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    seeds: Vec<ConnectionInfo>,
+    config: ConnectionManagerConfig,
+    // Not crate::primitive's: read once per call and written on a refresh, a map no loom model
+    // needs to explore (the breaker and the leases are the modelled state).
+    routes: RwLock<Routes>,
+    /// Whether a background refresh is running.
+    refreshing: AtomicBool,
+    /// No background refresh before this time (ms since `origin`).
+    not_before: AtomicU64,
+    origin: Instant,
+}
+
+/// The slot map: each slot's master, as an index into `nodes`.
+#[derive(Default)]
+struct Routes {
+    slots: Vec<u16>,
+    nodes: Vec<Node>,
+}
+
+#[derive(Clone)]
+struct Node {
+    host: String,
+    port: u16,
+    connection: ConnectionManager,
+}
+
+/// Where to send a command next.
+enum Target {
+    /// To the master of the command's slot.
+    Slot,
+    /// To the node named, after `ASKING` if `ask`.
+    Node { host: String, port: u16, ask: bool },
 }
 
 impl Cluster {
-    /// A connection to `client`'s cluster (built with no retries), connecting in the
-    /// background.
-    pub(crate) fn new(client: &ClusterClient, connect_timeout: Duration) -> Self {
-        let config = ClusterConfig::new().set_connection_timeout(connect_timeout);
+    /// A cluster found from `seeds`, each node's connection manager made with `config`. Nothing
+    /// connects until the first call.
+    pub(crate) fn new(seeds: Vec<ConnectionInfo>, config: ConnectionManagerConfig) -> Self {
         Self {
-            connection: client.get_pending_async_connection_with_config(config),
+            inner: Arc::new(Inner {
+                seeds,
+                config,
+                routes: RwLock::default(),
+                refreshing: AtomicBool::new(false),
+                not_before: AtomicU64::new(0),
+                origin: Instant::now(),
+            }),
         }
     }
 
-    /// Whether some node answers a `PING`.
+    /// Whether some node answers `CLUSTER SLOTS` (the map is refreshed on the way).
     pub(crate) async fn ping(&self) -> bool {
-        let mut connection = self.clone();
-        let ping = ::redis::cmd("PING");
-        (connection.send(&ping).await)
-            .and_then(Value::extract_error)
-            .is_ok()
+        self.refresh().await
     }
 
-    /// Sends `command` once to `to` (by the command's key if `None`), with `ASKING` first for
-    /// an `ASK` redirect.
-    async fn send_to(
-        &mut self,
-        command: &Cmd,
-        to: &Option<(bool, String, u16)>,
-    ) -> RedisResult<Value> {
-        let connection = &mut self.connection;
-        let Some((ask, host, port)) = to else {
-            return ::redis::aio::ConnectionLike::req_packed_command(connection, command).await;
-        };
-        let node = SingleNodeRoutingInfo::ByAddress {
-            host: host.clone(),
-            port: *port,
-        };
-        if !ask {
-            return (connection.route_command(command.clone(), RoutingInfo::SingleNode(node)))
-                .await;
+    /// The connection to `slot`'s master, refreshing the map first if it has none.
+    async fn to_slot(&self, slot: u16) -> RedisResult<ConnectionManager> {
+        if let Some(connection) = self.known(slot) {
+            return Ok(connection);
         }
-        let mut pipeline = ::redis::pipe();
-        pipeline.cmd("ASKING").ignore().add_command(command.clone());
-        let mut values = connection.route_pipeline(pipeline, 0, 2, node).await?;
-        values
-            .pop()
-            .ok_or_else(|| ::redis::RedisError::from((ErrorKind::Client, "no reply after ASKING")))
+        self.refresh().await;
+        self.known(slot).ok_or_else(|| {
+            ::redis::RedisError::from((ErrorKind::Io, "no node of the cluster serves the slot"))
+        })
+    }
+
+    fn known(&self, slot: u16) -> Option<ConnectionManager> {
+        let routes = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let node = *routes.slots.get(usize::from(slot))?;
+        Some(routes.nodes.get(usize::from(node))?.connection.clone())
+    }
+
+    /// The connection to `host:port`: a known node's, or a new one (added to the nodes).
+    fn to_node(&self, host: &str, port: u16) -> RedisResult<ConnectionManager> {
+        let mut routes = self
+            .inner
+            .routes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(self.node_in(&mut routes, host, port)?.1)
+    }
+
+    /// The index and connection of `host:port` in `routes`, added if it is new.
+    fn node_in(
+        &self,
+        routes: &mut Routes,
+        host: &str,
+        port: u16,
+    ) -> RedisResult<(u16, ConnectionManager)> {
+        if let Some(i) = routes
+            .nodes
+            .iter()
+            .position(|n| n.host == host && n.port == port)
+        {
+            return Ok((i as u16, routes.nodes[i].connection.clone()));
+        }
+        let seed = self.inner.seeds.first().cloned();
+        let seed = seed.ok_or_else(|| ::redis::RedisError::from((ErrorKind::Client, "no seed")))?;
+        let info = seed.set_addr(ConnectionAddr::Tcp(host.to_owned(), port));
+        let client = ::redis::Client::open(info)?;
+        let config = self.inner.config.clone();
+        let connection = ConnectionManager::new_lazy_with_config(client, config)?;
+        routes.nodes.push(Node {
+            host: host.to_owned(),
+            port,
+            connection: connection.clone(),
+        });
+        Ok((routes.nodes.len() as u16 - 1, connection))
+    }
+
+    /// `MOVED`: `slot` is served by `host:port` now.
+    fn moved(&self, slot: u16, host: &str, port: u16) {
+        let mut routes = self
+            .inner
+            .routes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Ok((node, _)) = self.node_in(&mut routes, host, port) {
+            if routes.slots.len() == SLOTS {
+                routes.slots[usize::from(slot)] = node;
+            }
+        }
+    }
+
+    /// Asks the known nodes, then the seeds, for the slot map (`CLUSTER SLOTS`) until one
+    /// answers, and takes its answer; whether one did.
+    async fn refresh(&self) -> bool {
+        let known: Vec<(String, u16, ConnectionManager)> = {
+            let routes = self
+                .inner
+                .routes
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            (routes.nodes.iter())
+                .map(|n| (n.host.clone(), n.port, n.connection.clone()))
+                .collect()
+        };
+        let mut asked = Vec::new();
+        for (host, port, mut connection) in known {
+            if let Ok(slots) = cluster_slots(&mut connection, &host).await {
+                return self.take(slots);
+            }
+            asked.push((host, port));
+        }
+        for seed in &self.inner.seeds {
+            let ConnectionAddr::Tcp(host, port) = seed.addr() else {
+                continue;
+            };
+            if asked.iter().any(|(h, p)| h == host && p == port) {
+                continue;
+            }
+            let Ok(client) = ::redis::Client::open(seed.clone()) else {
+                continue;
+            };
+            let Ok(mut connection) = client.get_multiplexed_async_connection().await else {
+                continue;
+            };
+            if let Ok(slots) = cluster_slots(&mut connection, host).await {
+                return self.take(slots);
+            }
+        }
+        false
+    }
+
+    /// Takes `ranges` (first slot, last slot, master) as the slot map.
+    fn take(&self, ranges: Vec<(u16, u16, String, u16)>) -> bool {
+        let mut routes = self
+            .inner
+            .routes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut slots = vec![NOWHERE; SLOTS];
+        for (first, last, host, port) in ranges {
+            let Ok((node, _)) = self.node_in(&mut routes, &host, port) else {
+                continue;
+            };
+            slots[usize::from(first)..=usize::from(last)].fill(node);
+        }
+        routes.slots = slots;
+        true
+    }
+
+    /// Refreshes the map in the background, unless a refresh runs or ran in the last 50 ms.
+    fn refresh_soon(&self) {
+        let inner = &self.inner;
+        let now = u64::try_from(inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // Relaxed: a rate limit on refreshes, which are idempotent; a refresh more or less
+        // changes nothing but the load.
+        if now < inner.not_before.load(Ordering::Relaxed)
+            || inner.refreshing.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        inner
+            .not_before
+            .store(now + REFRESH_EVERY_MS, Ordering::Relaxed);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(1), this.refresh()).await;
+            this.inner.refreshing.store(false, Ordering::Relaxed);
+        });
     }
 }
 
-/// What to do after an error: the node to send to next (`ASK` or not), `None` to send by slot
-/// again after a pause; or the error if the command may have run (or was refused for good).
-fn after(error: &::redis::RedisError) -> Option<Option<(bool, String, u16)>> {
-    let redirect = |ask| {
+/// What to do after an error: the target to send to next, or `None` if the command may have
+/// run (or was refused for good). A redirect also teaches the map (`MOVED`).
+fn after(cluster: &Cluster, slot: u16, error: &::redis::RedisError) -> Option<Target> {
+    let node = || {
         let (node, _slot) = error.redirect_node()?;
         let (host, port) = node.rsplit_once(':')?;
-        Some(Some((ask, host.to_owned(), port.parse().ok()?)))
+        Some((host.to_owned(), port.parse::<u16>().ok()?))
     };
     match error.kind() {
-        ErrorKind::Server(ServerErrorKind::Moved) => redirect(false),
-        ErrorKind::Server(ServerErrorKind::Ask) => redirect(true),
+        ErrorKind::Server(ServerErrorKind::Moved) => {
+            let (host, port) = node()?;
+            cluster.moved(slot, &host, port);
+            Some(Target::Slot)
+        }
+        ErrorKind::Server(ServerErrorKind::Ask) => {
+            let (host, port) = node()?;
+            Some(Target::Node {
+                host,
+                port,
+                ask: true,
+            })
+        }
         ErrorKind::Server(
             ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown
             | ServerErrorKind::BusyLoading
             | ServerErrorKind::ReadOnly,
-        ) => Some(None),
-        _ => None,
+        ) => {
+            cluster.refresh_soon();
+            Some(Target::Slot)
+        }
+        _ => {
+            if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
+                cluster.refresh_soon();
+            }
+            None
+        }
     }
 }
 
 impl Sender for Cluster {
     async fn send(&mut self, command: &Cmd) -> RedisResult<Value> {
-        let mut to = None;
+        // The first key (`EVALSHA sha numkeys key …`); a command without one goes to slot 0's
+        // master.
+        let slot = match command.args_iter().nth(3) {
+            Some(Arg::Simple(key)) => key_slot(key),
+            _ => 0,
+        };
+        let mut target = Target::Slot;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            // A server's error reply arrives as a value; redirects arrive as errors.
-            let error = match self
-                .send_to(command, &to)
-                .await
-                .and_then(Value::extract_error)
-            {
+            let result = match &target {
+                Target::Slot => self.to_slot(slot).await?.send_packed_command(command).await,
+                Target::Node { host, port, ask } => {
+                    let mut connection = self.to_node(host, *port)?;
+                    if *ask {
+                        let mut pipeline = ::redis::pipe();
+                        pipeline.cmd("ASKING").add_command(command.clone());
+                        let mut values = connection.send_packed_commands(&pipeline, 1, 1).await?;
+                        values.pop().ok_or_else(|| {
+                            ::redis::RedisError::from((ErrorKind::Parse, "no reply after ASKING"))
+                        })
+                    } else {
+                        connection.send_packed_command(command).await
+                    }
+                }
+            };
+            // A server's error reply arrives as a value.
+            let error = match result.and_then(Value::extract_error) {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            let next = match after(&error) {
+            let next = match after(self, slot, &error) {
                 Some(next) if attempt < MAX_REDIRECTS => next,
                 _ => return Err(error),
             };
-            if next.is_none() {
-                // The slot is moving or its node failing over: the map is being rebuilt.
+            if !matches!(
+                server_kind(&error),
+                Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
+            ) {
+                // Moving or failing over: give the cluster a moment.
                 tokio::time::sleep(Duration::from_millis(5 << attempt.min(4))).await;
             }
-            to = next;
+            target = next;
         }
+    }
+}
+
+/// The server error kind of `error`, if it is one.
+fn server_kind(error: &::redis::RedisError) -> Option<ServerErrorKind> {
+    match error.kind() {
+        ErrorKind::Server(kind) => Some(kind),
+        _ => None,
     }
 }

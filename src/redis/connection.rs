@@ -21,7 +21,7 @@ pub(crate) enum Server {
     One(::redis::Client),
     /// A Redis Cluster, from its seed nodes.
     #[cfg(feature = "redis-cluster")]
-    Cluster(Box<::redis::cluster::ClusterClient>),
+    Cluster(Vec<::redis::ConnectionInfo>),
 }
 
 /// A limiter's connection: cheap to clone (the clones share the sockets).
@@ -66,10 +66,10 @@ impl Connection {
 /// A connection to `backend`'s server or cluster, connecting lazily (inside a tokio runtime),
 /// and the circuit breaker in front of it unless it is off.
 ///
-/// With a breaker, a server's connection manager makes one attempt per reconnection and never
-/// sleeps between attempts: the breaker is the backoff (one probe per cool-down), so a decision
-/// never waits for a reconnection that is sleeping. Without one, the manager retries with its
-/// own backoff.
+/// With a breaker, a connection manager (a cluster has one per master) makes one attempt per
+/// reconnection and never sleeps between attempts: the breaker is the backoff (one probe per
+/// cool-down), so a decision never waits for a reconnection that is sleeping. Without one, the
+/// manager retries with its own backoff.
 pub(super) fn connect(
     backend: &RedisBackend,
     metrics: &RedisMetrics,
@@ -84,24 +84,23 @@ pub(super) fn connect(
         return Err(RedisConfigError::Breaker);
     }
     check_part(&backend.prefix, "prefix")?;
-    let connect_timeout = backend.timeout.max(Duration::from_millis(250));
+    let mut config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
+        .set_response_timeout(None)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_secs(1));
+    if !backend.breaker.is_off() {
+        config = config.set_number_of_retries(0);
+    }
     let connection = match &backend.server {
         Server::One(client) => {
-            let mut config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(connect_timeout))
-                .set_response_timeout(None)
-                .set_min_delay(Duration::from_millis(10))
-                .set_max_delay(Duration::from_secs(1));
-            if !backend.breaker.is_off() {
-                config = config.set_number_of_retries(0);
-            }
             let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)
                 .map_err(|e| RedisConfigError::Client(e.to_string()))?;
             Connection::One(manager)
         }
         #[cfg(feature = "redis-cluster")]
-        Server::Cluster(client) => {
-            Connection::Cluster(super::cluster::Cluster::new(client, connect_timeout))
+        Server::Cluster(seeds) => {
+            Connection::Cluster(super::cluster::Cluster::new(seeds.clone(), config))
         }
     };
     let circuit = (!backend.breaker.is_off()).then(|| {

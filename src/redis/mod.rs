@@ -128,6 +128,8 @@ mod log;
 mod plan;
 mod quota;
 mod script;
+#[cfg(feature = "redis-cluster")]
+mod slots;
 mod stats;
 mod verdict;
 mod wait;
