@@ -14,10 +14,14 @@ use std::time::{Duration, Instant};
 
 use flowgate::clock::{Clock, ManualClock};
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
-use flowgate::redis::{OnFailure, RedisBackend, RedisLimiter, Source};
+use flowgate::redis::{OnFailure, RedisBackend, RedisLimiter, RedisSlidingLog, Source};
 use flowgate::Quota;
 use redis_cluster::redis_server::RedisServer;
 use redis_cluster::{ClusterNode, RedisCluster};
+
+/// One cluster at a time: six servers per cluster on a 2-core machine, and a cluster starved of
+/// CPU can take a slow master for a failed one (the node timeout is 500 ms).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A per-user policy and a global one: two slots per decision in a cluster.
 fn layered<C: Clock>(builder: PoliciesBuilder<str, C>, global: Quota) -> PoliciesBuilder<str, C> {
@@ -69,6 +73,7 @@ fn user_away_from(cluster: &RedisCluster, other: &str) -> String {
 /// an undo that put back too little would starve a user that one server still admits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_agree_with_one_server() {
+    let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
@@ -123,6 +128,7 @@ async fn decisions_agree_with_one_server() {
 /// A refusal in the second slot puts the first slot's bucket back exactly as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
+    let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
     let limiter = layered(Policies::<str>::builder(), Quota::per_hour(1).unwrap())
         .build_redis(cluster_backend(&cluster).timeout(Duration::from_secs(2)))
@@ -140,12 +146,29 @@ async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
         assert_eq!(value(&cluster, user_key), after_first, "put back exactly");
     }
     assert_eq!(limiter.stats().undone, 3);
+    // The sliding log routes by its key too: 3 per window, wherever the key lives.
+    let log = RedisSlidingLog::new(
+        cluster_backend(&cluster).timeout(Duration::from_secs(2)),
+        "log",
+        Quota::per_hour(3).unwrap(),
+    )
+    .unwrap();
+    for key in ["alice", "bob", "carol"] {
+        let mut admitted = 0;
+        for _ in 0..5 {
+            let verdict = log.check(key).await.unwrap();
+            assert_eq!(verdict.source(), Source::Redis, "{key}");
+            admitted += u32::from(verdict.is_allowed());
+        }
+        assert_eq!(admitted, 3, "{key}");
+    }
 }
 
 /// The global bucket's slot moves to another master while 8 tasks decide: every decision comes
 /// from Redis (`MOVED` and `ASK` followed), and exactly the global burst is admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_moved_under_load_loses_no_decision_and_admits_nothing_extra() {
+    let _serial = SERIAL.lock().await;
     const BURST: u32 = 300;
     let cluster = Arc::new(RedisCluster::start());
     let global = Quota::per_day(BURST).unwrap();
@@ -223,6 +246,7 @@ async fn a_slot_moved_under_load_loses_no_decision_and_admits_nothing_extra() {
 /// the master continues, keeps its cells (fewer admissions, never more).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_between_slots_costs_cells_and_never_admits_extra() {
+    let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
     let hot = "{flowgate:all}:0";
     let user = user_away_from(&cluster, hot);
@@ -287,6 +311,7 @@ async fn a_failure_between_slots_costs_cells_and_never_admits_extra() {
 /// until its replica takes over, then come from Redis again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_fails_over_and_decisions_follow_the_failure_policy_meanwhile() {
+    let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
     let hot = "{flowgate:all}:0";
     let limiter = layered(

@@ -37,6 +37,9 @@ pub(crate) const MAX_REDIRECTS: usize = 8;
 /// A slot no known node serves.
 const NOWHERE: u16 = u16::MAX;
 
+/// How long a refresh waits for one node before it asks the next.
+const ASK_EACH: Duration = Duration::from_millis(250);
+
 /// The least time between two refreshes of the slot map, in ms.
 const REFRESH_EVERY_MS: u64 = 50;
 
@@ -190,8 +193,10 @@ impl Cluster {
                 .collect()
         };
         let mut asked = Vec::new();
+        // Each node gets a moment: a hung one must not keep the others from being asked.
         for (host, port, mut connection) in known {
-            if let Ok(slots) = cluster_slots(&mut connection, &host).await {
+            let asking = cluster_slots(&mut connection, &host);
+            if let Ok(Ok(slots)) = tokio::time::timeout(ASK_EACH, asking).await {
                 return self.take(slots);
             }
             asked.push((host, port));
@@ -206,10 +211,12 @@ impl Cluster {
             let Ok(client) = ::redis::Client::open(seed.clone()) else {
                 continue;
             };
-            let Ok(mut connection) = client.get_multiplexed_async_connection().await else {
+            let connecting = client.get_multiplexed_async_connection();
+            let Ok(Ok(mut connection)) = tokio::time::timeout(ASK_EACH, connecting).await else {
                 continue;
             };
-            if let Ok(slots) = cluster_slots(&mut connection, host).await {
+            let asking = cluster_slots(&mut connection, host);
+            if let Ok(Ok(slots)) = tokio::time::timeout(ASK_EACH, asking).await {
                 return self.take(slots);
             }
         }
