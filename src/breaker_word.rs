@@ -6,13 +6,15 @@
 //! The top two bits are the phase, the other 62 its figure:
 //! * closed (`00`): the consecutive failures so far; calls go through;
 //! * open (`01`): the time (ns of the breaker's clock) until which no call goes through;
-//! * half open (`10`): one probe is out; no call goes through until it reports.
+//! * half open (`10`): the time (ns) one probe went out; no call goes through until it
+//!   reports, or until it is overdue (a probe whose task was dropped never reports), when the
+//!   next caller becomes a new probe.
 //!
 //! Every change is one compare-and-swap from the word it read, so failures racing each other
 //! open the breaker once, and of the callers that find the cool-down over exactly one becomes
-//! the probe; only the probe's report leaves the half-open phase
-//! (`loom-tests/tests/breaker.rs`). A closed breaker with no failure is only read: the
-//! decisions that go through write nothing.
+//! the probe; only the current probe's report leaves the half-open phase (a late report of a
+//! replaced probe changes nothing) (`loom-tests/tests/breaker.rs`). A closed breaker with no
+//! failure is only read: the decisions that go through write nothing.
 
 use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
 
@@ -27,9 +29,9 @@ const HALF_OPEN: u64 = 2 << PHASE_SHIFT;
 pub enum Gate {
     /// The breaker is closed: call.
     Call,
-    /// The cool-down is over and this caller is the one probe: probe, then report with
-    /// [`BreakerWord::probed`].
-    Probe,
+    /// The cool-down is over and this caller is the one probe, sent at the time given: probe,
+    /// then report with [`BreakerWord::probed`] and that time.
+    Probe(u64),
     /// Open or half open: do not call.
     Refuse,
 }
@@ -41,8 +43,8 @@ pub enum Phase {
     Closed(u64),
     /// No call goes through until the time given (ns).
     Open(u64),
-    /// One probe is out.
-    HalfOpen,
+    /// One probe is out, since the time given (ns).
+    HalfOpen(u64),
 }
 
 /// The breaker's state in one atomic word (see the [module docs](self)).
@@ -72,28 +74,31 @@ impl BreakerWord {
         decode(self.word.load(Ordering::Relaxed))
     }
 
-    /// Whether a caller may call now; `now` (ns) is read only when the breaker is open.
-    pub fn gate(&self, now: impl FnOnce() -> u64) -> Gate {
+    /// Whether a caller may call now; `now` (ns) is read only when the breaker is not closed.
+    /// A probe out for `overdue` ns or more is taken for lost, and this caller probes anew.
+    pub fn gate(&self, now: impl FnOnce() -> u64, overdue: u64) -> Gate {
         let mut word = self.word.load(Ordering::Relaxed);
         if word >> PHASE_SHIFT == 0 {
             return Gate::Call;
         }
-        let now = now();
+        let now = now().min(FIGURE);
         loop {
             match decode(word) {
                 Phase::Closed(_) => return Gate::Call,
-                Phase::HalfOpen => return Gate::Refuse,
                 Phase::Open(until) if now < until => return Gate::Refuse,
-                Phase::Open(_) => {}
+                Phase::HalfOpen(since) if now < since.saturating_add(overdue) => {
+                    return Gate::Refuse
+                }
+                Phase::Open(_) | Phase::HalfOpen(_) => {}
             }
             match compare_exchange_weak(
                 &self.word,
                 word,
-                HALF_OPEN,
+                HALF_OPEN | now,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Gate::Probe,
+                Ok(_) => return Gate::Probe(now),
                 Err(actual) => word = actual,
             }
         }
@@ -146,22 +151,23 @@ impl BreakerWord {
         }
     }
 
-    /// The probe's report at `now` (ns): closed with no failure if it succeeded, open until
-    /// `now + cool_down` if not. Only the caller that [`gate`](Self::gate) made the probe
-    /// calls this, once.
-    pub fn probed(&self, ok: bool, now: u64, cool_down: u64) {
+    /// The report at `now` (ns) of the probe sent at `sent` ([`Gate::Probe`]): closed with no
+    /// failure if it succeeded, open until `now + cool_down` if not. A report of a probe that
+    /// is no longer the current one (it was overdue and replaced) changes nothing.
+    pub fn probed(&self, sent: u64, ok: bool, now: u64, cool_down: u64) {
         let next = if ok {
             CLOSED
         } else {
             open_until(now, cool_down)
         };
-        // Nothing else leaves the half-open phase, so a CAS from it cannot lose a change; it
-        // fails only if the caller was not the probe, and then changes nothing.
-        let mut word = HALF_OPEN;
-        while word == HALF_OPEN {
+        let probing = HALF_OPEN | sent;
+        // Only the current probe leaves the half-open phase, so a CAS from its word cannot lose
+        // a change; it fails (spuriously, or for a replaced probe) and then changes nothing.
+        let mut word = probing;
+        while word == probing {
             match compare_exchange_weak(
                 &self.word,
-                HALF_OPEN,
+                probing,
                 next,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
@@ -183,7 +189,7 @@ fn decode(word: u64) -> Phase {
     match word >> PHASE_SHIFT {
         0 => Phase::Closed(figure),
         1 => Phase::Open(figure),
-        _ => Phase::HalfOpen,
+        _ => Phase::HalfOpen(figure),
     }
 }
 
@@ -216,22 +222,48 @@ mod tests {
 
     #[test]
     fn one_probe_after_the_cool_down_and_its_report_decides() {
+        const OVERDUE: u64 = 1_000;
         let word = BreakerWord::new();
         word.failed(0, 1, COOL);
-        assert_eq!(word.gate(|| 99), Gate::Refuse, "still cooling down");
-        assert_eq!(word.gate(|| 100), Gate::Probe);
-        assert_eq!(word.gate(|| 500), Gate::Refuse, "one probe at a time");
-        assert!(!word.failed(500, 1, COOL), "a straggler does not reopen it");
-        assert_eq!(word.phase(), Phase::HalfOpen);
-        word.probed(false, 500, COOL);
-        assert_eq!(word.phase(), Phase::Open(600));
-        assert_eq!(word.gate(|| 600), Gate::Probe);
-        word.probed(true, 601, COOL);
-        assert_eq!(word.phase(), Phase::Closed(0));
         assert_eq!(
-            word.gate(|| unreachable!("a closed breaker reads no clock")),
-            Gate::Call
+            word.gate(|| 99, OVERDUE),
+            Gate::Refuse,
+            "still cooling down"
         );
+        assert_eq!(word.gate(|| 100, OVERDUE), Gate::Probe(100));
+        assert_eq!(
+            word.gate(|| 500, OVERDUE),
+            Gate::Refuse,
+            "one probe at a time"
+        );
+        assert!(!word.failed(500, 1, COOL), "a straggler does not reopen it");
+        assert_eq!(word.phase(), Phase::HalfOpen(100));
+        word.probed(100, false, 500, COOL);
+        assert_eq!(word.phase(), Phase::Open(600));
+        assert_eq!(word.gate(|| 600, OVERDUE), Gate::Probe(600));
+        word.probed(600, true, 601, COOL);
+        assert_eq!(word.phase(), Phase::Closed(0));
+        let never = || unreachable!("a closed breaker reads no clock");
+        assert_eq!(word.gate(never, OVERDUE), Gate::Call);
+    }
+
+    /// A probe that never reports (its task dropped) is replaced once overdue, and its late
+    /// report, if it comes, changes nothing.
+    #[test]
+    fn an_overdue_probe_is_replaced() {
+        let word = BreakerWord::new();
+        word.failed(0, 1, COOL);
+        assert_eq!(word.gate(|| 100, 50), Gate::Probe(100));
+        assert_eq!(word.gate(|| 149, 50), Gate::Refuse);
+        assert_eq!(word.gate(|| 150, 50), Gate::Probe(150));
+        word.probed(100, true, 160, COOL);
+        assert_eq!(
+            word.phase(),
+            Phase::HalfOpen(150),
+            "the lost probe's report"
+        );
+        word.probed(150, false, 170, COOL);
+        assert_eq!(word.phase(), Phase::Open(170 + COOL));
     }
 
     #[test]
@@ -239,16 +271,16 @@ mod tests {
         let word = BreakerWord::new();
         word.failed(u64::MAX - 1, 1, u64::MAX);
         assert_eq!(word.phase(), Phase::Open(FIGURE));
-        assert_eq!(word.gate(|| FIGURE - 1), Gate::Refuse);
+        assert_eq!(word.gate(|| FIGURE - 1, 1), Gate::Refuse);
     }
 
     #[test]
     fn a_report_from_no_probe_changes_nothing() {
         let word = BreakerWord::new();
-        word.probed(true, 0, COOL);
+        word.probed(0, true, 0, COOL);
         assert_eq!(word.phase(), Phase::Closed(0));
         word.failed(0, 1, COOL);
-        word.probed(true, 0, COOL);
+        word.probed(0, true, 0, COOL);
         assert_eq!(word.phase(), Phase::Open(COOL));
     }
 }

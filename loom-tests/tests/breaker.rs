@@ -79,9 +79,9 @@ fn one_probe_and_only_its_report_ends_the_half_open_phase() {
                 let word = word.clone();
                 thread::spawn(move || {
                     fail_next_cas(spurious);
-                    let gate = word.gate(|| COOL);
-                    if gate == Gate::Probe {
-                        word.probed(true, COOL + 1, COOL);
+                    let gate = word.gate(|| COOL, 10 * COOL);
+                    if let Gate::Probe(sent) = gate {
+                        word.probed(sent, true, COOL + 1, COOL);
                     }
                     gate
                 })
@@ -90,7 +90,7 @@ fn one_probe_and_only_its_report_ends_the_half_open_phase() {
         let late = word.failed(COOL, 1, COOL);
         let gates: Vec<_> = callers.into_iter().map(|c| c.join().unwrap()).collect();
         assert_eq!(
-            gates.iter().filter(|&&g| g == Gate::Probe).count(),
+            gates.iter().filter(|g| matches!(g, Gate::Probe(_))).count(),
             1,
             "{gates:?}"
         );
@@ -99,6 +99,41 @@ fn one_probe_and_only_its_report_ends_the_half_open_phase() {
         match word.phase() {
             Phase::Closed(0) => assert!(!late),
             Phase::Open(until) => assert!(late && until == 2 * COOL),
+            other => panic!("{other:?}"),
+        }
+    });
+}
+
+/// A probe lost (it never reports) and overdue: of two callers, exactly one becomes the new
+/// probe; the lost probe's late report, racing them, never ends the new probe's half-open phase.
+#[test]
+fn an_overdue_probe_is_replaced_once_and_its_late_report_is_ignored() {
+    model(|| {
+        let word = Arc::new(BreakerWord::new());
+        word.failed(0, 1, COOL);
+        let Gate::Probe(lost) = word.gate(|| COOL, COOL) else {
+            panic!("the first caller after the cool-down probes");
+        };
+        // The lost probe reports late: only if no caller replaced it yet does it count.
+        let late = {
+            let word = word.clone();
+            thread::spawn(move || word.probed(lost, false, 2 * COOL, COOL))
+        };
+        let caller = {
+            let word = word.clone();
+            thread::spawn(move || {
+                fail_next_cas(1);
+                word.gate(|| 2 * COOL, COOL)
+            })
+        };
+        let gates = [word.gate(|| 2 * COOL, COOL), caller.join().unwrap()];
+        late.join().unwrap();
+        let probes = gates.iter().filter(|g| matches!(g, Gate::Probe(_))).count();
+        match word.phase() {
+            // Replaced first: one new probe, the late report ignored.
+            Phase::HalfOpen(since) => assert!(probes == 1 && since == 2 * COOL, "{gates:?}"),
+            // Reported first (open again until 3 COOL): no caller probes before then.
+            Phase::Open(until) => assert!(probes == 0 && until == 3 * COOL, "{gates:?}"),
             other => panic!("{other:?}"),
         }
     });

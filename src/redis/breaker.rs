@@ -125,6 +125,9 @@ pub(super) struct Circuit {
     word: BreakerWord,
     failures: u64,
     cool_down: u64,
+    /// A probe out this long (its timeout and a cool-down) is taken for lost (its task dropped
+    /// with its runtime) and replaced.
+    overdue: u64,
     /// The breaker's clock starts here (tokio's, so a paused test clock pauses it too).
     origin: Instant,
     connection: Connection,
@@ -145,7 +148,8 @@ impl Circuit {
         Arc::new(Self {
             word: BreakerWord::new(),
             failures: u64::from(settings.failures),
-            cool_down: u64::try_from(settings.cool_down.as_nanos()).unwrap_or(u64::MAX),
+            cool_down: nanos(settings.cool_down),
+            overdue: nanos(timeout.saturating_add(settings.cool_down)),
             origin: Instant::now(),
             connection,
             timeout,
@@ -162,12 +166,12 @@ impl Circuit {
     /// ask starts the probe and is refused like the others.
     #[inline]
     pub(super) fn allows(self: &Arc<Self>) -> bool {
-        match self.word.gate(|| self.now()) {
+        match self.word.gate(|| self.now(), self.overdue) {
             Gate::Call => true,
             Gate::Refuse => false,
-            Gate::Probe => {
+            Gate::Probe(sent) => {
                 self.state.set(1.0);
-                self.runtime.spawn(Arc::clone(self).probe());
+                self.runtime.spawn(Arc::clone(self).probe(sent));
                 false
             }
         }
@@ -191,14 +195,14 @@ impl Circuit {
         match self.word.phase() {
             Phase::Closed(failures) => BreakerState::Closed { failures },
             Phase::Open(_) => BreakerState::Open,
-            Phase::HalfOpen => BreakerState::HalfOpen,
+            Phase::HalfOpen(_) => BreakerState::HalfOpen,
         }
     }
 
     /// Asks Redis for a `PONG` within the timeout and reports. Two tries: after an outage the
     /// connection manager answers the first command with the error of its last failed
     /// attempt and starts a new one, which the second awaits.
-    async fn probe(self: Arc<Self>) {
+    async fn probe(self: Arc<Self>, sent: u64) {
         let ping = async {
             for _ in 0..2 {
                 if self.connection.ping().await {
@@ -210,7 +214,11 @@ impl Circuit {
         let ok = tokio::time::timeout(self.timeout, ping)
             .await
             .unwrap_or(false);
-        self.word.probed(ok, self.now(), self.cool_down);
+        self.word.probed(sent, ok, self.now(), self.cool_down);
         self.state.set(if ok { 0.0 } else { 2.0 });
     }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
