@@ -170,10 +170,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     return Err(failure);
                 }
             };
-            if !wrote.keys.is_empty() {
-                written.push(wrote);
-            }
             if let Reply::Refused { .. } = reply {
+                // The refusing slot took nothing (what it wrote is a repair or a clamp, which
+                // stays); the slots before it are put back.
                 // Waited for: the next decision must find the earlier buckets as they were.
                 let undo = self.undo(cluster.clone(), written);
                 let _ = tokio::time::timeout_at(deadline, undo).await;
@@ -188,6 +187,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 }
                 self.shared.metrics.from_redis.increment(1);
                 return Ok(Decided::without_call(verdict));
+            }
+            if !wrote.keys.is_empty() {
+                written.push(wrote);
             }
             admitted.push((part, reply));
         }

@@ -171,7 +171,11 @@ impl Circuit {
             Gate::Refuse => false,
             Gate::Probe(sent) => {
                 self.state.set(1.0);
-                self.runtime.spawn(Arc::clone(self).probe(sent));
+                // On the runtime polling this decision if there is one (the limiter's own
+                // may have been shut down, or be idle); a probe lost all the same is replaced
+                // once overdue.
+                let runtime = Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+                runtime.spawn(Arc::clone(self).probe(sent));
                 false
             }
         }

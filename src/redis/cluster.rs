@@ -26,8 +26,11 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{
     Arg, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisResult, ServerErrorKind, Value,
 };
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::redirect::{after, server_kind, Target};
 use super::script::Sender;
 use super::slots::{cluster_slots, key_slot, SLOTS};
 
@@ -61,6 +64,8 @@ struct Inner {
     /// No background refresh before this time (ms since `origin`).
     not_before: AtomicU64,
     origin: Instant,
+    /// Told when a refresh ends, whatever it found.
+    refreshed: Notify,
 }
 
 /// The slot map: each slot's master, as an index into `nodes`.
@@ -77,14 +82,6 @@ struct Node {
     connection: ConnectionManager,
 }
 
-/// Where to send a command next.
-enum Target {
-    /// To the master of the command's slot.
-    Slot,
-    /// To the node named, after `ASKING` if `ask`.
-    Node { host: String, port: u16, ask: bool },
-}
-
 impl Cluster {
     /// A cluster found from `seeds`, each node's connection manager made with `config`. Nothing
     /// connects until the first call.
@@ -97,6 +94,7 @@ impl Cluster {
                 refreshing: AtomicBool::new(false),
                 not_before: AtomicU64::new(0),
                 origin: Instant::now(),
+                refreshed: Notify::new(),
             }),
         }
     }
@@ -106,12 +104,20 @@ impl Cluster {
         self.refresh().await
     }
 
-    /// The connection to `slot`'s master, refreshing the map first if it has none.
+    /// The connection to `slot`'s master, learning the map first if it has none. The map is
+    /// learned by a task of its own, which a decision only waits for: a decision whose deadline
+    /// ends first leaves it to finish for the next, and concurrent decisions share it.
     async fn to_slot(&self, slot: u16) -> RedisResult<ConnectionManager> {
         if let Some(connection) = self.known(slot) {
             return Ok(connection);
         }
-        self.refresh().await;
+        let refreshed = self.inner.refreshed.notified();
+        tokio::pin!(refreshed);
+        refreshed.as_mut().enable();
+        self.refresh_soon(true);
+        if self.known(slot).is_none() {
+            refreshed.await;
+        }
         self.known(slot).ok_or_else(|| {
             ::redis::RedisError::from((ErrorKind::Io, "no node of the cluster serves the slot"))
         })
@@ -166,7 +172,7 @@ impl Cluster {
     }
 
     /// `MOVED`: `slot` is served by `host:port` now.
-    fn moved(&self, slot: u16, host: &str, port: u16) {
+    pub(super) fn moved(&self, slot: u16, host: &str, port: u16) {
         let mut routes = self
             .inner
             .routes
@@ -179,27 +185,27 @@ impl Cluster {
         }
     }
 
-    /// Asks the known nodes, then the seeds, for the slot map (`CLUSTER SLOTS`) until one
-    /// answers, and takes its answer; whether one did.
+    /// Asks every known node and every seed at once for the slot map (`CLUSTER SLOTS`, each
+    /// for at most 250 ms: a hung node holds up nobody) and takes the first answer that covers
+    /// every slot, or else the one that covers most (an empty answer, from a node that left
+    /// the cluster, is never taken); whether one was taken.
     async fn refresh(&self) -> bool {
-        let known: Vec<(String, u16, ConnectionManager)> = {
+        let mut asks = JoinSet::new();
+        let mut asked = Vec::new();
+        {
             let routes = self
                 .inner
                 .routes
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
-            (routes.nodes.iter())
-                .map(|n| (n.host.clone(), n.port, n.connection.clone()))
-                .collect()
-        };
-        let mut asked = Vec::new();
-        // Each node gets a moment: a hung one must not keep the others from being asked.
-        for (host, port, mut connection) in known {
-            let asking = cluster_slots(&mut connection, &host);
-            if let Ok(Ok(slots)) = tokio::time::timeout(ASK_EACH, asking).await {
-                return self.take(slots);
+            for node in &routes.nodes {
+                let (host, mut connection) = (node.host.clone(), node.connection.clone());
+                asked.push((node.host.clone(), node.port));
+                asks.spawn(async move {
+                    let asking = cluster_slots(&mut connection, &host);
+                    tokio::time::timeout(ASK_EACH, asking).await.ok()?.ok()
+                });
             }
-            asked.push((host, port));
         }
         for seed in &self.inner.seeds {
             let ConnectionAddr::Tcp(host, port) = seed.addr() else {
@@ -208,29 +214,54 @@ impl Cluster {
             if asked.iter().any(|(h, p)| h == host && p == port) {
                 continue;
             }
-            let Ok(client) = ::redis::Client::open(seed.clone()) else {
+            let (seed, host) = (seed.clone(), host.clone());
+            asks.spawn(async move {
+                let client = ::redis::Client::open(seed).ok()?;
+                let connecting = client.get_multiplexed_async_connection();
+                let mut connection = tokio::time::timeout(ASK_EACH, connecting)
+                    .await
+                    .ok()?
+                    .ok()?;
+                let asking = cluster_slots(&mut connection, &host);
+                tokio::time::timeout(ASK_EACH, asking).await.ok()?.ok()
+            });
+        }
+        let covered = |ranges: &[(u16, u16, String, u16)]| -> usize {
+            let span = |(first, last, ..): &(u16, u16, String, u16)| usize::from(last - first) + 1;
+            ranges.iter().map(span).sum()
+        };
+        let mut best: Option<Vec<_>> = None;
+        while let Some(joined) = asks.join_next().await {
+            let Ok(Some(ranges)) = joined else {
                 continue;
             };
-            let connecting = client.get_multiplexed_async_connection();
-            let Ok(Ok(mut connection)) = tokio::time::timeout(ASK_EACH, connecting).await else {
-                continue;
-            };
-            let asking = cluster_slots(&mut connection, host);
-            if let Ok(Ok(slots)) = tokio::time::timeout(ASK_EACH, asking).await {
-                return self.take(slots);
+            if covered(&ranges) >= SLOTS {
+                asks.abort_all();
+                return self.take(ranges);
+            }
+            if best
+                .as_ref()
+                .map_or(true, |b| covered(&ranges) > covered(b))
+            {
+                best = Some(ranges);
             }
         }
-        false
+        match best {
+            Some(ranges) if !ranges.is_empty() => self.take(ranges),
+            _ => false,
+        }
     }
 
-    /// Takes `ranges` (first slot, last slot, master) as the slot map.
+    /// Takes `ranges` (first slot, last slot, master) into the slot map; a slot they do not
+    /// cover keeps its master.
     fn take(&self, ranges: Vec<(u16, u16, String, u16)>) -> bool {
         let mut routes = self
             .inner
             .routes
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut slots = vec![NOWHERE; SLOTS];
+        let mut slots = core::mem::take(&mut routes.slots);
+        slots.resize(SLOTS, NOWHERE);
         for (first, last, host, port) in ranges {
             let Ok((node, _)) = self.node_in(&mut routes, &host, port) else {
                 continue;
@@ -241,66 +272,27 @@ impl Cluster {
         true
     }
 
-    /// Refreshes the map in the background, unless a refresh runs or ran in the last 50 ms.
-    fn refresh_soon(&self) {
+    /// Refreshes the map in a task of its own, unless one runs, or (unless `now`) one ran in
+    /// the last 50 ms. Waiters are told when it ends ([`Inner::refreshed`]).
+    pub(super) fn refresh_soon(&self, now: bool) {
         let inner = &self.inner;
-        let now = u64::try_from(inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let ms = u64::try_from(inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
         // Relaxed: a rate limit on refreshes, which are idempotent; a refresh more or less
         // changes nothing but the load.
-        if now < inner.not_before.load(Ordering::Relaxed)
+        if (!now && ms < inner.not_before.load(Ordering::Relaxed))
             || inner.refreshing.swap(true, Ordering::Relaxed)
         {
             return;
         }
         inner
             .not_before
-            .store(now + REFRESH_EVERY_MS, Ordering::Relaxed);
+            .store(ms.saturating_add(REFRESH_EVERY_MS), Ordering::Relaxed);
         let this = self.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(1), this.refresh()).await;
             this.inner.refreshing.store(false, Ordering::Relaxed);
+            this.inner.refreshed.notify_waiters();
         });
-    }
-}
-
-/// What to do after an error: the target to send to next, or `None` if the command may have
-/// run (or was refused for good). A redirect also teaches the map (`MOVED`).
-fn after(cluster: &Cluster, slot: u16, error: &::redis::RedisError) -> Option<Target> {
-    let node = || {
-        let (node, _slot) = error.redirect_node()?;
-        let (host, port) = node.rsplit_once(':')?;
-        Some((host.to_owned(), port.parse::<u16>().ok()?))
-    };
-    match error.kind() {
-        ErrorKind::Server(ServerErrorKind::Moved) => {
-            let (host, port) = node()?;
-            cluster.moved(slot, &host, port);
-            Some(Target::Slot)
-        }
-        ErrorKind::Server(ServerErrorKind::Ask) => {
-            let (host, port) = node()?;
-            Some(Target::Node {
-                host,
-                port,
-                ask: true,
-            })
-        }
-        ErrorKind::Server(
-            ServerErrorKind::TryAgain
-            | ServerErrorKind::ClusterDown
-            | ServerErrorKind::MasterDown
-            | ServerErrorKind::BusyLoading
-            | ServerErrorKind::ReadOnly,
-        ) => {
-            cluster.refresh_soon();
-            Some(Target::Slot)
-        }
-        _ => {
-            if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
-                cluster.refresh_soon();
-            }
-            None
-        }
     }
 }
 
@@ -323,9 +315,12 @@ impl Sender for Cluster {
                     if *ask {
                         let mut pipeline = ::redis::pipe();
                         pipeline.cmd("ASKING").add_command(command.clone());
-                        let mut values = connection.send_packed_commands(&pipeline, 1, 1).await?;
-                        values.pop().ok_or_else(|| {
-                            ::redis::RedisError::from((ErrorKind::Parse, "no reply after ASKING"))
+                        let sent = connection.send_packed_commands(&pipeline, 1, 1).await;
+                        sent.and_then(|mut values| {
+                            values.pop().ok_or_else(|| {
+                                let what = "no reply after ASKING";
+                                ::redis::RedisError::from((ErrorKind::Parse, what))
+                            })
                         })
                     } else {
                         connection.send_packed_command(command).await
@@ -350,13 +345,5 @@ impl Sender for Cluster {
             }
             target = next;
         }
-    }
-}
-
-/// The server error kind of `error`, if it is one.
-fn server_kind(error: &::redis::RedisError) -> Option<ServerErrorKind> {
-    match error.kind() {
-        ErrorKind::Server(kind) => Some(kind),
-        _ => None,
     }
 }

@@ -127,6 +127,8 @@ mod local;
 mod log;
 mod plan;
 mod quota;
+#[cfg(feature = "redis-cluster")]
+mod redirect;
 mod script;
 #[cfg(feature = "redis-cluster")]
 mod slots;

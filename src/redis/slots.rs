@@ -36,6 +36,8 @@ pub(crate) async fn cluster_slots(
         let address = match address {
             Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
             Value::SimpleString(text) => text.clone(),
+            // No endpoint announced (`cluster-preferred-endpoint-type unknown-endpoint`).
+            Value::Nil => String::new(),
             _ => return Err(bad()),
         };
         // An empty address (or "?") means the node that answered.
