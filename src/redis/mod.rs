@@ -88,6 +88,10 @@
 //! a real 3-master cluster with replicas: agreement with one server, a slot moved under load,
 //! a master killed and failed over.
 //!
+//! What differs from one server: a decision across slots takes one round trip per slot, takes
+//! no lease, and when refused names the first refusing policy in the set's order (one server
+//! reports the refusal with the longest wait); one circuit breaker covers the whole cluster.
+//!
 //! # When Redis does not answer
 //! Every decision has one deadline ([`RedisBackend::timeout`], 50 ms unless set), shared by
 //! everything it waits for. A call that timed out or failed on the connection is **never sent
