@@ -354,3 +354,40 @@ async fn a_killed_master_fails_over_and_decisions_follow_the_failure_policy_mean
         "decisions in between followed the failure policy"
     );
 }
+
+/// A configuration file names a cluster by its seeds (`url` and `cluster`), and the set it
+/// builds decides there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_file_names_a_cluster() {
+    let _serial = SERIAL.lock().await;
+    let cluster = RedisCluster::start();
+    let seeds = cluster.seed_urls();
+    let file: flowgate::policy::PoliciesConfig = toml::from_str(&format!(
+        "backend = \"redis\"\n\
+         [redis]\nurl = {:?}\ncluster = {:?}\ntimeout = \"2s\"\n\
+         [[policies]]\nname = \"user\"\nkey = \"user\"\nquotas = [\"2/h\"]\n\
+         [[policies]]\nname = \"all\"\nquotas = [\"3/h\"]\n",
+        seeds[0],
+        &seeds[1..],
+    ))
+    .unwrap();
+    let keys = flowgate::policy::KeyExtractors::new().key("user", |user: &str, k| {
+        k.add(user);
+    });
+    let limits = file
+        .build_any(&keys, flowgate::clock::QuantaClock::new())
+        .unwrap();
+    let limiter = limits.redis().expect("a Redis set");
+    let mut admitted = Vec::new();
+    for user in ["a", "a", "a", "b", "c"] {
+        let verdict = limiter.check(user).await.unwrap();
+        assert_eq!(verdict.source(), Source::Redis);
+        admitted.push(verdict.is_allowed());
+    }
+    // Two for "a", then the global three are spent.
+    assert_eq!(admitted, [true, true, false, true, false]);
+    assert!(
+        value(&cluster, "{flowgate:all}:0").is_some(),
+        "the global bucket in the cluster"
+    );
+}

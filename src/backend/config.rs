@@ -91,7 +91,10 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, Con
     };
     let client = ::redis::Client::open(config.url.as_str())
         .map_err(|e| ConfigError::setting("redis.url", format!("{:?}: {e}", config.url)))?;
-    let mut backend = RedisBackend::new(client);
+    let mut backend = match &config.cluster {
+        None => RedisBackend::new(client),
+        Some(more) => cluster(&config.url, more)?,
+    };
     if let Some(prefix) = &config.prefix {
         backend = backend.prefix(prefix.as_str());
     }
@@ -141,4 +144,23 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, Con
         }
     });
     Ok(backend)
+}
+
+/// The backend of a Redis Cluster whose seeds are `url` and `more`.
+#[cfg(feature = "redis")]
+fn cluster(url: &str, more: &[String]) -> Result<crate::redis::RedisBackend, ConfigError> {
+    #[cfg(feature = "redis-cluster")]
+    {
+        let seeds = core::iter::once(url).chain(more.iter().map(String::as_str));
+        crate::redis::RedisBackend::cluster(seeds)
+            .map_err(|e| ConfigError::setting("redis.cluster", e.to_string()))
+    }
+    #[cfg(not(feature = "redis-cluster"))]
+    {
+        let _ = (url, more);
+        Err(ConfigError::setting(
+            "redis.cluster",
+            "a Redis Cluster needs the `redis-cluster` feature",
+        ))
+    }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// [redis]
 /// url = "redis://127.0.0.1:6379/"
+/// # cluster = ["redis://127.0.0.1:6380/"]  # a Redis Cluster: more seed nodes (`redis-cluster`)
 /// prefix = "api"
 /// timeout = "20ms"
 /// on_failure = "local"    # or "open" (the default), or "closed"
@@ -24,6 +25,10 @@ use serde::{Deserialize, Serialize};
 pub struct RedisConfig {
     /// The server, as `redis::Client::open` takes it.
     pub url: String,
+    /// More seed nodes of a Redis Cluster (`["redis://10.0.0.2:6379/"]`, or `[]`): with it, the
+    /// set decides in the cluster that `url` and these belong to (feature `redis-cluster`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Vec<String>>,
     /// The prefix of every key ("flowgate" if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
