@@ -99,6 +99,9 @@ pub mod backend;
 mod breaker_word;
 mod cell;
 pub mod clock;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;

@@ -1,41 +1,11 @@
-//! What the model tests compare: a limiter's answer in plain numbers.
+//! What the model tests share: the reference models and their answers (`models`), the property
+//! tests' configuration, and the driver of the window algorithms' scenarios.
 #![allow(dead_code)]
 
+pub mod models;
+
 use flowgate::{Allowed, InsufficientCapacity, Refused};
-
-/// An operation's answer, as numbers a model can produce independently.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Answer {
-    /// (remaining, limit, reset_after, delay)
-    Allowed(u128, u128, u128, u128),
-    /// (remaining, limit, retry_after, reset_after)
-    Refused(u128, u128, u128, u128),
-    /// (requested, capacity): can never succeed.
-    Never(u128, u128),
-    /// Cells available.
-    Available(u128),
-    /// An operation without an answer (refund, reset).
-    Done,
-}
-
-/// The answer of a `check_n` or `peek`.
-pub fn answer_of(r: Result<Result<Allowed, Refused>, InsufficientCapacity>) -> Answer {
-    match r {
-        Ok(Ok(a)) => Answer::Allowed(
-            a.remaining().into(),
-            a.limit().into(),
-            a.reset_after_nanos().into(),
-            a.delay_nanos().into(),
-        ),
-        Ok(Err(r)) => Answer::Refused(
-            r.remaining().into(),
-            r.limit().into(),
-            r.retry_after_nanos().into(),
-            r.reset_after_nanos().into(),
-        ),
-        Err(e) => Answer::Never(e.requested.into(), e.burst.into()),
-    }
-}
+pub use models::{answer_of, Answer, WindowModel};
 
 /// The property tests' configuration: 10 000 cases, failures saved beside the test file (in
 /// `<test>.proptest-regressions`, committed) and replayed first.
@@ -58,14 +28,6 @@ pub enum Op {
     /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
     CheckAt(u32, u64),
     Refund(u32),
-}
-
-/// A window algorithm's reference model.
-pub trait WindowModel {
-    /// Decides `n` at the reading `at`, the clock's fresh reading being `fresh`.
-    fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer;
-    /// Gives back `n` at `now`.
-    fn refund(&mut self, now: u128, n: u128) -> Answer;
 }
 
 /// Runs `ops` on `clock`, asking the limiter (through `check_n_at` and `refund_at`) and `model`
