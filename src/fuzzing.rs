@@ -6,39 +6,17 @@
 //! trip to a server. Every other target drives public API (quota strings, configuration files,
 //! [`ClientIp::resolve`](crate::http::ClientIp::resolve), limiters on a manual clock).
 //!
-//! The reply check lives in a module private to `redis`, which no path from here reaches, so
-//! the files it is made of (`script.rs`, the buckets of `quota.rs`, the counters of `stats.rs`)
-//! are compiled once more below, as they are: the target checks the same source, not a copy
-//! of it. (A `#[cfg(fuzzing)]` re-export of `Reply`, `Call` and `Micros` in `redis/mod.rs`
-//! would turn these three modules into `use` lines.)
+//! The reply check's types reach here through a `#[cfg(fuzzing)]` re-export in `redis/mod.rs`.
 
 #[cfg(feature = "redis")]
 pub use self::reply::{Buckets, ParsedReply};
-
-// `redis/script.rs` and the siblings it names (`super::quota`, `super::stats`,
-// `super::Failure`), compiled as children of this module; only the reply check is used.
-#[cfg(feature = "redis")]
-use crate::redis::{Failure, RedisConfigError};
-#[cfg(feature = "redis")]
-#[allow(dead_code, unused_imports, clippy::duplicate_mod)]
-#[path = "redis/quota.rs"]
-mod quota;
-#[cfg(feature = "redis")]
-#[allow(dead_code, unused_imports, clippy::duplicate_mod)]
-#[path = "redis/script.rs"]
-mod script;
-#[cfg(feature = "redis")]
-#[allow(dead_code, unused_imports, clippy::duplicate_mod)]
-#[path = "redis/stats.rs"]
-mod stats;
 
 #[cfg(feature = "redis")]
 mod reply {
     use ::redis::Value;
 
-    use super::quota::{Bucket, Micros};
-    use super::script::{Call, Reply};
     use crate::algorithm::{Algorithm, AnyAlgorithm};
+    use crate::redis::fuzzing::{Bucket, Call, Micros, Reply};
 
     /// The buckets of one script call, as the client builds them from a policy set's algorithms.
     #[derive(Debug, Clone)]

@@ -166,6 +166,13 @@ pub use stats::RedisStats;
 pub(crate) use verdict::Decided;
 pub use verdict::Verdict;
 
+/// The reply check's types, for the fuzz targets (`crate::fuzzing`).
+#[cfg(fuzzing)]
+pub(crate) mod fuzzing {
+    pub(crate) use super::quota::{Bucket, Micros};
+    pub(crate) use super::script::{Call, Reply};
+}
+
 use breaker::Circuit;
 use connection::Connection;
 use lease::Leases;
