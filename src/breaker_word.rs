@@ -76,12 +76,21 @@ impl BreakerWord {
 
     /// Whether a caller may call now; `now` (ns) is read only when the breaker is not closed.
     /// A probe out for `overdue` ns or more is taken for lost, and this caller probes anew.
+    #[inline(always)]
     pub fn gate(&self, now: impl FnOnce() -> u64, overdue: u64) -> Gate {
-        let mut word = self.word.load(Ordering::Relaxed);
+        let word = self.word.load(Ordering::Relaxed);
         if word >> PHASE_SHIFT == 0 {
             return Gate::Call;
         }
-        let now = now().min(FIGURE);
+        self.gate_open(word, now(), overdue)
+    }
+
+    /// [`gate`](Self::gate) of a breaker found open or half open (`word`) at `now`: out of
+    /// line, so that a closed breaker's check stays a load and a branch in the caller.
+    #[cold]
+    #[inline(never)]
+    fn gate_open(&self, mut word: u64, now: u64, overdue: u64) -> Gate {
+        let now = now.min(FIGURE);
         loop {
             match decode(word) {
                 Phase::Closed(_) => return Gate::Call,
@@ -106,8 +115,18 @@ impl BreakerWord {
 
     /// A call answered: a closed breaker forgets its failures. An open or half-open breaker is
     /// left alone (the call was sent before it opened; only the probe closes it).
+    #[inline(always)]
     pub fn succeeded(&self) {
-        let mut word = self.word.load(Ordering::Relaxed);
+        let word = self.word.load(Ordering::Relaxed);
+        if word != CLOSED {
+            self.forget_failures(word);
+        }
+    }
+
+    /// [`succeeded`](Self::succeeded) when the word holds failures or is not closed.
+    #[cold]
+    #[inline(never)]
+    fn forget_failures(&self, mut word: u64) {
         while let Phase::Closed(1..) = decode(word) {
             match compare_exchange_weak(
                 &self.word,

@@ -164,25 +164,29 @@ impl Circuit {
 
     /// Whether a call may go to Redis now. When the cool-down is over, the first caller to
     /// ask starts the probe and is refused like the others.
-    #[inline]
+    #[inline(always)]
     pub(super) fn allows(self: &Arc<Self>) -> bool {
         match self.word.gate(|| self.now(), self.overdue) {
             Gate::Call => true,
             Gate::Refuse => false,
-            Gate::Probe(sent) => {
-                self.state.set(1.0);
-                // On the runtime polling this decision if there is one (the limiter's own
-                // may have been shut down, or be idle); a probe lost all the same is replaced
-                // once overdue.
-                let runtime = Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-                runtime.spawn(Arc::clone(self).probe(sent));
-                false
-            }
+            Gate::Probe(sent) => self.probe_now(sent),
         }
     }
 
+    /// Starts the probe sent at `sent` (see [`allows`](Self::allows)); refuses the caller.
+    #[cold]
+    #[inline(never)]
+    fn probe_now(self: &Arc<Self>, sent: u64) -> bool {
+        self.state.set(1.0);
+        // On the runtime polling this decision if there is one (the limiter's own may have
+        // been shut down, or be idle); a probe lost all the same is replaced once overdue.
+        let runtime = Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        runtime.spawn(Arc::clone(self).probe(sent));
+        false
+    }
+
     /// A call answered.
-    #[inline]
+    #[inline(always)]
     pub(super) fn succeeded(&self) {
         self.word.succeeded();
     }

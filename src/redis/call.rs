@@ -106,6 +106,7 @@ pub(super) async fn guarded<T>(
 
 /// The deadline of a call that starts now and may take `timeout` (for a timeout too long to
 /// add to the clock, about 30 years from now, as tokio's own far future).
+#[inline]
 pub(super) fn deadline_after(timeout: core::time::Duration) -> Instant {
     let now = Instant::now();
     let far = || now + core::time::Duration::from_secs(86_400 * 365 * 30);
