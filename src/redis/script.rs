@@ -397,6 +397,19 @@ impl Reply {
             Self::Admitted { repaired, .. } | Self::Refused { repaired, .. } => *repaired,
         }
     }
+
+    /// What either answer carries: the dry-run refusals, every bucket's state, the reading.
+    #[inline(always)]
+    pub(crate) fn parts(&self) -> (&Dry, &States, Option<u64>) {
+        match self {
+            Self::Admitted {
+                dry, states, now, ..
+            }
+            | Self::Refused {
+                dry, states, now, ..
+            } => (dry, states, *now),
+        }
+    }
 }
 
 /// Bucket number `number` (from 1) of `buckets`, as an index from 0.

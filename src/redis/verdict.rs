@@ -94,8 +94,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     pub(crate) fn states(&self, plan: &Plan, decided: &Decided, mut visit: impl FnMut(QuotaState)) {
         let policies = &self.shared.policies;
         let (states, now) = match &decided.reply {
-            Some(Reply::Admitted { states, now, .. } | Reply::Refused { states, now, .. }) => {
-                (states, *now)
+            Some(reply) => {
+                let (_, states, now) = reply.parts();
+                (states, now)
             }
             None => {
                 if let Ok(allowed) = decided.verdict.outcome {
@@ -137,14 +138,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// replies to one decision across slots).
     #[inline(always)]
     pub(super) fn verdict_of(&self, plan: &Plan, n: u32, reply: &Reply) -> Verdict {
-        let (dry, states, now) = match reply {
-            Reply::Admitted {
-                dry, states, now, ..
-            }
-            | Reply::Refused {
-                dry, states, now, ..
-            } => (dry, states, *now),
-        };
+        let (dry, states, now) = reply.parts();
         let outcome = match reply {
             Reply::Admitted { granted, .. } => {
                 Ok(self.admitted(plan, (n, *granted), (states, now), dry))
@@ -269,14 +263,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// would-be refusal counted.
     #[inline(always)]
     pub(super) fn dry_of(&self, plan: &Plan, n: u32, reply: &Reply) -> Option<DryRun> {
-        let (dry, states, now) = match reply {
-            Reply::Admitted {
-                dry, states, now, ..
-            }
-            | Reply::Refused {
-                dry, states, now, ..
-            } => (dry, states, *now),
-        };
+        let (dry, states, now) = reply.parts();
         if dry.all.is_empty() {
             return None;
         }
