@@ -71,6 +71,7 @@ impl BreakerWord {
 
     /// The phase now.
     pub fn phase(&self) -> Phase {
+        // Relaxed: the word is the whole state; nothing else is read through it.
         decode(self.word.load(Ordering::Relaxed))
     }
 
@@ -78,6 +79,7 @@ impl BreakerWord {
     /// A probe out for `overdue` ns or more is taken for lost, and this caller probes anew.
     #[inline(always)]
     pub fn gate(&self, now: impl FnOnce() -> u64, overdue: u64) -> Gate {
+        // Relaxed: the word is the whole state; nothing else is read through it.
         let word = self.word.load(Ordering::Relaxed);
         if word >> PHASE_SHIFT == 0 {
             return Gate::Call;
@@ -100,6 +102,7 @@ impl BreakerWord {
                 }
                 Phase::Open(_) | Phase::HalfOpen(_) => {}
             }
+            // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
             match compare_exchange_weak(
                 &self.word,
                 word,
@@ -117,6 +120,7 @@ impl BreakerWord {
     /// left alone (the call was sent before it opened; only the probe closes it).
     #[inline(always)]
     pub fn succeeded(&self) {
+        // Relaxed: the word is the whole state; nothing else is read through it.
         let word = self.word.load(Ordering::Relaxed);
         if word != CLOSED {
             self.forget_failures(word);
@@ -128,6 +132,7 @@ impl BreakerWord {
     #[inline(never)]
     fn forget_failures(&self, mut word: u64) {
         while let Phase::Closed(1..) = decode(word) {
+            // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
             match compare_exchange_weak(
                 &self.word,
                 word,
@@ -145,6 +150,7 @@ impl BreakerWord {
     /// cool_down` at the `limit`-th consecutive failure. True if this failure opened it. An
     /// open or half-open breaker is left alone.
     pub fn failed(&self, now: u64, limit: u64, cool_down: u64) -> bool {
+        // Relaxed: the word is the whole state; nothing else is read through it.
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
             let Phase::Closed(failures) = decode(word) else {
@@ -157,6 +163,7 @@ impl BreakerWord {
             } else {
                 CLOSED | failures.min(FIGURE)
             };
+            // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
             match compare_exchange_weak(
                 &self.word,
                 word,
@@ -184,6 +191,7 @@ impl BreakerWord {
         // a change; it fails (spuriously, or for a replaced probe) and then changes nothing.
         let mut word = probing;
         while word == probing {
+            // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
             match compare_exchange_weak(
                 &self.word,
                 probing,

@@ -15,6 +15,7 @@ use proptest::prelude::*;
 
 mod common;
 use common::models::schedule::{Kind, Model};
+use common::models::Op;
 use common::{answer_of, Answer};
 
 /// Any of the schedule algorithms, behind one `check_n`/`peek`/... surface.
@@ -73,22 +74,6 @@ impl Limiter {
     fn available(&self) -> u32 {
         each!(self, l => l.available())
     }
-}
-
-#[derive(Debug, Clone)]
-enum Op {
-    Advance(u64),
-    Rewind(u64),
-    Set(u64),
-    Check(u32),
-    /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
-    CheckAt(u32, u64),
-    Peek(u32),
-    Refund(u32),
-    /// `refund_at(n, now − behind)`.
-    RefundAt(u32, u64),
-    Reset,
-    Available,
 }
 
 fn quota() -> impl Strategy<Value = Quota> {

@@ -28,7 +28,7 @@ use libfuzzer_sys::fuzz_target;
 mod models;
 
 use models::schedule::{self, Kind};
-use models::{answer_of, sliding_window, stepped, Answer, WindowModel};
+use models::{answer_of, sliding_window, stepped, Answer, Op, WindowModel};
 
 #[derive(Arbitrary, Debug)]
 struct Spec {
@@ -38,22 +38,6 @@ struct Spec {
     burst: u32,
     initial: u32,
     slack: u64,
-}
-
-#[derive(Arbitrary, Debug, Clone, Copy)]
-enum Op {
-    Advance(u64),
-    Rewind(u64),
-    Set(u64),
-    Check(u32),
-    /// `check_n_at(n, now − behind)`.
-    CheckAt(u32, u64),
-    Peek(u32),
-    Refund(u32),
-    /// `refund_at(n, now − behind)`.
-    RefundAt(u32, u64),
-    Reset,
-    Available,
 }
 
 #[derive(Arbitrary, Debug)]

@@ -210,9 +210,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             keys: &part.keys,
             quotas: &part.quotas,
             dry: &part.dry,
-            now: shared
-                .client_time
-                .then(|| (shared.clock.now() / 1_000).min(script::MAX_NOW_MICROS)),
+            now: self.reading(),
             n,
             want: n,
             give: 0,

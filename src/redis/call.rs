@@ -25,14 +25,11 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     ) -> Result<Reply, Failure> {
         let shared = &*self.shared;
         let counters = &shared.counters;
-        let now = shared
-            .client_time
-            .then(|| (shared.clock.now() / 1_000).min(script::MAX_NOW_MICROS));
         let call = Call {
             keys: &plan.keys,
             quotas: &plan.quotas,
             dry: &plan.dry,
-            now,
+            now: self.reading(),
             n,
             want,
             give,
@@ -56,6 +53,15 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             add(&counters.repaired, u64::from(reply.repaired()));
         }
         result
+    }
+
+    /// The reading a call decides at, in µs: the set's clock with
+    /// [`RedisBackend::client_time`](super::RedisBackend::client_time), else `None` (the
+    /// server's `TIME`).
+    #[inline]
+    pub(super) fn reading(&self) -> Option<u64> {
+        let shared = &*self.shared;
+        (shared.client_time).then(|| (shared.clock.now() / 1_000).min(script::MAX_NOW_MICROS))
     }
 
     /// `sent` answered by `deadline`, unless the breaker holds it back; counted.

@@ -155,8 +155,14 @@ impl Cluster {
             .iter()
             .position(|n| n.host == host && n.port == port)
         {
+            // Below NOWHERE: a node is only added while its index fits (below).
             return Ok((i as u16, routes.nodes[i].connection.clone()));
         }
+        // Indices stop below NOWHERE (u16::MAX), which marks a slot no node serves.
+        let index = u16::try_from(routes.nodes.len())
+            .ok()
+            .filter(|&i| i < NOWHERE)
+            .ok_or_else(|| ::redis::RedisError::from((ErrorKind::Client, "too many nodes")))?;
         let seed = self.inner.seeds.first().cloned();
         let seed = seed.ok_or_else(|| ::redis::RedisError::from((ErrorKind::Client, "no seed")))?;
         let info = seed.set_addr(ConnectionAddr::Tcp(host.to_owned(), port));
@@ -168,7 +174,7 @@ impl Cluster {
             port,
             connection: connection.clone(),
         });
-        Ok((routes.nodes.len() as u16 - 1, connection))
+        Ok((index, connection))
     }
 
     /// `MOVED`: `slot` is served by `host:port` now.
@@ -284,12 +290,14 @@ impl Cluster {
         {
             return;
         }
+        // Relaxed: as above, a rate limit.
         inner
             .not_before
             .store(ms.saturating_add(REFRESH_EVERY_MS), Ordering::Relaxed);
         let this = self.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(1), this.refresh()).await;
+            // Relaxed: the map itself is published by its RwLock, not by this flag.
             this.inner.refreshing.store(false, Ordering::Relaxed);
             this.inner.refreshed.notify_waiters();
         });

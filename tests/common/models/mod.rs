@@ -11,6 +11,26 @@ pub mod stepped;
 
 use flowgate::{Allowed, InsufficientCapacity, Refused};
 
+/// One step of a differential run: what the property test (`tests/model.rs`) draws and the
+/// fuzz target (`fuzz/fuzz_targets/algorithms.rs`) decodes, each then applied to a limiter and
+/// its model alike.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(fuzzing, derive(arbitrary::Arbitrary))]
+pub enum Op {
+    Advance(u64),
+    Rewind(u64),
+    Set(u64),
+    Check(u32),
+    /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
+    CheckAt(u32, u64),
+    Peek(u32),
+    Refund(u32),
+    /// `refund_at(n, now − behind)`.
+    RefundAt(u32, u64),
+    Reset,
+    Available,
+}
+
 /// An operation's answer, as numbers a model can produce independently.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
