@@ -61,6 +61,16 @@ async fn a_hung_server_costs_a_decision_at_most_its_deadline() {
         for task in later {
             times.push(task.await.unwrap());
         }
+        // How many of those decisions reached Redis depends on timing: with leases, a waiter
+        // whose deadline passes while it waits for the renewal lock fails without a call, and
+        // the breaker counts calls. Decisions one after another, each a call that times out,
+        // open it within the breaker's three failures.
+        for _ in 0..3 {
+            if limiter.breaker_state() == BreakerState::Open {
+                break;
+            }
+            times.push(timed(limiter.clone()).await);
+        }
         server.resume();
         for (took, source) in &times {
             // Timed out, or (once three calls had) refused by the breaker without a call.
@@ -76,7 +86,7 @@ async fn a_hung_server_costs_a_decision_at_most_its_deadline() {
                 "lease {lease}: a decision took {took:?} with a timeout of {TIMEOUT:?}: {times:?}"
             );
         }
-        // Five timeouts opened the breaker; back in Redis after a cool-down and a probe.
+        // The timeouts opened the breaker; back in Redis after a cool-down and a probe.
         assert_eq!(limiter.breaker_state(), BreakerState::Open, "lease {lease}");
         let mut source = None;
         for _ in 0..100 {
