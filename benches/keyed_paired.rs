@@ -1,58 +1,102 @@
 #![allow(missing_docs)]
-//! Paired timing of keyed checks at a million keys: flowgate and governor alternate in short
-//! batches (10 000 decisions each, 300 rounds under `cargo bench`, order swapped every round)
-//! walking the same random draws, and the figure is the median of the per-round ratios, which
-//! cancels the drift of this shared machine (governor's own time moved 150–260 ns between
-//! criterion runs). `cargo bench --bench keyed_paired`.
+//! Paired timing of keyed checks at a million keys: flowgate, governor and the hardware floor
+//! (hash + one dependent 16-byte load + CAS from a 16 MiB and a 64 MiB table, `common::floor`)
+//! take turns in short batches (10 000 decisions each, 300 rounds under `cargo bench`, the order
+//! rotated every round) walking the same random draws, and each figure is the median of the
+//! per-round ratios, which cancels the drift of this shared machine.
+//!
+//! Both conventions: the **whole result** kept (`black_box(limiter.check_key(k))`, the
+//! headline) and `is_ok()` only. One thread, then two threads on the same tables.
+//! `cargo bench --bench keyed_paired`.
 
 mod common;
 
 use std::cell::Cell;
+use std::hash::Hash;
+use std::hint::black_box;
 
-use common::paired::{mode, pair, walk};
+use common::floor;
+use common::paired::{mode, walk, walk_two_threads, Rounds};
 use common::*;
 
-fn report<T>(
-    rounds: usize,
-    name: &str,
-    draws: &[T],
-    ours: &dyn Fn(&T) -> bool,
-    theirs: &dyn Fn(&T) -> bool,
-) {
-    let (at_ours, at_theirs) = (Cell::new(0), Cell::new(0));
-    let (a, b, ratio) = pair(rounds, &mut || walk(draws, &at_ours, ours), &mut || {
-        walk(draws, &at_theirs, theirs)
-    });
+/// The sides of one case: flowgate and governor with the whole result, then with `is_ok()`,
+/// then the floors at 16 MiB and 64 MiB.
+type Sides<'a, T> = [&'a (dyn Fn(&T) -> bool + Sync); 6];
+
+fn report<T: Sync>(rounds: usize, name: &str, draws: &[T], sides: Sides<'_, T>, threads: usize) {
+    let at: Vec<Cell<usize>> = sides.iter().map(|_| Cell::new(0)).collect();
+    let mut timed: Vec<Box<dyn FnMut() -> f64 + '_>> = sides
+        .iter()
+        .zip(&at)
+        .map(|(&side, at)| {
+            Box::new(move || {
+                if threads == 1 {
+                    walk(draws, at, side)
+                } else {
+                    walk_two_threads(draws, at, side)
+                }
+            }) as Box<dyn FnMut() -> f64>
+        })
+        .collect();
+    let mut contenders: Vec<&mut dyn FnMut() -> f64> =
+        timed.iter_mut().map(|t| t.as_mut() as _).collect();
+    let r = Rounds::run(rounds, &mut contenders);
     println!(
-        "{name:<22} flowgate {a:7.2} ns  governor {b:7.2} ns  ratio (median of rounds) {ratio:.3}  \
-         throughput {:.2}x",
-        1.0 / ratio
+        "{name:<26} whole: flowgate {:7.2} ns  governor {:7.2} ns  ratio {:.3}  flowgate/floor16 {:.2}  flowgate/floor64 {:.2}",
+        r.median(0), r.median(1), r.ratio(0, 1), r.ratio(0, 4), r.ratio(0, 5)
     );
+    println!(
+        "{:<26} is_ok: flowgate {:7.2} ns  governor {:7.2} ns  ratio {:.3}  flowgate/floor16 {:.2}  (floors {:.2} / {:.2} ns)",
+        "", r.median(2), r.median(3), r.ratio(2, 3), r.ratio(2, 4), r.median(4), r.median(5)
+    );
+}
+
+/// The floors' side for a key.
+fn floors<'a, K: Hash + ?Sized, T>(
+    f16: &'a floor::Keyed,
+    f64: &'a floor::Keyed,
+    key: impl Fn(&T) -> &K + Copy + Sync + 'a,
+) -> [Box<dyn Fn(&T) -> bool + Sync + 'a>; 2] {
+    [
+        Box::new(move |t| f16.decide(key(t))),
+        Box::new(move |t| f64.decide(key(t))),
+    ]
 }
 
 fn main() {
     // `cargo bench` passes --bench; under `cargo test` this is a smoke run on 1 000 keys.
     let Some(bench) = mode() else { return };
     let (keys, rounds) = if bench { (1_000_000, 300) } else { (1_000, 4) };
+    let (f16, f64) = (floor::Keyed::new(16 << 20), floor::Keyed::new(64 << 20));
     let d = draws(keys, 0);
+    let d64: Vec<u64> = d.iter().map(|&k| u64::from(k)).collect();
     {
         let (l, g) = (flowgate_u64(keys), governor_u64(keys));
-        report(
-            rounds,
-            &format!("u64, {keys} keys"),
-            &d,
-            &|&k| l.check_key(&u64::from(k)).is_ok(),
-            &|&k| g.check_key(&u64::from(k)).is_ok(),
-        );
+        let [a, b] = floors(&f16, &f64, |k: &u64| k);
+        let sides: Sides<'_, u64> = [
+            &|k| black_box(l.check_key(k)).is_ok(),
+            &|k| black_box(g.check_key(k)).is_ok(),
+            &|k| l.check_key(k).is_ok(),
+            &|k| g.check_key(k).is_ok(),
+            &*a,
+            &*b,
+        ];
+        for threads in [1, 2] {
+            let name = format!("u64, {keys} keys, {threads} thr");
+            report(rounds, &name, &d64, sides, threads);
+        }
     }
     let names = string_keys(keys);
     let d = in_hand(&names, &d);
     let (l, g) = (flowgate_str(&names), governor_string(&names));
-    report(
-        rounds,
-        &format!("String, {keys} keys"),
-        &d,
+    let [a, b] = floors(&f16, &f64, |k: &String| k.as_str());
+    let sides: Sides<'_, String> = [
+        &|k| black_box(l.check_key(k.as_str())).is_ok(),
+        &|k| black_box(g.check_key(k)).is_ok(),
         &|k| l.check_key(k.as_str()).is_ok(),
         &|k| g.check_key(k).is_ok(),
-    );
+        &*a,
+        &*b,
+    ];
+    report(rounds, &format!("String, {keys} keys"), &d, sides, 1);
 }

@@ -2,6 +2,7 @@
 //! answer the same question in the same run.
 #![allow(dead_code)]
 
+pub mod floor;
 pub mod paired;
 
 use std::num::NonZeroU32;
@@ -386,6 +387,75 @@ impl GovernorLayers {
             .is_ok()
             && self.per_endpoint.check_key(&call.endpoint).is_ok()
             && self.global.check().is_ok()
+    }
+}
+
+impl GovernorLayers {
+    /// [`check`](Self::check) keeping each layer's whole result (governor's convention).
+    #[inline]
+    pub fn check_whole(&self, call: &Call) -> bool {
+        use std::hint::black_box;
+        black_box(self.per_user_endpoint.check_key(&(call.user, call.endpoint))).is_ok()
+            && black_box(self.per_endpoint.check_key(&call.endpoint)).is_ok()
+            && black_box(self.global.check()).is_ok()
+    }
+}
+
+// One key, three quotas (the users' "200 per 10 s and 5000 per hour and 20 000 per day"), at
+// 100 000 users (benches/policy_paired.rs).
+
+/// Users of the three-quota bench.
+pub const QUOTA_USERS: usize = 100_000;
+
+/// The three quotas.
+pub fn three_quotas() -> [Quota; 3] {
+    [q("200/10s"), q("5000/h"), q("20000/day")]
+}
+
+/// One keyed policy with the three quotas, sized for [`QUOTA_USERS`].
+pub fn flowgate_three_quotas() -> flowgate::policy::Policies<u64> {
+    use flowgate::policy::{Policies, Policy};
+    Policies::builder()
+        .policy(
+            Policy::keyed("per-user", |user: &u64| user)
+                .quotas(three_quotas())
+                .max_keys(QUOTA_USERS),
+        )
+        .build()
+        .unwrap()
+}
+
+/// The three quotas as three governor keyed limiters, checked in turn.
+pub struct GovernorQuotas([DefaultKeyedRateLimiter<u64>; 3]);
+
+impl GovernorQuotas {
+    pub fn new() -> Self {
+        let n = |n| NonZeroU32::new(n).unwrap();
+        let s = |secs| Duration::from_secs(secs);
+        let quota = |per: Duration, cells: u32| {
+            governor::Quota::with_period(per / cells)
+                .unwrap()
+                .allow_burst(n(cells))
+        };
+        Self([
+            governor::RateLimiter::keyed(quota(s(10), 200)),
+            governor::RateLimiter::keyed(quota(s(3_600), 5_000)),
+            governor::RateLimiter::keyed(quota(s(86_400), 20_000)),
+        ])
+    }
+
+    /// The three checks in turn, stopping at the first refusal, each result `is_ok()` only.
+    #[inline]
+    pub fn check(&self, user: &u64) -> bool {
+        self.0.iter().all(|l| l.check_key(user).is_ok())
+    }
+
+    /// [`check`](Self::check) keeping each whole result (governor's convention).
+    #[inline]
+    pub fn check_whole(&self, user: &u64) -> bool {
+        self.0
+            .iter()
+            .all(|l| std::hint::black_box(l.check_key(user)).is_ok())
     }
 }
 

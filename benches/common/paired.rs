@@ -33,20 +33,45 @@ pub fn pair(
     ours: &mut dyn FnMut() -> f64,
     theirs: &mut dyn FnMut() -> f64,
 ) -> (f64, f64, f64) {
-    let (mut a, mut b, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let (x, y) = if round % 2 == 0 {
-            let x = ours();
-            (x, theirs())
-        } else {
-            let y = theirs();
-            (ours(), y)
-        };
-        a.push(x);
-        b.push(y);
-        ratio.push(x / y);
+    let times = Rounds::run(rounds, &mut [ours, theirs]);
+    (times.median(0), times.median(1), times.ratio(0, 1))
+}
+
+/// The per-round times of several contenders, each timed once per round (one batch, ns per
+/// decision), the order rotated every round.
+pub struct Rounds {
+    /// `times[contender][round]`.
+    times: Vec<Vec<f64>>,
+}
+
+impl Rounds {
+    /// Runs `rounds` rounds of `contenders`.
+    pub fn run(rounds: usize, contenders: &mut [&mut dyn FnMut() -> f64]) -> Self {
+        let n = contenders.len();
+        let mut times = vec![Vec::with_capacity(rounds); n];
+        for round in 0..rounds {
+            for k in 0..n {
+                let i = (round + k) % n;
+                times[i].push(contenders[i]());
+            }
+        }
+        Self { times }
     }
-    (median(&mut a), median(&mut b), median(&mut ratio))
+
+    /// The median time of contender `i`, ns per decision.
+    pub fn median(&self, i: usize) -> f64 {
+        median(&mut self.times[i].clone())
+    }
+
+    /// The median over rounds of contender `i`'s time divided by contender `j`'s.
+    pub fn ratio(&self, i: usize, j: usize) -> f64 {
+        let mut r: Vec<f64> = self.times[i]
+            .iter()
+            .zip(&self.times[j])
+            .map(|(a, b)| a / b)
+            .collect();
+        median(&mut r)
+    }
 }
 
 /// Times `BATCH` decisions, ns per decision.
