@@ -28,11 +28,13 @@ const CASES: &[&str] = &[
     "flowgate_check_n",
     "flowgate_check_whole",
     "flowgate_refused_whole",
+    "flowgate_check_n_whole",
     "governor_check",
     "governor_refused",
     "governor_check_n",
     "governor_check_whole",
     "governor_refused_whole",
+    "governor_check_n_whole",
 ];
 
 /// Counts `name`'s decisions, admitted or refused, without a dispatch inside the loop.
@@ -134,6 +136,19 @@ fn run(case: &str, n: u64) {
             let l = governor_refusing();
             hot_loop(n, || {
                 assert!(black_box(l.check().is_err()));
+            })
+        }
+        "flowgate_check_n_whole" => {
+            let l = flowgate_allowing();
+            hot_loop(n, || {
+                let _ = black_box(l.check_n(black_box(10)));
+            })
+        }
+        "governor_check_n_whole" => {
+            let l = governor_allowing();
+            let ten = NonZeroU32::new(10).unwrap();
+            hot_loop(n, || {
+                let _ = black_box(l.check_n(black_box(ten)));
             })
         }
         "governor_check_n" => {

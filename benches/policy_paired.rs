@@ -64,10 +64,7 @@ fn main() {
     let Some(bench) = mode() else { return };
     let rounds_n = if bench { 300 } else { 4 };
     {
-        let users: Vec<u64> = draws(QUOTA_USERS, 13)
-            .into_iter()
-            .map(u64::from)
-            .collect();
+        let users: Vec<u64> = draws(QUOTA_USERS, 13).into_iter().map(u64::from).collect();
         // A pair of limiters per convention: each user sees about 30 requests (at most about 60) per limiter in
         // a run, well inside 200 per 10 s, so every check is admitted.
         let (p, p2) = (flowgate_three_quotas(), flowgate_three_quotas());
@@ -112,7 +109,11 @@ fn main() {
             &[&whole, &theirs_whole, &ours, &theirs],
             threads,
         );
-        print(&format!("three layers, {threads} thread(s)"), "governor", &r);
+        print(
+            &format!("three layers, {threads} thread(s)"),
+            "governor",
+            &r,
+        );
     }
     let plain = |c: &_| sequential.check(c);
     let r = rounds(rounds_n, &calls, &[&whole, &plain, &ours, &plain], 1);

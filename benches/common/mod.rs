@@ -395,7 +395,11 @@ impl GovernorLayers {
     #[inline]
     pub fn check_whole(&self, call: &Call) -> bool {
         use std::hint::black_box;
-        black_box(self.per_user_endpoint.check_key(&(call.user, call.endpoint))).is_ok()
+        black_box(
+            self.per_user_endpoint
+                .check_key(&(call.user, call.endpoint)),
+        )
+        .is_ok()
             && black_box(self.per_endpoint.check_key(&call.endpoint)).is_ok()
             && black_box(self.global.check()).is_ok()
     }

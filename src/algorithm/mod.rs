@@ -173,8 +173,6 @@ pub(crate) fn next_cell<A: Algorithm + ?Sized>(algorithm: &A, word: u64, now: u6
     }
 }
 
-/// Implements [`Algorithm`] for a type by delegating every method to its field `$field`, an
-/// algorithm core (`Schedule`, `Stepped`) with methods of the same names.
 /// What [`Algorithm::take`] answers for a `check` that answered `step`: the delay of an
 /// admission, nothing of a refusal (which writes nothing).
 #[inline(always)]
@@ -187,10 +185,14 @@ pub(crate) fn delay_of(step: Step<Result<Allowed, Refused>>) -> Step<Option<u64>
 }
 
 /// Implements [`Algorithm`] for `$ty` by its field `$field`; with `take`, the field's own
-/// [`Algorithm::take`] too (the TAT schedules', which GCRA's policy fast path shares).
+/// [`Algorithm::take`] too (the TAT schedules', which GCRA's policy fast path shares), and with
+/// `take, $check` the field's `$check` as [`Algorithm::check`] (GCRA's schedule without slack).
 macro_rules! delegate_algorithm {
     ($ty:ty, $field:ident, take) => {
-        $crate::algorithm::delegate_algorithm!($ty, $field, {
+        $crate::algorithm::delegate_algorithm!($ty, $field, take, check);
+    };
+    ($ty:ty, $field:ident, take, $check:ident) => {
+        $crate::algorithm::delegate_algorithm!($ty, $field, $check, {
             #[inline(always)]
             fn take(
                 &self,
@@ -203,9 +205,9 @@ macro_rules! delegate_algorithm {
         });
     };
     ($ty:ty, $field:ident) => {
-        $crate::algorithm::delegate_algorithm!($ty, $field, {});
+        $crate::algorithm::delegate_algorithm!($ty, $field, check, {});
     };
-    ($ty:ty, $field:ident, { $($take:tt)* }) => {
+    ($ty:ty, $field:ident, $check:ident, { $($take:tt)* }) => {
         impl $crate::algorithm::Algorithm for $ty {
             $($take)*
 
@@ -229,7 +231,7 @@ macro_rules! delegate_algorithm {
                 now: u64,
                 n: u32,
             ) -> $crate::algorithm::Step<Result<$crate::Allowed, $crate::Refused>> {
-                self.$field.check(word, now, n)
+                self.$field.$check(word, now, n)
             }
 
             #[inline(always)]

@@ -206,19 +206,59 @@ impl Schedule {
     /// clamps with a fresh reading ([`Schedule::catch_up`]).
     #[inline(always)]
     pub(crate) fn check(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
+        self.check_as::<true>(tat, now, n)
+    }
+
+    /// [`check`](Self::check) for a schedule known to have no slack (GCRA's): one bound, and no
+    /// delayed admission to consider.
+    #[inline(always)]
+    pub(crate) fn check_exact(&self, tat: u64, now: u64, n: u32) -> Step<Result<Allowed, Refused>> {
+        debug_assert_eq!(self.lead, self.window, "a schedule with slack");
+        self.check_as::<false>(tat, now, n)
+    }
+
+    /// [`check`](Self::check); `SLACK = false` only for a schedule without slack.
+    #[inline(always)]
+    fn check_as<const SLACK: bool>(
+        &self,
+        tat: u64,
+        now: u64,
+        n: u32,
+    ) -> Step<Result<Allowed, Refused>> {
+        // Without slack, τ + slack is τ.
+        let lead = if SLACK { self.lead } else { self.window };
         // n ≤ capacity and capacity·T ≤ τ + slack < 2^64: no overflow.
         let cost = u64::from(n) * self.interval;
-        if let Some(new_tat) = advance(tat, now, cost) {
-            // new_tat ≥ now (see `advance`).
-            let debt = new_tat - now;
-            if debt <= self.window {
-                return Step::Write(new_tat, Ok(Allowed::new(self.gauge(debt))));
+        let (booked, wait, behind) = match advance(tat, now, cost) {
+            Some(new_tat) => {
+                // new_tat ≥ now + cost (see `advance`).
+                let debt = new_tat - now;
+                // The larger bound first: a refusal is then one comparison.
+                if debt <= lead {
+                    if !SLACK || debt <= self.window {
+                        return Step::Write(new_tat, Ok(Allowed::new(self.gauge(debt))));
+                    }
+                    return Step::Write(new_tat, Ok(self.delayed(tat.max(now), now, debt)));
+                }
+                // Refused. What is booked now, max(tat, now) − now, is debt − cost; more than
+                // τ + slack of it is a clock that stepped back (the clamp, off this path).
+                let booked = debt - cost;
+                if booked > lead {
+                    self.refusal(tat, now, cost)
+                } else {
+                    // What `refusal` answers unclamped: max(tat, now) + cost − now − (τ + slack),
+                    // at least 1 since debt > τ + slack.
+                    (booked, debt - lead, false)
+                }
             }
-            if debt <= self.lead {
-                return Step::Write(new_tat, Ok(self.delayed(tat.max(now), now, debt)));
-            }
-        }
-        Step::Keep(Err(self.refused(tat, now, cost)))
+            None => self.refusal(tat, now, cost),
+        };
+        let refused = Refused::new(self.gauge(booked), wait);
+        Step::Keep(Err(if behind {
+            refused.behind_clock()
+        } else {
+            refused
+        }))
     }
 
     /// [`Algorithm::take`](super::Algorithm::take): without slack (GCRA, a leaky-bucket meter)
@@ -252,10 +292,13 @@ impl Schedule {
         Allowed::delayed(self.gauge(debt), delay)
     }
 
-    /// The refusal of a request costing `cost` against the bucket `tat` at `now`, flagged if
-    /// the TAT is more than `τ + slack` ahead of `now`.
-    #[inline(always)]
-    pub(crate) fn refused(&self, tat: u64, now: u64, cost: u64) -> Refused {
+    /// The refusal of a request costing `cost` against the bucket `tat` at `now`: what is booked
+    /// (ns), the wait (≥ 1 ns, `u64::MAX` for never) and whether the TAT is more than `τ + slack`
+    /// ahead of `now`. The general case, which [`check`](Self::check) takes out of line for a
+    /// clamp or the horizon only.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, tat: u64, now: u64, cost: u64) -> (u64, u64, bool) {
         // A TAT more than τ + slack ahead of now refuses every n ≥ 1, so the clamp of a clock
         // that stepped back is needed on this path only.
         let (tat, clock_behind) = self.clamp(tat, now);
@@ -270,12 +313,7 @@ impl Schedule {
             }
             None => u64::MAX,
         };
-        let refused = Refused::new(self.gauge(tat.saturating_sub(now)), wait);
-        if clock_behind {
-            refused.behind_clock()
-        } else {
-            refused
-        }
+        (tat.saturating_sub(now), wait, clock_behind)
     }
 
     /// The TAT to write after a backward clock step: `fresh + τ + slack` (fully booked as of

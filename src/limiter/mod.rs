@@ -134,7 +134,10 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         if n == 0 {
-            return self.peek_at(0, now);
+            // Takes nothing: the bucket as it is (what `peek_at(0, now)` answers, inline: an
+            // out-of-line call returning the outcome through memory would make every answer of
+            // this function go through a copy).
+            return Ok(Ok(self.algorithm.state(self.cell.load(), now)));
         }
         self.within_burst(n)?;
         Ok(self.answer(self.cell.update(|tat| self.algorithm.check(tat, now, n))))

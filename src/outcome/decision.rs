@@ -65,7 +65,7 @@ impl Allowed {
 
     /// The bucket's capacity (its burst): the `limit` of rate-limit headers.
     pub fn limit(&self) -> u32 {
-        self.gauge.limit
+        self.gauge.limit()
     }
 
     /// Time until the bucket is full again if nothing else is taken.
@@ -211,7 +211,7 @@ impl Refused {
 
     /// The bucket's capacity (its burst).
     pub fn limit(&self) -> u32 {
-        self.gauge.limit
+        self.gauge.limit()
     }
 
     /// The bucket's state at the refusal.

@@ -54,7 +54,9 @@ pub use policy::{DryRun, PolicyQuota, QuotaState};
 pub struct Gauge {
     used: u64,
     unit: u64,
-    limit: u32,
+    /// A `u32` held in a whole word: no padding, so a decision stores the gauge as four plain
+    /// words.
+    limit: u64,
     reset: u64,
 }
 
@@ -66,7 +68,7 @@ impl Gauge {
         Self {
             used,
             unit,
-            limit,
+            limit: limit as u64,
             reset: reset_after_nanos,
         }
     }
@@ -81,16 +83,17 @@ impl Gauge {
         // One division gives the quotient and the remainder: ⌈used / unit⌉ without overflow.
         let unit = self.unit.max(1);
         let used = self.used / unit + u64::from(self.used % unit != 0);
-        if used >= u64::from(self.limit) {
+        if used >= self.limit {
             0
         } else {
-            self.limit - used as u32
+            (self.limit - used) as u32
         }
     }
 
     /// The bucket's capacity: the `limit` of rate-limit headers.
     pub fn limit(&self) -> u32 {
-        self.limit
+        // Made from a u32 (`new`).
+        self.limit as u32
     }
 
     /// Nanoseconds until the bucket is fully available again if nothing else is taken.
