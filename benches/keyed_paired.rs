@@ -51,12 +51,15 @@ fn report<T: Sync>(rounds: usize, name: &str, draws: &[T], sides: Sides<'_, T>, 
     );
 }
 
+/// One side, boxed.
+type Side<'a, T> = Box<dyn Fn(&T) -> bool + Sync + 'a>;
+
 /// The floors' side for a key.
 fn floors<'a, K: Hash + ?Sized, T>(
     f16: &'a floor::Keyed,
     f64: &'a floor::Keyed,
     key: impl Fn(&T) -> &K + Copy + Sync + 'a,
-) -> [Box<dyn Fn(&T) -> bool + Sync + 'a>; 2] {
+) -> [Side<'a, T>; 2] {
     [
         Box::new(move |t| f16.decide(key(t))),
         Box::new(move |t| f64.decide(key(t))),
