@@ -90,7 +90,7 @@
 //! # Keyed limits: memory and eviction
 //!
 //! A [`KeyedRateLimiter`](crate::KeyedRateLimiter) keeps one bucket per key in a table
-//! allocated once for `max_keys` (about 21⅓ bytes per key of capacity: a 64-bit fingerprint of
+//! allocated once for `max_keys` (about 18.3 bytes per key of capacity: a 64-bit fingerprint of
 //! the key and the bucket's word; the key itself is never stored). Size it for the keys active
 //! at once, not for every key ever seen: a bucket that is full again is forgotten by the next
 //! insert that meets it, by [`sweep`](crate::KeyedRateLimiter::sweep), or by a sweeper thread,

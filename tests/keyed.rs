@@ -303,11 +303,12 @@ fn bad_configurations_are_errors() {
 }
 
 #[test]
-fn memory_is_within_24_bytes_per_key_at_a_million() {
+fn memory_is_within_20_bytes_per_key_at_a_million() {
     let limiter = KeyedRateLimiter::<u64>::new(Quota::per_second(1).unwrap(), 1_000_000).unwrap();
     assert_eq!(limiter.max_keys(), 1_000_000);
     let per_key = limiter.memory_bytes() as f64 / 1e6;
-    assert!((21.3..=24.0).contains(&per_key), "{per_key} bytes per key");
+    // 16-byte slots at most 7/8 full (18.3 bytes), plus the shards' spread.
+    assert!((18.2..=20.0).contains(&per_key), "{per_key} bytes per key");
 }
 
 #[test]

@@ -9,7 +9,15 @@
 //!   the word: a keyed hit with no probe, no clock and no decision. At 16 MiB the table does
 //!   not fit this machine's 8 MiB L3; at 64 MiB it does not fit its TLB either. Allocated as
 //!   an ordinary `Vec`, without huge pages.
+//!
+//!   Two floors come from it. [`Keyed::decide`] lets consecutive hits overlap as far as the
+//!   CPU's out-of-order window allows (a short loop keeps several cache misses in flight at
+//!   once: the *throughput* floor). [`Keyed::decide_chained`] makes each hit's address depend
+//!   on the word the previous hit loaded on the same thread, so no two misses overlap: the
+//!   *latency* floor, one full cache miss per hit, which is what a hit costs a caller that does
+//!   anything else between two of them.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A reading of the CPU's time-stamp counter (elsewhere, of a monotonic clock).
@@ -65,6 +73,15 @@ struct Slot {
 pub struct Keyed {
     slots: Vec<Slot>,
     hasher: ahash::RandomState,
+    /// Zero, but not known to be zero by the compiler or the CPU: what chains one hit's load
+    /// to the next hit's address ([`Keyed::decide_chained`]).
+    zero: u64,
+}
+
+thread_local! {
+    /// The last chained hit's word, masked to zero: the next chained hit on this thread waits
+    /// for it.
+    static CHAIN: Cell<u64> = const { Cell::new(0) };
 }
 
 impl Keyed {
@@ -80,13 +97,31 @@ impl Keyed {
         Self {
             slots,
             hasher: ahash::RandomState::new(),
+            zero: std::hint::black_box(0),
         }
     }
 
-    /// One "hit": hash, dependent load of the slot, CAS of its word.
+    /// One "hit": hash, dependent load of the slot, CAS of its word. Consecutive hits may
+    /// overlap (the throughput floor).
     #[inline(always)]
     pub fn decide<K: std::hash::Hash + ?Sized>(&self, key: &K) -> bool {
-        let hash = self.hasher.hash_one(key);
+        self.hit(self.hasher.hash_one(key)).1
+    }
+
+    /// [`decide`](Self::decide) whose address waits for the word the previous chained hit on
+    /// this thread loaded: no two misses overlap (the latency floor).
+    #[inline(always)]
+    pub fn decide_chained<K: std::hash::Hash + ?Sized>(&self, key: &K) -> bool {
+        CHAIN.with(|chain| {
+            let (word, ok) = self.hit(self.hasher.hash_one(key) ^ chain.get());
+            chain.set(word & self.zero);
+            ok
+        })
+    }
+
+    /// The hit at `hash`: the word it loaded, and success.
+    #[inline(always)]
+    fn hit(&self, hash: u64) -> (u64, bool) {
         let slot = &self.slots[hash as usize & (self.slots.len() - 1)];
         // Relaxed: a floor, not a protocol. The tag feeds the CAS, so the load cannot be
         // skipped.
@@ -98,6 +133,6 @@ impl Keyed {
         {
             old = seen;
         }
-        tag != 0
+        (old, tag != 0)
     }
 }

@@ -155,7 +155,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
     }
 
     /// The most keys the table holds (default 2²⁰). The table is allocated for them at once:
-    /// about 21⅓ bytes per key for large tables, more for small ones (see the
+    /// about 18.3 bytes per key for large tables, more for small ones (see the
     /// [`keyed` module docs](crate::keyed)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;

@@ -7,7 +7,7 @@
 //! * Each key takes one 16-byte slot: an 8-byte tag (the key's 64-bit hash) and the 8-byte
 //!   bucket word. **The key itself is not stored**, whatever its type: a `String` key costs the
 //!   same 16 bytes as a `u64`, and inserting one allocates nothing.
-//! * Shards are at most 3/4 full, so a table holds about `4/3 × max_keys` slots: **21⅓ bytes per
+//! * Shards are at most 7/8 full, so a table holds about `8/7 × max_keys` slots: **18.3 bytes per
 //!   key of capacity**, plus 128 bytes per shard, allocated and zeroed by [`Builder::build`].
 //!   Resident memory is that from the start and never more ([`KeyedRateLimiter::memory_bytes`] gives the exact figure). Each shard also
 //!   has room for five standard deviations of the random spread of keys over shards (at a

@@ -113,7 +113,7 @@
 //!
 //! # Memory
 //! A keyed policy keeps one table per quota, each like a
-//! [`KeyedRateLimiter`](crate::KeyedRateLimiter)'s (about 21⅓ bytes per key of capacity,
+//! [`KeyedRateLimiter`](crate::KeyedRateLimiter)'s (about 18.3 bytes per key of capacity,
 //! allocated up front; [`Policy::max_keys`] sets the capacity, 65 536 keys by default), and
 //! evicts idle keys the same way. A global policy keeps one cache-padded word per quota.
 //!

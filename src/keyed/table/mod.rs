@@ -2,7 +2,7 @@
 //! (without a lock), inserted, removed and swept (under the shard's lock).
 //!
 //! Each shard is an open-addressing table with linear probing over a fixed array of slots, at
-//! most 3/4 full, laid out four to a 64-byte cache line. A key's shard comes from its tag's
+//! most 7/8 full, laid out four to a 64-byte cache line. A key's shard comes from its tag's
 //! high bits and its home from the bits below them: the first slot of a cache line (a
 //! multiply-shift, so shard lengths need not be powers of two), so that a probe usually loads
 //! one line (BENCHMARKS.md measures what that saves). Deletion shifts the rest of the probe chain
@@ -135,9 +135,9 @@ impl Table {
             5 * (share as f64).sqrt().ceil() as usize + 8
         };
         let cap = share.saturating_add(spread).min(max_keys);
-        // At most 3/4 full, always one EMPTY slot to end every probe, in whole cache lines.
+        // At most 7/8 full, always one EMPTY slot to end every probe, in whole cache lines.
         let lines = cap
-            .checked_add(cap.div_ceil(3))
+            .checked_add(cap.div_ceil(7))
             .and_then(|n| n.checked_add(1))
             .ok_or(SizeError::TooLarge)?
             .div_ceil(LINE);
