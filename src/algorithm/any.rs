@@ -251,7 +251,7 @@ impl fmt::Display for AnyAlgorithm {
 
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
-    use super::super::schedule::Rule;
+    use super::super::rule::Rule;
     use super::*;
 
     #[test]

@@ -41,6 +41,7 @@ mod fixed_window;
 mod gcra;
 mod interval_refill;
 mod leaky_bucket;
+mod rule;
 mod schedule;
 mod sliding_window;
 mod stepped;
@@ -55,7 +56,7 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
-pub(crate) use schedule::Rule;
+pub(crate) use rule::Rule;
 #[cfg(feature = "redis")]
 pub(crate) use stepped::Stepped;
 pub(crate) use words::{Apply, WORDS};

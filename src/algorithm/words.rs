@@ -2,7 +2,8 @@
 //! decision reads off them without building the algorithm first: GCRA's [`Rule`] for the fast
 //! path, or the algorithm as its own type for a task ([`Apply`]).
 
-use super::schedule::{Rule, Schedule};
+use super::rule::Rule;
+use super::schedule::Schedule;
 use super::stepped::Stepped;
 use super::{
     Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
