@@ -121,7 +121,7 @@ fn main() {
             .collect();
         let mut contenders: Vec<&mut dyn FnMut() -> f64> =
             timed.iter_mut().map(|t| t.as_mut() as _).collect();
-        let r = Rounds::run(rounds / 8, &mut contenders);
+        let r = Rounds::run((rounds / 8).max(1), &mut contenders);
         print("2 threads, one bucket", &r);
         println!(
             "{:<22} throughput flowgate/governor: whole {:.2}x  is_ok {:.2}x",
