@@ -16,12 +16,11 @@
 
 mod common;
 
-use std::cell::Cell;
 use std::hash::Hash;
 use std::hint::black_box;
 
 use common::floor;
-use common::paired::{mode, walk, walk_two_threads, Rounds};
+use common::paired::{mode, Rounds};
 use common::*;
 
 /// The sides of one case: flowgate and governor with the whole result, then with `is_ok()`,
@@ -29,23 +28,7 @@ use common::*;
 type Sides<'a, T> = [&'a (dyn Fn(&T) -> bool + Sync); 7];
 
 fn report<T: Sync>(rounds: usize, name: &str, draws: &[T], sides: Sides<'_, T>, threads: usize) {
-    let at: Vec<Cell<usize>> = sides.iter().map(|_| Cell::new(0)).collect();
-    let mut timed: Vec<Box<dyn FnMut() -> f64 + '_>> = sides
-        .iter()
-        .zip(&at)
-        .map(|(&side, at)| {
-            Box::new(move || {
-                if threads == 1 {
-                    walk(draws, at, side)
-                } else {
-                    walk_two_threads(draws, at, side)
-                }
-            }) as Box<dyn FnMut() -> f64>
-        })
-        .collect();
-    let mut contenders: Vec<&mut dyn FnMut() -> f64> =
-        timed.iter_mut().map(|t| t.as_mut() as _).collect();
-    let r = Rounds::run(rounds, &mut contenders);
+    let r = Rounds::walking(rounds, draws, &sides, threads);
     println!(
         "{name:<26} whole: flowgate {:7.2} ns  governor {:7.2} ns  ratio {:.3}  flowgate/latency16 {:.2}  flowgate/latency64 {:.2}  flowgate/throughput16 {:.2}",
         r.median(0), r.median(1), r.ratio(0, 1), r.ratio(0, 5), r.ratio(0, 6), r.ratio(0, 4)

@@ -18,14 +18,7 @@ use std::hint::black_box;
 
 /// One case: flowgate and governor in both conventions, and the floor, in one set of rounds.
 fn report(rounds: usize, name: &str, sides: [&dyn Fn() -> bool; 5]) {
-    let mut timed: Vec<Box<dyn FnMut() -> f64 + '_>> = sides
-        .iter()
-        .map(|&side| Box::new(move || batch(side)) as Box<dyn FnMut() -> f64>)
-        .collect();
-    let mut contenders: Vec<&mut dyn FnMut() -> f64> =
-        timed.iter_mut().map(|t| t.as_mut() as _).collect();
-    let r = Rounds::run(rounds, &mut contenders);
-    print(name, &r);
+    print(name, &Rounds::run(rounds, sides.len(), |i| batch(sides[i])));
 }
 
 /// Prints one case's figures: contenders 0–1 flowgate and governor with the whole result,
@@ -115,13 +108,7 @@ fn main() {
             &|| g2.check().is_ok(),
             &|| floor.decide(),
         ];
-        let mut timed: Vec<Box<dyn FnMut() -> f64 + '_>> = sides
-            .iter()
-            .map(|&side| Box::new(move || two(side)) as Box<dyn FnMut() -> f64>)
-            .collect();
-        let mut contenders: Vec<&mut dyn FnMut() -> f64> =
-            timed.iter_mut().map(|t| t.as_mut() as _).collect();
-        let r = Rounds::run((rounds / 8).max(1), &mut contenders);
+        let r = Rounds::run((rounds / 8).max(1), sides.len(), |i| two(sides[i]));
         print("2 threads, one bucket", &r);
         println!(
             "{:<22} throughput flowgate/governor: whole {:.2}x  is_ok {:.2}x",

@@ -14,34 +14,10 @@
 
 mod common;
 
-use std::cell::Cell;
 use std::hint::black_box;
 
-use common::paired::{mode, walk, walk_two_threads, Rounds};
+use common::paired::{mode, Rounds};
 use common::*;
-
-/// Runs `sides` (walking `draws`, each from its own position) in one set of rounds.
-fn rounds<T: Sync>(
-    rounds: usize,
-    draws: &[T],
-    sides: &[&(dyn Fn(&T) -> bool + Sync)],
-    threads: usize,
-) -> Rounds {
-    let at: Vec<Cell<usize>> = sides.iter().map(|_| Cell::new(0)).collect();
-    let mut timed: Vec<Box<dyn FnMut() -> f64 + '_>> = sides
-        .iter()
-        .zip(&at)
-        .map(|(&side, at)| {
-            Box::new(move || match threads {
-                1 => walk(draws, at, side),
-                _ => walk_two_threads(draws, at, side),
-            }) as Box<dyn FnMut() -> f64>
-        })
-        .collect();
-    let mut contenders: Vec<&mut dyn FnMut() -> f64> =
-        timed.iter_mut().map(|t| t.as_mut() as _).collect();
-    Rounds::run(rounds, &mut contenders)
-}
 
 /// Prints contenders 0–1 (whole result) and 2–3 (`is_ok()`), flowgate against `other`.
 fn print(name: &str, other: &str, r: &Rounds) {
@@ -75,7 +51,7 @@ fn main() {
             }
             assert!(g.check(user) && g2.check(user));
         }
-        let r = rounds(
+        let r = Rounds::walking(
             rounds_n,
             &users,
             &[
@@ -103,7 +79,7 @@ fn main() {
     let theirs_whole = |c: &_| governor.check_whole(c);
     let theirs = |c: &_| governor.check(c);
     for threads in [1, 2] {
-        let r = rounds(
+        let r = Rounds::walking(
             rounds_n,
             &calls,
             &[&whole, &theirs_whole, &ours, &theirs],
@@ -116,6 +92,6 @@ fn main() {
         );
     }
     let plain = |c: &_| sequential.check(c);
-    let r = rounds(rounds_n, &calls, &[&whole, &plain, &ours, &plain], 1);
+    let r = Rounds::walking(rounds_n, &calls, &[&whole, &plain, &ours, &plain], 1);
     print("three layers / flowgate sequential", "sequential", &r);
 }

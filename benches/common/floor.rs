@@ -52,6 +52,8 @@ impl Direct {
         let now = ticks();
         // Relaxed: a floor, not a protocol; the CAS's lock prefix is what is measured.
         let mut old = self.word.load(Ordering::Relaxed);
+        // Release/Relaxed: the orderings of a limiter's own CAS (`cell`), so the floor pays what
+        // it pays; on x86-64 any ordering is the same locked `cmpxchg`.
         while let Err(seen) =
             self.word
                 .compare_exchange_weak(old, now, Ordering::Release, Ordering::Relaxed)
@@ -127,6 +129,7 @@ impl Keyed {
         // skipped.
         let tag = slot.tag.load(Ordering::Relaxed);
         let mut old = slot.word.load(Ordering::Relaxed);
+        // Release/Relaxed: as a keyed slot's CAS (`cell`); the same locked `cmpxchg` on x86-64.
         while let Err(seen) =
             slot.word
                 .compare_exchange_weak(old, old ^ tag, Ordering::Release, Ordering::Relaxed)

@@ -1,5 +1,5 @@
-//! Paired timing: two contenders alternate in short batches (order swapped every round), and
-//! the figure is the median of the per-round ratios. On a shared, noisy machine this cancels
+//! Paired timing: contenders take turns in short batches (the order rotated every round), and
+//! a figure is the median of the per-round ratios. On a shared, noisy machine this cancels
 //! the drift that separates two criterion measurements taken seconds apart.
 
 use std::cell::Cell;
@@ -26,17 +26,6 @@ pub fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Medians over `rounds` rounds of `ours()` and `theirs()` (each times one batch and returns
-/// ns per decision), and of their per-round ratio.
-pub fn pair(
-    rounds: usize,
-    ours: &mut dyn FnMut() -> f64,
-    theirs: &mut dyn FnMut() -> f64,
-) -> (f64, f64, f64) {
-    let times = Rounds::run(rounds, &mut [ours, theirs]);
-    (times.median(0), times.median(1), times.ratio(0, 1))
-}
-
 /// The per-round times of several contenders, each timed once per round (one batch, ns per
 /// decision), the order rotated every round.
 pub struct Rounds {
@@ -45,17 +34,31 @@ pub struct Rounds {
 }
 
 impl Rounds {
-    /// Runs `rounds` rounds of `contenders`.
-    pub fn run(rounds: usize, contenders: &mut [&mut dyn FnMut() -> f64]) -> Self {
-        let n = contenders.len();
+    /// Runs `rounds` rounds of `n` contenders: `time(i)` times one batch of contender `i`.
+    pub fn run(rounds: usize, n: usize, mut time: impl FnMut(usize) -> f64) -> Self {
         let mut times = vec![Vec::with_capacity(rounds); n];
         for round in 0..rounds {
             for k in 0..n {
                 let i = (round + k) % n;
-                times[i].push(contenders[i]());
+                times[i].push(time(i));
             }
         }
         Self { times }
+    }
+
+    /// [`run`](Self::run) of `sides` walking `draws` (each side from its own position, on
+    /// `threads` = 1 or 2 threads).
+    pub fn walking<T: Sync>(
+        rounds: usize,
+        draws: &[T],
+        sides: &[&(dyn Fn(&T) -> bool + Sync)],
+        threads: usize,
+    ) -> Self {
+        let at: Vec<Cell<usize>> = sides.iter().map(|_| Cell::new(0)).collect();
+        Self::run(rounds, sides.len(), |i| match threads {
+            1 => walk(draws, &at[i], sides[i]),
+            _ => walk_two_threads(draws, &at[i], sides[i]),
+        })
     }
 
     /// The median time of contender `i`, ns per decision.
