@@ -46,15 +46,20 @@ impl Rounds {
         Self { times }
     }
 
-    /// [`run`](Self::run) of `sides` walking `draws` (each side from its own position, on
-    /// `threads` = 1 or 2 threads).
+    /// [`run`](Self::run) of `sides` walking `draws` on `threads` = 1 or 2 threads, each side
+    /// from its own position, the sides spread evenly over the draws. Sides that share a table
+    /// (a limiter timed in both conventions, a floor's table timed twice) must not walk the same
+    /// keys in one round: the second would find the first one's cache lines still in the caches
+    /// and be timed warm.
     pub fn walking<T: Sync>(
         rounds: usize,
         draws: &[T],
         sides: &[&(dyn Fn(&T) -> bool + Sync)],
         threads: usize,
     ) -> Self {
-        let at: Vec<Cell<usize>> = sides.iter().map(|_| Cell::new(0)).collect();
+        let at: Vec<Cell<usize>> = (0..sides.len())
+            .map(|i| Cell::new(i * DRAWS / sides.len()))
+            .collect();
         Self::run(rounds, sides.len(), |i| match threads {
             1 => walk(draws, &at[i], sides[i]),
             _ => walk_two_threads(draws, &at[i], sides[i]),
