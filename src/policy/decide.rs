@@ -212,6 +212,11 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         match &layer.buckets {
             Buckets::Global(cells) => self.quotas(at, request, report, |q| Bucket::Cell(&cells[q])),
             Buckets::Keyed { stores, .. } => {
+                // The first quota's lookup loads its line at once; the others' lines are
+                // fetched meanwhile, so their misses overlap it instead of following it.
+                for store in stores.iter().skip(1) {
+                    store.prefetch(tag);
+                }
                 self.quotas(at, request, report, |q| Bucket::Keyed(&stores[q]))
             }
         }

@@ -200,6 +200,12 @@ impl<C: Clock> Store<C> {
         answer
     }
 
+    /// Starts loading the bucket `tag`'s home line into the caches (see `Table::prefetch`).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, tag: Tag) {
+        self.table.prefetch(tag);
+    }
+
     /// The bucket `tag`, if a lock-free probe finds it. Not finding it is no proof of absence (a
     /// key being moved): [`decide`](Self::decide) looks again under the shard's lock.
     #[inline(always)]

@@ -77,7 +77,7 @@ impl Table {
         while again {
             again = false;
             for l in lines.clone().rev() {
-                let line = &shard.lines[l];
+                let line = &self.lines(shard)[l];
                 let mut k = LINE;
                 while k > 0 {
                     k -= 1;
@@ -101,7 +101,7 @@ impl Table {
                     }
                     if self.shift_back(shard, held, l * LINE + k) {
                         again = true;
-                        lines.end = shard.lines.len();
+                        lines.end = self.shard_lines;
                     }
                     // The shift may have moved into this slot a key from a slot this sweep has
                     // not visited (when it started mid-shard): look at this slot again.
@@ -148,7 +148,7 @@ impl Table {
 
     /// The index of `slot` in `shard`.
     fn position(&self, shard: &Shard, slot: &Slot) -> usize {
-        let base = shard.lines.as_ptr() as usize;
+        let base = self.lines(shard).as_ptr() as usize;
         (slot as *const Slot as usize - base) / core::mem::size_of::<Slot>()
     }
 
@@ -158,7 +158,7 @@ impl Table {
     /// shard to its end (a chain that wraps).
     #[inline]
     fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> bool {
-        let len = shard.len();
+        let len = self.shard_len;
         // Slots from `from` forwards to `to`, wrapping (both below `len`).
         let distance = |from: usize, to: usize| {
             if to >= from {
@@ -174,7 +174,7 @@ impl Table {
             if j == len {
                 j = 0;
             }
-            let slot = shard.slot(j);
+            let slot = self.slot(shard, j);
             let t = slot.tag();
             if t == EMPTY {
                 break;
@@ -183,12 +183,12 @@ impl Table {
             // and j.
             if distance(self.home(t), j) >= distance(hole, j) {
                 let word = slot.close(t, self.nonce(held));
-                shard.slot(hole).publish(t, word);
+                self.slot(shard, hole).publish(t, word);
                 wrapped |= j < hole;
                 hole = j;
             }
         }
-        shard.slot(hole).clear();
+        self.slot(shard, hole).clear();
         wrapped
     }
 }

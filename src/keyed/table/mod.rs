@@ -7,7 +7,8 @@
 //! multiply-shift, so shard lengths need not be powers of two), so that a probe usually loads
 //! one line (BENCHMARKS.md measures what that saves). Deletion shifts the rest of the probe chain
 //! back instead of leaving tombstones, so probe chains stay as short as the load factor makes
-//! them however many keys come and go.
+//! them however many keys come and go. Every shard's lines are in one allocation, on huge pages
+//! where the system gives them (see `lines`).
 //!
 //! The key cap is global: a counter of keys (touched only when a key is inserted or removed)
 //! never exceeds `max_keys`. Shards are sized for their share of it plus five standard
@@ -19,20 +20,14 @@
 //! lock holder inserts, closes, moves or clears slots.
 
 mod evict;
+mod lines;
 
 use crossbeam_utils::CachePadded;
 
+use self::lines::{Lines, LINE};
 use super::slot::{Slot, Tag, EMPTY};
 use crate::observe::TableMetrics;
 use crate::primitive::{compare_exchange_weak, lock, AtomicU64, Mutex, MutexGuard, Ordering};
-
-/// Slots per cache line.
-const LINE: usize = 4;
-
-/// Four slots on one 64-byte cache line.
-#[derive(Debug)]
-#[repr(C, align(64))]
-struct Line([Slot; LINE]);
 
 /// Most slots one locked sweep step visits: the longest a sweep holds a shard's lock.
 pub(crate) const SWEEP_CHUNK: usize = 256;
@@ -43,6 +38,10 @@ const INSERT_SWEEP: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Table {
     shards: Box<[CachePadded<Shard>]>,
+    /// Every shard's lines, shard after shard, in one allocation (see `lines`).
+    lines: Lines,
+    /// Lines per shard.
+    shard_lines: usize,
     /// Keys held and evicted, for the `metrics` feature (nothing without it).
     metrics: TableMetrics,
     /// log2 of the shard count.
@@ -63,7 +62,8 @@ pub(crate) struct Table {
 /// One shard: its slots and the lock that serializes changes to which key owns which slot.
 #[derive(Debug)]
 pub(crate) struct Shard {
-    lines: Box<[Line]>,
+    /// The table's line where this shard's lines begin.
+    first: usize,
     /// The most keys this shard holds.
     cap: usize,
     state: Mutex<State>,
@@ -142,23 +142,24 @@ impl Table {
             .ok_or(SizeError::TooLarge)?
             .div_ceil(LINE);
         let shard_len = lines * LINE;
+        let all = lines
+            .checked_mul(shards)
+            .and_then(Lines::new)
+            .ok_or(SizeError::TooLarge)?;
         let mut list = Vec::new();
         list.try_reserve_exact(shards)
             .map_err(|_| SizeError::TooLarge)?;
-        for _ in 0..shards {
-            let mut slots = Vec::new();
-            slots
-                .try_reserve_exact(lines)
-                .map_err(|_| SizeError::TooLarge)?;
-            slots.extend((0..lines).map(|_| Line(core::array::from_fn(|_| Slot::empty()))));
+        for s in 0..shards {
             list.push(CachePadded::new(Shard {
-                lines: slots.into_boxed_slice(),
+                first: s * lines,
                 cap,
                 state: Mutex::new(State::default()),
             }));
         }
         Ok(Self {
             shards: list.into_boxed_slice(),
+            lines: all,
+            shard_lines: lines,
             shard_bits: shards.trailing_zeros(),
             shard_len,
             cursor: AtomicU64::new(0),
@@ -244,19 +245,20 @@ impl Table {
     #[inline(always)]
     fn home_line(&self, tag: Tag) -> usize {
         let below = tag << self.shard_bits;
-        ((u128::from(below) * (self.shard_len / LINE) as u128) >> 64) as usize
+        ((u128::from(below) * self.shard_lines as u128) >> 64) as usize
     }
 
     /// The slot holding `tag`, without a lock. `None` is not proof of absence (the key may be
     /// moving): look again under the lock with [`Table::entry`].
     #[inline(always)]
-    pub(crate) fn find<'a>(&self, shard: &'a Shard, tag: Tag) -> Option<&'a Slot> {
+    pub(crate) fn find<'a>(&'a self, shard: &Shard, tag: Tag) -> Option<&'a Slot> {
         // Line by line from the home line (every probe starts at a line's first slot), every
         // slot at most once.
-        let lines = &shard.lines;
+        // Indexed over all the table's lines (one bounds check per line, none per shard).
+        let (lines, first, len) = (&*self.lines, shard.first, self.shard_lines);
         let mut l = self.home_line(tag);
-        for _ in 0..lines.len() {
-            for slot in &lines[l].0 {
+        for _ in 0..len {
+            for slot in &lines[first + l].0 {
                 match slot.tag() {
                     t if t == tag => return Some(slot),
                     EMPTY => return None,
@@ -264,7 +266,7 @@ impl Table {
                 }
             }
             l += 1;
-            if l == lines.len() {
+            if l == len {
                 l = 0;
             }
         }
@@ -273,8 +275,8 @@ impl Table {
 
     /// The slot holding `tag` (lock holder: the answer is exact).
     pub(crate) fn find_locked<'a>(
-        &self,
-        shard: &'a Shard,
+        &'a self,
+        shard: &Shard,
         _held: &Held<'_>,
         tag: Tag,
     ) -> Option<&'a Slot> {
@@ -286,8 +288,8 @@ impl Table {
     /// which slots may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
     /// just before the key would be written, refuses.
     pub(crate) fn entry<'a, E>(
-        &self,
-        shard: &'a Shard,
+        &'a self,
+        shard: &Shard,
         held: &mut Held<'_>,
         tag: Tag,
         fresh: impl Fn() -> u64,
@@ -298,12 +300,12 @@ impl Table {
         // before anything is written for it.
         let mut admit = Some(admit);
         for attempt in 0..2 {
-            let len = shard.len();
+            let len = self.shard_len;
             let mut i = self.home(tag);
             let mut reusable = None;
             // The chain from the home slot to the first EMPTY slot (there is always one).
             loop {
-                let slot = shard.slot(i);
+                let slot = self.slot(shard, i);
                 let t = slot.tag();
                 if t == tag {
                     return Entry::Found(slot);
@@ -343,7 +345,7 @@ impl Table {
                     self.release(1);
                     return Entry::Denied(denied);
                 }
-                let slot = shard.slot(i);
+                let slot = self.slot(shard, i);
                 slot.publish(tag, fresh());
                 held.state.live += 1;
                 held.state.created += 1;
@@ -353,7 +355,7 @@ impl Table {
             if attempt == 0 {
                 // The next lines below the shard's cursor, backwards like every sweep.
                 let end = match held.state.cursor {
-                    0 => shard.lines.len(),
+                    0 => self.shard_lines,
                     end => end,
                 };
                 let from = end.saturating_sub(INSERT_SWEEP / LINE);
@@ -373,18 +375,6 @@ pub(crate) struct Held<'a> {
 }
 
 impl Shard {
-    /// Slot `i` (< [`len`](Self::len)).
-    #[inline(always)]
-    fn slot(&self, i: usize) -> &Slot {
-        &self.lines[i / LINE].0[i % LINE]
-    }
-
-    /// Slots in this shard.
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.lines.len() * LINE
-    }
-
     /// Takes this shard's lock.
     pub(crate) fn lock(&self) -> Held<'_> {
         Held {
