@@ -20,7 +20,7 @@ impl Table {
         // Relaxed: the cursor only spreads concurrent sweeps over different lines; every slot
         // a sweep visits is read under its shard's lock.
         let start = self.cursor.fetch_add(budget, Ordering::Relaxed) % total;
-        let len = (self.shard_len / LINE) as u64;
+        let len = self.shard_lines as u64;
         let mut at = start;
         let mut left = budget;
         // Sweeps run from the last line to the first (see `sweep_shard`): claimed position `p`
@@ -158,7 +158,7 @@ impl Table {
     /// shard to its end (a chain that wraps).
     #[inline]
     fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> bool {
-        let len = self.shard_len;
+        let len = self.shard_len();
         // Slots from `from` forwards to `to`, wrapping (both below `len`).
         let distance = |from: usize, to: usize| {
             if to >= from {

@@ -37,7 +37,13 @@ impl Table {
         &self.lines[shard.first..][..self.shard_lines]
     }
 
-    /// Slot `i` (below `shard_len`) of `shard`.
+    /// Slots per shard.
+    #[inline(always)]
+    pub(super) fn shard_len(&self) -> usize {
+        self.shard_lines * LINE
+    }
+
+    /// Slot `i` (below [`shard_len`](Self::shard_len)) of `shard`.
     #[inline(always)]
     pub(super) fn slot<'a>(&'a self, shard: &Shard, i: usize) -> &'a Slot {
         &self.lines(shard)[i / LINE].0[i % LINE]

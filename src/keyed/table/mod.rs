@@ -40,14 +40,12 @@ pub(crate) struct Table {
     shards: Box<[CachePadded<Shard>]>,
     /// Every shard's lines, shard after shard, in one allocation (see `lines`).
     lines: Lines,
-    /// Lines per shard.
+    /// Lines per shard (every shard has the same number).
     shard_lines: usize,
     /// Keys held and evicted, for the `metrics` feature (nothing without it).
     metrics: TableMetrics,
     /// log2 of the shard count.
     shard_bits: u32,
-    /// Slots per shard (every shard has the same number).
-    shard_len: usize,
     /// Where the next global sweep starts, in slots over all shards.
     cursor: AtomicU64,
     /// Keys held in all shards.
@@ -141,7 +139,6 @@ impl Table {
             .and_then(|n| n.checked_add(1))
             .ok_or(SizeError::TooLarge)?
             .div_ceil(LINE);
-        let shard_len = lines * LINE;
         let all = lines
             .checked_mul(shards)
             .and_then(Lines::new)
@@ -161,7 +158,6 @@ impl Table {
             lines: all,
             shard_lines: lines,
             shard_bits: shards.trailing_zeros(),
-            shard_len,
             cursor: AtomicU64::new(0),
             live: AtomicU64::new(0),
             max_keys: max_keys as u64,
@@ -190,7 +186,7 @@ impl Table {
 
     /// Slots in all shards.
     pub(crate) fn slots(&self) -> usize {
-        self.shards.len() * self.shard_len
+        self.shards.len() * self.shard_len()
     }
 
     /// Bytes the table holds: its slots and shard headers.
@@ -300,7 +296,7 @@ impl Table {
         // before anything is written for it.
         let mut admit = Some(admit);
         for attempt in 0..2 {
-            let len = self.shard_len;
+            let len = self.shard_len();
             let mut i = self.home(tag);
             let mut reusable = None;
             // The chain from the home slot to the first EMPTY slot (there is always one).
