@@ -12,7 +12,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use common::{
-    draws, flowgate_str, flowgate_u64, governor_string, governor_u64, in_hand, string_keys,
+    draws, floor, flowgate_str, flowgate_u64, governor_string, governor_u64, in_hand, string_keys,
     two_threads_walking, DRAWS,
 };
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
@@ -124,7 +124,9 @@ fn contention(c: &mut Criterion) {
 
 /// A million keys (under `cargo bench`), a second after each took one cell of 1/s: all idle.
 /// flowgate sweeps the whole table (every key evicted, 256 slots per lock hold) or, with the
-/// clock not advanced, visits every key and evicts none; governor's `retain_recent` removes them all.
+/// clock not advanced, visits every key and evicts none; governor's `retain_recent` removes them
+/// all. The floor evicts as many keys from a table as large with one atomic read-modify-write
+/// each.
 fn sweep(c: &mut Criterion) {
     let keys = *sizes().last().unwrap();
     let quota = Quota::per_second(1).unwrap();
@@ -159,7 +161,20 @@ fn sweep(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("flowgate_none_idle", keys), |b| {
         b.iter(|| assert_eq!(busy.sweep(busy.slots()), 0))
     });
+    let slots = busy.slots();
     drop(busy);
+    // The floor of an eviction by a close that fails racing checkers' CAS: one atomic
+    // read-modify-write per key (common::floor::Sweep), over a table of flowgate's size.
+    g.bench_function(BenchmarkId::new("floor_one_rmw_per_key", keys), |b| {
+        b.iter_batched(
+            || floor::Sweep::new(slots, keys),
+            |table| {
+                assert_eq!(table.evict_all(), keys);
+                table
+            },
+            BatchSize::PerIteration,
+        )
+    });
     g.bench_function(
         BenchmarkId::new("governor_retain_recent_all_idle", keys),
         |b| {

@@ -3,7 +3,12 @@
 //!
 //! * [`Direct`]: one `rdtsc` and one uncontended compare-and-swap on a word in L1 (a load for
 //!   the expected value, then the CAS): a single bucket's clock read and update with no
-//!   arithmetic at all.
+//!   arithmetic at all. [`Direct::refuse`] is a refusal's floor: the `rdtsc` and the load,
+//!   compared, and nothing written.
+//! * [`Sweep`]: what evicting every key of a table costs a lock-free table whose checkers
+//!   update a slot with a compare-and-swap: each key's slot closed with one atomic
+//!   read-modify-write of its word (so that a checker's CAS racing the eviction fails instead
+//!   of being lost), then its tag cleared; the slots visited last to first, as a sweep does.
 //! * [`Keyed`]: the key's hash (the same `ahash` a keyed limiter uses), one dependent 16-byte
 //!   load from a table of `bytes` (a tag and a word on one line), and one compare-and-swap of
 //!   the word: a keyed hit with no probe, no clock and no decision. At 16 MiB the table does
@@ -61,6 +66,24 @@ impl Direct {
             old = seen;
         }
         true
+    }
+}
+
+impl Direct {
+    /// A bucket booked to the end of time: every [`refuse`](Self::refuse) finds it full.
+    pub fn booked() -> Self {
+        Self {
+            word: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// One refusal: `rdtsc`, a load of the word, their comparison (the bucket is booked past
+    /// the reading); nothing written.
+    #[inline(always)]
+    pub fn refuse(&self) -> bool {
+        let now = ticks();
+        // Relaxed: a floor, not a protocol (a limiter's load is Acquire: the same `mov`).
+        self.word.load(Ordering::Relaxed) > now
     }
 }
 
@@ -137,5 +160,51 @@ impl Keyed {
             old = seen;
         }
         (old, tag != 0)
+    }
+}
+
+/// A table of `slots` 16-byte slots holding `keys` keys spread evenly over it, like a keyed
+/// limiter's table at its load factor.
+pub struct Sweep {
+    slots: Vec<Slot>,
+}
+
+impl Sweep {
+    /// `keys` (at most `slots`) keys in `slots` slots.
+    pub fn new(slots: usize, keys: usize) -> Self {
+        assert!(keys <= slots);
+        // Slot i holds a key when ⌊i·keys/slots⌋ steps: exactly `keys` of them, evenly spread.
+        let holds = |i: usize| (i + 1) * keys / slots != i * keys / slots;
+        let slots = (0..slots)
+            .map(|i| Slot {
+                tag: AtomicU64::new(if holds(i) { i as u64 | 1 } else { 0 }),
+                word: AtomicU64::new(i as u64),
+            })
+            .collect();
+        Self { slots }
+    }
+
+    /// Evicts every key, last slot first: for each, one atomic read-modify-write of its word
+    /// (the close) and a store of an empty tag. How many.
+    pub fn evict_all(&self) -> usize {
+        let mut evicted = 0;
+        for slot in self.slots.iter().rev() {
+            // Acquire: a sweep's look at a tag (the same `mov` on x86-64).
+            let tag = slot.tag.load(Ordering::Acquire);
+            if tag == 0 {
+                continue;
+            }
+            // Release: a close's flip (`Cell::flip`); on x86-64 any ordering is the same
+            // `lock xor`.
+            let word = slot
+                .word
+                .fetch_xor(0x9e37_79b9_7f4a_7c15, Ordering::Release);
+            if word != u64::MAX {
+                // Release: a clear (`Slot::clear`).
+                slot.tag.store(0, Ordering::Release);
+                evicted += 1;
+            }
+        }
+        evicted
     }
 }
