@@ -199,6 +199,8 @@ impl Sweep {
             let word = slot
                 .word
                 .fetch_xor(0x9e37_79b9_7f4a_7c15, Ordering::Release);
+            // A sweep decides on the word its close read (a key used since the look stays);
+            // here every key is idle, and this comparison stands for that check.
             if word != u64::MAX {
                 // Release: a clear (`Slot::clear`).
                 slot.tag.store(0, Ordering::Release);

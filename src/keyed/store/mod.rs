@@ -210,7 +210,7 @@ impl<C: Clock> Store<C> {
     /// key being moved): [`decide`](Self::decide) looks again under the shard's lock.
     #[inline(always)]
     pub(crate) fn find(&self, tag: Tag) -> Option<Found<'_>> {
-        let slot = self.table.find(self.table.shard(tag), tag)?;
+        let slot = self.table.find(tag)?;
         Some(Found { slot, tag })
     }
 
@@ -221,7 +221,7 @@ impl<C: Clock> Store<C> {
     #[inline(never)]
     pub(crate) fn catch_up<T: Tiers>(&self, tag: Tag, tiers: &T) {
         let skew = self.clock.skew_nanos();
-        if let Some(slot) = self.table.find(self.table.shard(tag), tag) {
+        if let Some(slot) = self.table.find(tag) {
             tiers.with(tag, |algorithm| {
                 // The clock is read inside, after each Acquire load of the word (see `cell`).
                 slot.clamp(tag, |word| algorithm.catch_up(word, self.clock.now(), skew));
@@ -232,18 +232,13 @@ impl<C: Clock> Store<C> {
     /// Applies `step` to the bucket `tag` if the table holds it (exact: a miss is confirmed
     /// under the shard's lock); `None` if it does not. Creates nothing.
     pub(crate) fn update<T>(&self, tag: Tag, mut step: impl FnMut(u64) -> Step<T>) -> Option<T> {
-        let shard = self.table.shard(tag);
-        if let Some(answer) = self
-            .table
-            .find(shard, tag)
-            .and_then(|s| s.update(tag, &mut step))
-        {
+        if let Some(answer) = self.table.find(tag).and_then(|s| s.update(tag, &mut step)) {
             return Some(answer);
         }
         // Moving, or absent: nothing moves while the lock is held.
-        let held = shard.lock();
+        let held = self.table.shard(tag).lock();
         self.table
-            .find_locked(shard, &held, tag)
+            .find_locked(&held, tag)
             .and_then(|slot| slot.update(tag, step))
     }
 
@@ -256,18 +251,17 @@ impl<C: Clock> Store<C> {
     /// holds `after`, following the key if the table moved it. Whether it did; a bucket that
     /// changed since (another request built on the write) or went away is left alone.
     pub(crate) fn restore(&self, tag: Tag, before: u64, after: u64) -> bool {
-        let shard = self.table.shard(tag);
         if let Some(done) = self
             .table
-            .find(shard, tag)
+            .find(tag)
             .and_then(|slot| slot.restore(tag, after, before))
         {
             return done;
         }
         // Moving, or moved: nothing moves while the lock is held.
-        let held = shard.lock();
+        let held = self.table.shard(tag).lock();
         self.table
-            .find_locked(shard, &held, tag)
+            .find_locked(&held, tag)
             .and_then(|slot| slot.restore(tag, after, before))
             .unwrap_or(false)
     }

@@ -41,7 +41,7 @@ impl Table {
 
     /// Removes the key `tag` if it is there (lock holder). Whether it was.
     pub(crate) fn remove(&self, shard: &Shard, held: &mut Held<'_>, tag: Tag) -> bool {
-        let Some(slot) = self.find(shard, tag) else {
+        let Some(slot) = self.find_locked(held, tag) else {
             return false;
         };
         let at = self.position(shard, slot);
@@ -142,7 +142,7 @@ impl Table {
     pub(crate) fn position_of(&self, tag: Tag) -> Option<(usize, usize)> {
         let shard = self.shard(tag);
         let held = shard.lock();
-        let slot = self.find_locked(shard, &held, tag)?;
+        let slot = self.find_locked(&held, tag)?;
         Some((self.shard_index(tag), self.position(shard, slot)))
     }
 

@@ -54,8 +54,7 @@ impl Table {
     /// on its way.
     #[inline(always)]
     pub(crate) fn prefetch(&self, tag: Tag) {
-        let first = self.shard(tag).first;
-        if let Some(line) = self.lines.get(first + self.home_line(tag)) {
+        if let Some(line) = self.lines.get(self.line_of(tag)) {
             prefetch(line);
         }
     }
@@ -199,6 +198,29 @@ mod tests {
                 for slot in &line.0 {
                     assert_eq!(slot.tag(), crate::keyed::slot::EMPTY, "line {i}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_home_line_over_the_table_is_its_shards_first_line_plus_its_home_line() {
+        use crate::observe::TableMetrics;
+        // Tags at the edges of the range and of the shards, and a Weyl walk over the rest.
+        let mut tags = vec![0, 1, 2, u64::MAX, u64::MAX - 1, 1 << 63, (1 << 63) - 1];
+        let mut tag = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..10_000 {
+            tag = tag.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            tags.push(tag);
+        }
+        for (keys, shards) in [(1, 1), (37, 2), (1_000, 8), (100_000, 8), (100_000, 256)] {
+            let table = Table::new(keys, shards, 1, 7, TableMetrics::none()).expect("fits");
+            for &tag in &tags {
+                let line = table.shard(tag).first + table.home_line(tag);
+                assert_eq!(
+                    table.line_of(tag),
+                    line,
+                    "{keys} keys, {shards} shards, tag {tag:#x}"
+                );
             }
         }
     }

@@ -60,7 +60,9 @@ pub(crate) struct Table {
 /// One shard: its slots and the lock that serializes changes to which key owns which slot.
 #[derive(Debug)]
 pub(crate) struct Shard {
-    /// The table's line where this shard's lines begin.
+    /// The table's line where this shard's lines begin (its index × `shard_lines`): kept for
+    /// the locked paths (an insert, a sweep, a removal), which hold a shard, not a tag's index;
+    /// the lock-free probe derives it from the tag instead (`Table::line_of`).
     first: usize,
     /// The most keys this shard holds.
     cap: usize,
@@ -244,17 +246,28 @@ impl Table {
         ((u128::from(below) * self.shard_lines as u128) >> 64) as usize
     }
 
-    /// The slot holding `tag`, without a lock. `None` is not proof of absence (the key may be
-    /// moving): look again under the lock with [`Table::entry`].
+    /// The index, over all the table's lines, of `tag`'s home line: its shard's first line plus
+    /// [`home_line`](Self::home_line), in one multiply. The shards' lines lie shard after shard,
+    /// `shard_lines` each, and the shard is the tag's top `shard_bits` bits, so
+    /// `⌊tag · shards · shard_lines / 2⁶⁴⌋ = shard · shard_lines + ⌊(tag << shard_bits) ·
+    /// shard_lines / 2⁶⁴⌋`. The hot path so reads no shard header.
     #[inline(always)]
-    pub(crate) fn find<'a>(&'a self, shard: &Shard, tag: Tag) -> Option<&'a Slot> {
+    pub(crate) fn line_of(&self, tag: Tag) -> usize {
+        ((u128::from(tag) * self.lines.len() as u128) >> 64) as usize
+    }
+
+    /// The slot holding `tag`, without a lock. `None` is not proof of absence (the key may be
+    /// moving): look again under the lock with [`find_locked`](Self::find_locked).
+    #[inline(always)]
+    pub(crate) fn find(&self, tag: Tag) -> Option<&Slot> {
         // Line by line from the home line (every probe starts at a line's first slot), every
-        // slot at most once.
-        // Indexed over all the table's lines (one bounds check per line, none per shard).
-        let (lines, first, len) = (&*self.lines, shard.first, self.shard_lines);
-        let mut l = self.home_line(tag);
+        // slot of the shard at most once, wrapping at the shard's end to its start.
+        let (lines, len) = (&*self.lines, self.shard_lines);
+        let first = self.shard_index(tag) * len;
+        let end = first + len;
+        let mut l = self.line_of(tag);
         for _ in 0..len {
-            for slot in &lines[first + l].0 {
+            for slot in &lines[l].0 {
                 match slot.tag() {
                     t if t == tag => return Some(slot),
                     EMPTY => return None,
@@ -262,21 +275,16 @@ impl Table {
                 }
             }
             l += 1;
-            if l == len {
-                l = 0;
+            if l == end {
+                l = first;
             }
         }
         None
     }
 
-    /// The slot holding `tag` (lock holder: the answer is exact).
-    pub(crate) fn find_locked<'a>(
-        &'a self,
-        shard: &Shard,
-        _held: &Held<'_>,
-        tag: Tag,
-    ) -> Option<&'a Slot> {
-        self.find(shard, tag)
+    /// The slot holding `tag` (holder of its shard's lock: the answer is exact).
+    pub(crate) fn find_locked(&self, _held: &Held<'_>, tag: Tag) -> Option<&Slot> {
+        self.find(tag)
     }
 
     /// Finds `tag`, or inserts it with the word `fresh()`, reusing an idle slot of its probe chain
