@@ -295,6 +295,10 @@ fn a_refusal_returns_with_the_question_mark() {
         error.to_string(),
         "rate limited by policy 'global', quota #0: retry after 1800s"
     );
-    let refused = error.downcast::<flowgate::Refused>().unwrap();
+    // A policy set's refusal cites its quota: it is a `Refused<Cited>`, not a bare `Refused`.
+    assert!(error.downcast_ref::<flowgate::Refused>().is_none());
+    let refused = error
+        .downcast::<flowgate::Refused<flowgate::outcome::Cited>>()
+        .unwrap();
     assert_eq!(refused.policy(), Some("global"));
 }

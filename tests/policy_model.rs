@@ -191,7 +191,13 @@ fn tighter(
 }
 
 fn outcome_of(
-    answer: Result<Result<flowgate::Allowed, flowgate::Refused>, flowgate::InsufficientCapacity>,
+    answer: Result<
+        Result<
+            flowgate::Allowed<flowgate::outcome::Cited>,
+            flowgate::Refused<flowgate::outcome::Cited>,
+        >,
+        flowgate::InsufficientCapacity,
+    >,
 ) -> Outcome {
     let dry = |d: Option<flowgate::policy::DryRun>| {
         d.map(|d| {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowgate::clock::ManualClock;
+use flowgate::outcome::Cited;
 use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
 use flowgate::redis::{
     Breaker, Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
@@ -31,11 +32,11 @@ fn request(user: &str, endpoint: &'static str) -> Request {
     }
 }
 
-fn allowed(verdict: &Verdict) -> Allowed {
+fn allowed(verdict: &Verdict) -> Allowed<Cited> {
     verdict.outcome().expect("admitted")
 }
 
-fn refused(verdict: &Verdict) -> Refused {
+fn refused(verdict: &Verdict) -> Refused<Cited> {
     verdict.outcome().expect_err("refused")
 }
 

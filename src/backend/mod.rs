@@ -40,7 +40,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Allowed, Error, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Cited, Error, InsufficientCapacity, Refused};
 use crate::policy::{Policies, PoliciesBuilder, PolicyError};
 use crate::quota::Quota;
 #[cfg(feature = "redis")]
@@ -162,14 +162,11 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     ///
     /// # Errors
     /// [`Refused`] names the refusing policy and quota and says when to retry.
-    pub async fn check(&self, request: &R) -> Result<Allowed, Refused> {
+    pub async fn check(&self, request: &R) -> Result<Allowed<Cited>, Refused<Cited>> {
         match self.check_n(request, 1).await {
             Ok(answer) => answer,
             // One cell never exceeds a capacity (every capacity is at least 1).
-            Err(capacity) => Err(Refused::new(
-                crate::outcome::Gauge::new(u64::from(capacity.burst), 1, capacity.burst, 0),
-                u64::MAX,
-            )),
+            Err(capacity) => Err(capacity.never()),
         }
     }
 
@@ -184,7 +181,7 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         &self,
         request: &R,
         n: u32,
-    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+    ) -> Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity> {
         match &self.inner {
             Inner::InProcess(set) => set.check_n(request, n),
             #[cfg(feature = "redis")]
@@ -206,7 +203,7 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         n: u32,
         options: WaitOptions,
         sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed, Error> {
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         match &self.inner {
             Inner::InProcess(set) => set.until_ready_with(request, n, options, sleep).await,
             #[cfg(feature = "redis")]
@@ -220,7 +217,7 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     /// # Errors
     /// As [`until_ready_with`](Self::until_ready_with).
     #[cfg(feature = "tokio")]
-    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
         self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
             .await
     }
@@ -235,7 +232,7 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         request: &R,
         n: u32,
         max_wait: Duration,
-    ) -> Result<Allowed, Error> {
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         let options = WaitOptions::new().at_most(max_wait);
         self.until_ready_with(request, n, options, tokio::time::sleep)
             .await

@@ -163,7 +163,7 @@ use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
 use crate::backend::AnyPolicies;
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::{self, Counter};
-use crate::outcome::{InsufficientCapacity, QuotaState, Refused};
+use crate::outcome::{Cited, InsufficientCapacity, QuotaState, Refused};
 use crate::policy::{Policies, Silent, Visit};
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
@@ -213,7 +213,7 @@ impl<C: Clock> Shared<C> {
         policies: &Policies<Inbound, C>,
         inbound: &Inbound,
         cost: u32,
-    ) -> Result<Result<Option<Box<Ready>>, Refused>, InsufficientCapacity> {
+    ) -> Result<Result<Option<Box<Ready>>, Refused<Cited>>, InsufficientCapacity> {
         let now = || policies.clock().now();
         if !self.style.any() {
             if cost == 0 {

@@ -10,7 +10,7 @@ use http::{Response, StatusCode};
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::Shared;
 use crate::clock::Clock;
-use crate::outcome::{Cause, InsufficientCapacity, Refused};
+use crate::outcome::{Cause, Cited, InsufficientCapacity, Refused};
 
 /// Why a request was answered by the middleware, for a custom body
 /// ([`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body)).
@@ -18,7 +18,7 @@ use crate::outcome::{Cause, InsufficientCapacity, Refused};
 #[non_exhaustive]
 pub enum Refusal {
     /// A policy refused for now: `429 Too Many Requests` with `Retry-After`.
-    Limited(Refused),
+    Limited(Refused<Cited>),
     /// The request costs more than a policy's burst and can never be admitted: `429` without
     /// `Retry-After`.
     Oversized(InsufficientCapacity),

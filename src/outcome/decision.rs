@@ -1,9 +1,16 @@
 //! [`Allowed`] and [`Refused`]: the two answers of every decision.
+//!
+//! Both are the bucket's [`Gauge`] and one or two words of their own, plus what the decision
+//! cites besides the bucket ([`Citation`]): nothing for a single or keyed limiter, so that their
+//! `Result<Allowed, Refused>` is six words, and the quota, dry run and jitter of a policy set
+//! ([`Cited`]).
 
 use core::fmt;
 use core::time::Duration;
 
-use super::policy::{DryRun, PolicyQuota};
+#[cfg(doc)]
+use super::policy::Cited;
+use super::policy::{Citation, DryRun, PolicyQuota};
 use super::{Cause, Gauge};
 
 /// An admitted request, and the bucket's state just after it.
@@ -16,14 +23,16 @@ use super::{Cause, Gauge};
 /// A policy set's admission describes its tightest enforcing quota: the one with the fewest
 /// cells left (ties: the one that takes longest to refill, then the first), what
 /// `X-RateLimit-Remaining` reports; see [`by`](Self::by).
+///
+/// `C` is what the admission cites besides its bucket: nothing (`()`, the default) for a single
+/// or keyed limiter, [`Cited`] for a policy set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Allowed {
+pub struct Allowed<C = ()> {
     pub(crate) gauge: Gauge,
     pub(crate) delay: u64,
-    /// For a policy set: the tightest enforcing quota (`None` if none applied).
-    pub(crate) by: Option<&'static PolicyQuota>,
-    /// For a policy set: the first dry-run policy that would have refused.
-    pub(crate) dry_run: Option<DryRun>,
+    /// For a policy set: the tightest enforcing quota (`None` if none applied) and the first
+    /// dry-run policy that would have refused.
+    pub(crate) cited: C,
 }
 
 impl Allowed {
@@ -41,11 +50,22 @@ impl Allowed {
         Self {
             gauge,
             delay: delay_nanos,
-            by: None,
-            dry_run: None,
+            cited: (),
         }
     }
 
+    /// The same admission, citing `cited`.
+    #[inline(always)]
+    pub(crate) fn cite<D>(self, cited: D) -> Allowed<D> {
+        Allowed {
+            gauge: self.gauge,
+            delay: self.delay,
+            cited,
+        }
+    }
+}
+
+impl<C: Citation> Allowed<C> {
     /// How long the caller must wait before going ahead: zero except for shaping algorithms
     /// (a leaky-bucket shaper, credit reservations), which admit requests into a queue.
     pub fn delay(&self) -> Duration {
@@ -86,17 +106,22 @@ impl Allowed {
     /// For a policy set: the tightest enforcing quota, which this admission's gauge describes
     /// (`None` if no enforcing policy applied, and for single and keyed limiters).
     pub fn by(&self) -> Option<&'static PolicyQuota> {
-        self.by
+        self.cited.by()
     }
 
     /// For a policy set: the name of the policy [`by`](Self::by) names.
     pub fn policy(&self) -> Option<&'static str> {
-        Some(self.by?.policy())
+        Some(self.by()?.policy())
     }
 
     /// For a policy set: the first dry-run policy that would have refused this request.
     pub fn dry_run(&self) -> Option<DryRun> {
-        self.dry_run
+        self.cited.dry_run()
+    }
+
+    /// The same admission without what it cites: the bucket's figures only.
+    pub fn uncited(&self) -> Allowed {
+        Allowed::delayed(self.gauge, self.delay)
     }
 }
 
@@ -106,16 +131,16 @@ impl Allowed {
 /// A policy set's refusal names the refusing quota ([`by`](Self::by)): of every enforcing quota
 /// that would refuse the request, the one that conforms last. (But see the
 /// [`policy` module docs](crate::policy) on a rare undo that must give way.)
+///
+/// `C` is what the refusal cites besides its bucket: nothing (`()`, the default) for a single
+/// or keyed limiter, [`Cited`] for a policy set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refused {
+pub struct Refused<C = ()> {
     pub(crate) gauge: Gauge,
     pub(crate) wait: u64,
-    /// For a policy set: the jitter its refusing policy added to the wait.
-    pub(crate) jitter: u64,
-    /// For a policy set: the refusing quota.
-    pub(crate) by: Option<&'static PolicyQuota>,
-    /// For a policy set: the first dry-run policy that would also have refused.
-    pub(crate) dry_run: Option<DryRun>,
+    /// For a policy set: the refusing quota, the first dry-run policy that would also have
+    /// refused, and the jitter the refusing policy added to the wait.
+    pub(crate) cited: C,
     /// The bucket was booked more than a window ahead of the reading: the clock stepped back or
     /// the reading was stale. The limiter re-checks with a fresh reading.
     pub(crate) clock_behind: bool,
@@ -130,18 +155,10 @@ impl Refused {
         Self {
             gauge,
             wait: retry_after_nanos,
-            jitter: 0,
-            by: None,
-            dry_run: None,
+            cited: (),
             clock_behind: false,
             cause: Cause::Quota,
         }
-    }
-
-    /// The same refusal, for `cause`.
-    pub(crate) const fn because(mut self, cause: Cause) -> Self {
-        self.cause = cause;
-        self
     }
 
     /// Marks the refusal as made against a bucket booked further ahead than the reading can
@@ -150,6 +167,26 @@ impl Refused {
     #[inline(always)]
     pub const fn behind_clock(mut self) -> Self {
         self.clock_behind = true;
+        self
+    }
+
+    /// The same refusal, citing `cited`.
+    #[inline(always)]
+    pub(crate) fn cite<D>(self, cited: D) -> Refused<D> {
+        Refused {
+            gauge: self.gauge,
+            wait: self.wait,
+            cited,
+            clock_behind: self.clock_behind,
+            cause: self.cause,
+        }
+    }
+}
+
+impl<C: Citation> Refused<C> {
+    /// The same refusal, for `cause`.
+    pub(crate) fn because(mut self, cause: Cause) -> Self {
+        self.cause = cause;
         self
     }
 
@@ -167,7 +204,7 @@ impl Refused {
 
     /// [`retry_after`](Self::retry_after) in nanoseconds.
     pub fn retry_after_nanos(&self) -> u64 {
-        self.wait.saturating_add(self.jitter)
+        self.wait.saturating_add(self.cited.jitter())
     }
 
     /// The earliest time, from the decision, at which the same request conforms (every quota of
@@ -187,7 +224,7 @@ impl Refused {
     /// The random jitter the refusing policy added to [`retry_after`](Self::retry_after) (see
     /// [`Policy::jitter`](crate::Policy::jitter)); zero otherwise.
     pub fn jitter(&self) -> Duration {
-        Duration::from_nanos(self.jitter)
+        Duration::from_nanos(self.cited.jitter())
     }
 
     /// Time until the bucket is full again.
@@ -222,24 +259,36 @@ impl Refused {
     /// For a policy set: the refusing quota, which this refusal's gauge describes (`None` for
     /// single and keyed limiters).
     pub fn by(&self) -> Option<&'static PolicyQuota> {
-        self.by
+        self.cited.by()
     }
 
     /// For a policy set: the refusing policy's name.
     pub fn policy(&self) -> Option<&'static str> {
-        Some(self.by?.policy())
+        Some(self.by()?.policy())
     }
 
     /// For a policy set: the first dry-run policy that would also have refused (evaluated
     /// before the refusal).
     pub fn dry_run(&self) -> Option<DryRun> {
-        self.dry_run
+        self.cited.dry_run()
+    }
+
+    /// The same refusal without what it cites: the bucket's figures only (its
+    /// [`retry_after`](Self::retry_after) then leaves out a policy's jitter).
+    pub fn uncited(&self) -> Refused {
+        Refused {
+            gauge: self.gauge,
+            wait: self.wait,
+            cited: (),
+            clock_behind: self.clock_behind,
+            cause: self.cause,
+        }
     }
 }
 
-impl fmt::Display for Refused {
+impl<C: Citation> fmt::Display for Refused<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.by, self.cause) {
+        match (self.by(), self.cause) {
             (Some(by), Cause::TableFull) => write!(
                 f,
                 "rate limited: policy '{}' has no room for another key now",
@@ -256,4 +305,40 @@ impl fmt::Display for Refused {
     }
 }
 
-impl std::error::Error for Refused {}
+impl<C: Citation> std::error::Error for Refused<C> {}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::{Allowed, Refused};
+    use crate::outcome::{Cited, Gauge, InsufficientCapacity};
+    use core::mem::size_of;
+
+    /// What a single or keyed limiter answers stays six words, and citing nothing costs
+    /// nothing: a caller that keeps the whole result stores six words, not ten (the size of
+    /// the outcomes is what `benches/result_size.rs` measures).
+    #[test]
+    fn an_uncited_outcome_is_a_few_words() {
+        assert_eq!(size_of::<Allowed>(), size_of::<Gauge>() + 8);
+        assert!(size_of::<Refused>() <= size_of::<Gauge>() + 16);
+        assert!(size_of::<Result<Allowed, Refused>>() <= 6 * 8);
+        let nested = size_of::<Result<Result<Allowed, Refused>, InsufficientCapacity>>();
+        assert!(nested <= 6 * 8);
+        assert!(size_of::<Refused<Cited>>() > size_of::<Refused>());
+    }
+
+    /// Citing nothing drops a policy's figures and keeps the bucket's; a refusal's retry-after
+    /// then leaves out the jitter.
+    #[test]
+    fn uncited_keeps_the_bucket() {
+        let gauge = Gauge::new(3, 2, 10, 7);
+        let refused = Refused::new(gauge, 50).cite(Cited {
+            jitter: 9,
+            ..Cited::default()
+        });
+        assert_eq!(refused.retry_after_nanos(), 59);
+        assert_eq!(refused.uncited().retry_after_nanos(), 50);
+        assert_eq!(refused.uncited().gauge(), gauge);
+        let allowed = Allowed::delayed(gauge, 4).cite(Cited::default());
+        assert_eq!(allowed.uncited(), Allowed::delayed(gauge, 4));
+    }
+}

@@ -3,7 +3,8 @@
 use core::fmt;
 
 use super::decision::Refused;
-use super::policy::PolicyQuota;
+use super::policy::{Citation, Cited, PolicyQuota};
+use super::Gauge;
 
 /// A request for more cells than a bucket can ever hold: it will never succeed, however long
 /// the caller waits. Nothing was consumed.
@@ -29,6 +30,18 @@ impl InsufficientCapacity {
             });
         }
         Ok(())
+    }
+
+    /// The refusal that stands for this error where a policy set's answer to one cell must be a
+    /// refusal (one cell exceeds no capacity, every capacity being at least 1): one that never
+    /// conforms, naming the quota.
+    #[cold]
+    pub(crate) fn never(self) -> Refused<Cited> {
+        let gauge = Gauge::new(u64::from(self.burst), 1, self.burst, u64::MAX);
+        Refused::new(gauge, u64::MAX).cite(Cited {
+            by: self.by,
+            ..Cited::default()
+        })
     }
 
     /// For a policy set: the quota too small for the request.
@@ -76,19 +89,22 @@ impl std::error::Error for InsufficientCapacity {}
 /// assert!(matches!(take(&limiter, 11), Err(flowgate::Error::Capacity(_))));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// `C` is what the refusal cites: nothing (`()`, the default) for a single or keyed limiter,
+/// [`Cited`](super::Cited) for a policy set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Error {
+pub enum Error<C = ()> {
     /// Refused for now: the refusal says when to retry. From a wait: the wait would be longer
     /// than allowed (the bound given, a shaping algorithm's queue, or the clock's horizon), and
     /// nothing was taken.
-    Refused(Refused),
+    Refused(Refused<C>),
     /// More cells than a bucket holds: the request can never succeed.
     Capacity(InsufficientCapacity),
 }
 
-impl Error {
+impl<C> Error<C> {
     /// The refusal, if the request was refused for now.
-    pub fn refused(&self) -> Option<&Refused> {
+    pub fn refused(&self) -> Option<&Refused<C>> {
         match self {
             Self::Refused(refused) => Some(refused),
             Self::Capacity(_) => None,
@@ -96,19 +112,19 @@ impl Error {
     }
 }
 
-impl From<Refused> for Error {
-    fn from(refused: Refused) -> Self {
+impl<C> From<Refused<C>> for Error<C> {
+    fn from(refused: Refused<C>) -> Self {
         Self::Refused(refused)
     }
 }
 
-impl From<InsufficientCapacity> for Error {
+impl<C> From<InsufficientCapacity> for Error<C> {
     fn from(capacity: InsufficientCapacity) -> Self {
         Self::Capacity(capacity)
     }
 }
 
-impl fmt::Display for Error {
+impl<C: Citation> fmt::Display for Error<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Refused(refused) => refused.fmt(f),
@@ -118,4 +134,4 @@ impl fmt::Display for Error {
 }
 
 /// Transparent: the message is the inner error's, so an error chain does not repeat it.
-impl std::error::Error for Error {}
+impl<C: Citation> std::error::Error for Error<C> {}

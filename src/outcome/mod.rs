@@ -3,9 +3,11 @@
 //!
 //! A [`RateLimiter`](crate::RateLimiter), a [`KeyedRateLimiter`](crate::KeyedRateLimiter) and a
 //! [`Policies`](crate::Policies) set answer in these same types. An outcome of a policy set also
-//! says which quota of which policy it describes ([`Refused::by`], [`Allowed::by`]) and what a
-//! dry-run policy would have done ([`Allowed::dry_run`]); for a single or keyed limiter those
-//! are `None`.
+//! cites which quota of which policy it describes ([`Refused::by`], [`Allowed::by`]), what a
+//! dry-run policy would have done ([`Allowed::dry_run`]) and the jitter of a refusal
+//! ([`Refused::jitter`]): it is an `Allowed<Cited>` or a `Refused<Cited>` ([`Cited`]). A single
+//! or keyed limiter's outcomes cite nothing (`Allowed`, `Refused`: the accessors answer `None`
+//! and zero), which keeps their `Result<Allowed, Refused>` at six words.
 //!
 //! Outcomes are small `Copy` values that own everything in them (a policy's quota is named by
 //! an interned [`PolicyQuota`]), so they outlive the limiter, cross threads, and return with `?`
@@ -42,7 +44,7 @@ mod policy;
 
 pub use decision::{Allowed, Refused};
 pub use error::{Error, InsufficientCapacity};
-pub use policy::{DryRun, PolicyQuota, QuotaState};
+pub use policy::{Citation, Cited, DryRun, PolicyQuota, QuotaState};
 
 /// How full a bucket is at the moment of a decision, in the algorithm's own unit: `used` units
 /// of `unit` each, out of `limit` cells, and how long until it is fully available again.

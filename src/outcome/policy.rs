@@ -1,7 +1,8 @@
 //! What a policy set's outcome adds: which quota of which policy it describes
 //! ([`PolicyQuota`], interned so that outcomes naming it stay small, owned and `'static`),
-//! what a dry-run policy would have done ([`DryRun`]), and the state of one quota as a decision
-//! left it ([`QuotaState`], for headers).
+//! what a dry-run policy would have done ([`DryRun`]), the two with a refusal's jitter as what
+//! an outcome cites ([`Cited`], one kind of [`Citation`]), and the state of one quota as a
+//! decision left it ([`QuotaState`], for headers).
 
 use core::fmt;
 use core::time::Duration;
@@ -160,6 +161,71 @@ impl QuotaState {
     /// The quota's bucket.
     pub fn gauge(&self) -> Gauge {
         self.gauge
+    }
+}
+
+/// What an outcome cites besides its bucket: nothing (`()`) for a single or keyed limiter,
+/// whose outcomes stay a few words; [`Cited`] for a policy set. Sealed: these two are all.
+pub trait Citation:
+    sealed::Sealed + Copy + Default + fmt::Debug + Eq + Send + Sync + 'static
+{
+    /// The quota the outcome describes (`None` for `()`).
+    fn by(&self) -> Option<&'static PolicyQuota>;
+    /// The first dry-run policy that would have refused (`None` for `()`).
+    fn dry_run(&self) -> Option<DryRun>;
+    /// Nanoseconds of jitter a refusing policy added to the wait (0 for `()`).
+    fn jitter(&self) -> u64;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for () {}
+    impl Sealed for super::Cited {}
+}
+
+impl Citation for () {
+    #[inline(always)]
+    fn by(&self) -> Option<&'static PolicyQuota> {
+        None
+    }
+
+    #[inline(always)]
+    fn dry_run(&self) -> Option<DryRun> {
+        None
+    }
+
+    #[inline(always)]
+    fn jitter(&self) -> u64 {
+        0
+    }
+}
+
+/// What a policy set's outcome cites: the quota it describes (the refusing one, or an
+/// admission's tightest), the first dry-run policy that would have refused, and the jitter a
+/// refusing policy added to its wait. Read through the outcome's
+/// [`by`](crate::Refused::by), [`dry_run`](crate::Refused::dry_run) and
+/// [`jitter`](crate::Refused::jitter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cited {
+    pub(crate) by: Option<&'static PolicyQuota>,
+    pub(crate) dry_run: Option<DryRun>,
+    pub(crate) jitter: u64,
+}
+
+impl Citation for Cited {
+    #[inline(always)]
+    fn by(&self) -> Option<&'static PolicyQuota> {
+        self.by
+    }
+
+    #[inline(always)]
+    fn dry_run(&self) -> Option<DryRun> {
+        self.dry_run
+    }
+
+    #[inline(always)]
+    fn jitter(&self) -> u64 {
+        self.jitter
     }
 }
 

@@ -23,10 +23,10 @@ use crate::cell::taking;
 use crate::clock::Clock;
 use crate::keyed::Tag;
 use crate::observe;
-use crate::outcome::{DryRun, Gauge, InsufficientCapacity, Refused};
+use crate::outcome::{Cited, DryRun, Gauge, InsufficientCapacity, Refused};
 
 /// A decision's answer: too many cells (never), or admitted (reported as `A`) or refused (now).
-pub(crate) type Answer<A> = Result<Result<A, Refused>, InsufficientCapacity>;
+pub(crate) type Answer<A> = Result<Result<A, Refused<Cited>>, InsufficientCapacity>;
 
 /// One write to undo if a later quota refuses (or a wait gives its reservation back).
 #[derive(Clone, Copy)]
@@ -72,7 +72,7 @@ pub(super) struct Decision<'p, R: ?Sized, C: Clock, F> {
     /// The undo entries whose quota was left near its limit (the `metrics` feature).
     near: u32,
     /// How a decision that ends before its last quota ends (a refusal, too many cells).
-    pub(super) end: Option<Result<Refused, InsufficientCapacity>>,
+    pub(super) end: Option<Result<Refused<Cited>, InsufficientCapacity>>,
 }
 
 /// What a decision does after one quota (small, so that it stays in a register).
@@ -206,7 +206,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         (index, layer, tag): (usize, &'p Layer<R, C>, Tag),
         request: &R,
         report: &mut P,
-    ) -> Option<Result<Refused, InsufficientCapacity>> {
+    ) -> Option<Result<Refused<Cited>, InsufficientCapacity>> {
         let at = (index, layer, tag);
         // Where the buckets live is asked once per policy, not once per quota.
         match &layer.buckets {
@@ -232,7 +232,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         request: &R,
         report: &mut P,
         bucket: impl Fn(usize) -> Bucket<'p, C>,
-    ) -> Option<Result<Refused, InsufficientCapacity>> {
+    ) -> Option<Result<Refused<Cited>, InsufficientCapacity>> {
         let mark = self.undo.len();
         for (q, live) in layer.quotas.iter().enumerate() {
             let words = live.read();

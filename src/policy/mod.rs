@@ -154,7 +154,7 @@ pub(crate) use report::{Silent, Visit};
 use self::layer::Layer;
 use self::report::Tightest;
 use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Allowed, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Cited, InsufficientCapacity, Refused};
 use crate::primitive::Mutex;
 
 use crate::algorithm::AnyAlgorithm;
@@ -191,7 +191,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Performance
     /// One clock read, one hash per keyed policy, one CAS per quota (see the module docs).
     #[inline]
-    pub fn check(&self, request: &R) -> Result<Allowed, Refused> {
+    pub fn check(&self, request: &R) -> Result<Allowed<Cited>, Refused<Cited>> {
         // The clock is read just after the first bucket lookup, overlapping its cache miss.
         one_cell(self.decide(request, 1, || self.clock.now(), Tightest::default()))
     }
@@ -201,7 +201,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// As [`check`](Self::check).
     #[inline]
-    pub fn check_at(&self, request: &R, now: u64) -> Result<Allowed, Refused> {
+    pub fn check_at(&self, request: &R, now: u64) -> Result<Allowed<Cited>, Refused<Cited>> {
         one_cell(self.decide(request, 1, || now, Tightest::default()))
     }
 
@@ -217,7 +217,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         &self,
         request: &R,
         n: u32,
-    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+    ) -> Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity> {
         if n == 0 {
             return Ok(Ok(self.state(request, self.clock.now())));
         }
@@ -234,7 +234,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         request: &R,
         n: u32,
         now: u64,
-    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+    ) -> Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity> {
         if n == 0 {
             return Ok(Ok(self.state(request, now)));
         }
@@ -242,7 +242,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
-    fn state(&self, request: &R, now: u64) -> Allowed {
+    fn state(&self, request: &R, now: u64) -> Allowed<Cited> {
         let mut tightest = Tightest::default();
         self.inspect_at(request, now, |state| {
             tightest.offer(state.by(), state.gauge())
@@ -282,20 +282,13 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 /// least 1); were it reported anyway, a refusal that never conforms is the safe answer.
 #[inline(always)]
 fn one_cell(
-    answer: Result<Result<Allowed, Refused>, InsufficientCapacity>,
-) -> Result<Allowed, Refused> {
+    answer: Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity>,
+) -> Result<Allowed<Cited>, Refused<Cited>> {
     match answer {
         Ok(answer) => answer,
-        Err(capacity) => Err(never(capacity)),
+        Err(capacity) => {
+            debug_assert!(false, "one cell exceeded a capacity");
+            Err(capacity.never())
+        }
     }
-}
-
-#[cold]
-fn never(capacity: InsufficientCapacity) -> Refused {
-    debug_assert!(false, "one cell exceeded a capacity");
-    let limit = capacity.burst;
-    Refused::new(
-        crate::outcome::Gauge::new(u64::from(limit), 1, limit, u64::MAX),
-        u64::MAX,
-    )
 }

@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::jitter;
 use crate::keyed::Tag;
 use crate::observe;
-use crate::outcome::{DryRun, InsufficientCapacity, QuotaState, Refused};
+use crate::outcome::{Cited, DryRun, InsufficientCapacity, QuotaState, Refused};
 use crate::primitive::Ordering;
 
 impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
@@ -70,7 +70,10 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         let now = self.now();
         let refused = set.reject(request, (self.n, now), (index, q, tag), refused);
         let dry_run = self.dry_run;
-        self.end = Some(refused.map(|refused| Refused { dry_run, ..refused }));
+        self.end = Some(refused.map(|mut refused| {
+            refused.cited.dry_run = dry_run;
+            refused
+        }));
         Next::Done
     }
 
@@ -127,7 +130,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         (n, now): (u32, u64),
         (index, q, tag): (usize, usize, Tag),
         refused: Refused,
-    ) -> Result<Refused, InsufficientCapacity> {
+    ) -> Result<Refused<Cited>, InsufficientCapacity> {
         let mut worst = (&self.layers[index].quotas[q], refused);
         for (i, layer) in self.layers.iter().enumerate().skip(index) {
             if layer.dry_run {
@@ -154,17 +157,22 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 }
             }
         }
-        let (live, mut refused) = worst;
+        let (live, refused) = worst;
         let layer = &self.layers[live.at().0];
         let (min, max) = layer.jitter;
-        if max > 0 && refused.wait != u64::MAX {
-            refused.jitter = jitter::draw(min, max);
-        }
+        let jitter = if max > 0 && refused.wait != u64::MAX {
+            jitter::draw(min, max)
+        } else {
+            0
+        };
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
         live.metrics.refused.increment(u64::from(n));
-        refused.by = Some(live.by());
-        Ok(refused)
+        Ok(refused.cite(Cited {
+            by: Some(live.by()),
+            dry_run: None,
+            jitter,
+        }))
     }
 
     /// The decision quota `q` of `layer` would make of `n ≤ capacity` cells for the bucket

@@ -8,7 +8,7 @@ use super::decide::Undo;
 use super::live::LiveQuota;
 #[cfg(feature = "tower")]
 use crate::outcome::QuotaState;
-use crate::outcome::{tightness, Allowed, DryRun, Gauge, PolicyQuota};
+use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota};
 use crate::quota::Quota;
 
 /// What an admission of a policy set reports.
@@ -77,18 +77,17 @@ impl Tightest {
     /// The admission describing the tightest quota offered (none: nothing applied), to go
     /// ahead after `delay`, with the first dry-run policy that would have refused.
     #[inline(always)]
-    pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed {
-        Allowed {
-            gauge: self.gauge,
-            delay,
+    pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed<Cited> {
+        Allowed::delayed(self.gauge, delay).cite(Cited {
             by: self.by,
             dry_run,
-        }
+            jitter: 0,
+        })
     }
 }
 
 impl<'p> Report<'p> for Tightest {
-    type Output = Allowed;
+    type Output = Allowed<Cited>;
 
     #[inline(always)]
     fn taken(
@@ -101,7 +100,7 @@ impl<'p> Report<'p> for Tightest {
     }
 
     #[inline(always)]
-    fn finish(self, summary: Summary<'_, 'p>) -> Allowed {
+    fn finish(self, summary: Summary<'_, 'p>) -> Allowed<Cited> {
         self.allowed(summary.delay, summary.dry_run)
     }
 }

@@ -13,7 +13,7 @@ use super::report::{Report, Summary, Tightest};
 use super::Policies;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Error, Gauge, Refused};
+use crate::outcome::{Allowed, Cited, Error, Gauge, Refused};
 use crate::quota::Quota;
 use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
 
@@ -33,7 +33,7 @@ impl<R: ?Sized, C: Clock> GiveBack for Booked<'_, R, C> {
 struct Reserving(Tightest);
 
 impl<'p> Report<'p> for Reserving {
-    type Output = (Allowed, UndoLog<'p>);
+    type Output = (Allowed<Cited>, UndoLog<'p>);
 
     #[inline(always)]
     fn taken(
@@ -60,7 +60,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity (naming it);
     /// [`Error::Refused`] only past the clock's horizon, or when a shaping quota's queue is
     /// full.
-    pub fn wait(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+    pub fn wait(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
         self.wait_with(request, n, WaitOptions::new())
     }
 
@@ -69,7 +69,12 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     ///
     /// # Errors
     /// As [`try_wait_for`](Self::try_wait_for).
-    pub fn wait_with(&self, request: &R, n: u32, options: WaitOptions) -> Result<Allowed, Error> {
+    pub fn wait_with(
+        &self,
+        request: &R,
+        n: u32,
+        options: WaitOptions,
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         block(self.clock(), options, |now, left| {
             self.attempt(request, n, now, left)
         })
@@ -80,7 +85,12 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     ///
     /// # Errors
     /// As [`wait`](Self::wait), and [`Error::Refused`] when the wait would exceed `max_wait`.
-    pub fn try_wait_for(&self, request: &R, n: u32, max_wait: Duration) -> Result<Allowed, Error> {
+    pub fn try_wait_for(
+        &self,
+        request: &R,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         self.wait_with(request, n, WaitOptions::new().at_most(max_wait))
     }
 
@@ -96,12 +106,18 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         n: u32,
         options: WaitOptions,
         sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed, Error> {
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         let attempt = |now, left| self.attempt(request, n, now, left);
         until(self.clock(), options, attempt, sleep).await
     }
 
-    fn attempt(&self, request: &R, n: u32, now: u64, left: u64) -> Attempt<Booked<'_, R, C>> {
+    fn attempt(
+        &self,
+        request: &R,
+        n: u32,
+        now: u64,
+        left: u64,
+    ) -> Attempt<Booked<'_, R, C>, Cited> {
         if n == 0 {
             return as_is(self.check_n_at(request, 0, now));
         }
@@ -117,7 +133,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// Whether `refused` came from a shaping quota, whose refusal means its queue is full.
-    fn queue_full(&self, refused: &Refused) -> bool {
+    fn queue_full(&self, refused: &Refused<Cited>) -> bool {
         let Some(by) = refused.by() else {
             return false;
         };
@@ -134,7 +150,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     ///
     /// # Errors
     /// As [`wait`](Self::wait).
-    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
         self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
             .await
     }
@@ -148,7 +164,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         request: &R,
         n: u32,
         max_wait: Duration,
-    ) -> Result<Allowed, Error> {
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         let options = WaitOptions::new().at_most(max_wait);
         self.until_ready_with(request, n, options, tokio::time::sleep)
             .await

@@ -35,7 +35,7 @@ use super::stats::add;
 use super::verdict::Decided;
 use super::{Failure, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
-use crate::outcome::{tightness, Allowed};
+use crate::outcome::{tightness, Allowed, Cited};
 
 /// The decision script wrapped to also answer each bucket's value before and after:
 /// `{answer, before, after}`, `false` for a missing key (or one of another type).
@@ -183,7 +183,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     before = before.or(self.dry_of(part, n, reply));
                 }
                 if let Err(refused) = &mut verdict.outcome {
-                    refused.dry_run = before.or(refused.dry_run);
+                    refused.cited.dry_run = before.or(refused.cited.dry_run);
                 }
                 self.shared.metrics.from_redis.increment(1);
                 return Ok(Decided::without_call(verdict));
@@ -275,7 +275,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The admission of every slot's take: the tightest enforcing quota's gauge, the longest
     /// delay, and the first dry-run policy that would have refused.
     fn merged(&self, admitted: &[(Plan, Reply)], n: u32) -> Verdict {
-        let mut best: Option<Allowed> = None;
+        let mut best: Option<Allowed<Cited>> = None;
         let mut delay = 0;
         let mut dry_run = None;
         for (part, reply) in admitted {
@@ -283,8 +283,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 continue;
             };
             delay = delay.max(allowed.delay);
-            dry_run = dry_run.or(allowed.dry_run);
-            let tighter = allowed.by.is_some()
+            dry_run = dry_run.or(allowed.cited.dry_run);
+            let tighter = allowed.cited.by.is_some()
                 && best.as_ref().map_or(true, |b| {
                     tightness(allowed.gauge.remaining(), allowed.gauge.reset_after_nanos())
                         < tightness(b.gauge.remaining(), b.gauge.reset_after_nanos())
@@ -293,9 +293,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 best = Some(allowed);
             }
         }
-        let mut allowed = best.unwrap_or(Allowed::new(super::UNLIMITED));
+        let mut allowed = best.unwrap_or(Allowed::new(super::UNLIMITED).cite(Cited::default()));
         allowed.delay = delay;
-        allowed.dry_run = dry_run;
+        allowed.cited.dry_run = dry_run;
         Verdict {
             outcome: Ok(allowed),
             source: Source::Redis,

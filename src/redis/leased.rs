@@ -7,7 +7,7 @@ use super::script::Reply;
 use super::stats::add;
 use super::{Decided, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
-use crate::outcome::Allowed;
+use crate::outcome::{Allowed, Cited};
 use tokio::time::timeout_at;
 
 /// # Leases
@@ -147,7 +147,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         {
             add(&counters.leases, 1);
             add(&counters.leased_cells, u64::from(granted));
-            let by = verdict.outcome.ok().and_then(|allowed| allowed.by);
+            let by = verdict.outcome.ok().and_then(|allowed| allowed.by());
             let bucket = (0..plan.refs.len())
                 .position(|b| by.is_some_and(|by| core::ptr::eq(by, self.by(plan, b))))
                 .unwrap_or(0);
@@ -184,8 +184,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let &(p, q) = plan.refs.get(bucket)?;
         // A leased bucket is a schedule: its state is its debt.
         let gauge = self.shared.policies[p].quotas[q].gauge(debt, None);
-        let mut allowed = Allowed::new(gauge);
-        allowed.by = Some(self.by(plan, bucket));
+        let allowed = Allowed::new(gauge).cite(Cited {
+            by: Some(self.by(plan, bucket)),
+            ..Cited::default()
+        });
         Some(Verdict {
             outcome: Ok(allowed),
             source: Source::Lease,

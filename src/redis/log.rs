@@ -19,7 +19,7 @@ use super::verdict::open_or_closed;
 use super::{Failure, OnFailure, RedisBackend, RedisConfigError, RedisStats, Source, Verdict};
 use crate::clock::Clock;
 use crate::observe::RedisMetrics;
-use crate::outcome::{Allowed, Gauge, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity, Refused};
 use crate::quota::{Quota, QuotaError};
 
 /// The script's source.
@@ -240,11 +240,11 @@ impl<C: Clock> RedisSlidingLog<C> {
         let outcome = match *numbers.as_slice() {
             [1, repaired, count, reset] if count >= u64::from(n) => {
                 add(&log.counters.repaired, repaired);
-                Ok(Allowed::new(gauge(count, reset)?))
+                Ok(Allowed::new(gauge(count, reset)?).cite(Cited::default()))
             }
             [0, repaired, count, reset, wait] if wait >= 1 && wait <= log.window => {
                 add(&log.counters.repaired, repaired);
-                Err(Refused::new(gauge(count, reset)?, wait * 1_000))
+                Err(Refused::new(gauge(count, reset)?, wait * 1_000).cite(Cited::default()))
             }
             _ => return None,
         };

@@ -146,7 +146,7 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::RedisMetrics;
-use crate::outcome::{Allowed, Gauge, InsufficientCapacity};
+use crate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity};
 use crate::policy::{Policies, PolicyError};
 use crate::quota::Quota;
 use tokio::time::Instant;
@@ -274,7 +274,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         add(&self.shared.counters.decisions, 1);
         if plan.keys.is_empty() {
             let verdict = Verdict {
-                outcome: Ok(Allowed::new(UNLIMITED)),
+                outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
                 source: Source::Redis,
             };
             return Ok(Decided::without_call(verdict));

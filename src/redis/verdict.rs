@@ -11,12 +11,12 @@ use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::jitter;
 use crate::observe;
-use crate::outcome::{tightness, Allowed, DryRun, Gauge, QuotaState, Refused};
+use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, QuotaState, Refused};
 
 /// The outcome of one decision, and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
-    pub(super) outcome: Result<Allowed, Refused>,
+    pub(super) outcome: Result<Allowed<Cited>, Refused<Cited>>,
     pub(super) source: Source,
 }
 
@@ -26,7 +26,7 @@ impl Verdict {
     /// the same types, and for a decision Redis made the same values, as a policy set decided
     /// in process. [`Allowed::by`] and [`Refused::by`] name the quota; `None` when no policy
     /// applied or Redis did not decide.
-    pub fn outcome(&self) -> Result<Allowed, Refused> {
+    pub fn outcome(&self) -> Result<Allowed<Cited>, Refused<Cited>> {
         self.outcome
     }
 
@@ -74,14 +74,14 @@ pub(super) fn open_or_closed(
             .unwrap_or(u64::MAX)
             .max(1);
         return Verdict {
-            outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)),
+            outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait).cite(Cited::default())),
             source: Source::FailedClosed(failure),
         };
     }
     add(&counters.failed_open, 1);
     metrics.failed_open.increment(1);
     Verdict {
-        outcome: Ok(Allowed::new(UNLIMITED)),
+        outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
         source: Source::FailedOpen(failure),
     }
 }
@@ -100,7 +100,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             None => {
                 if let Ok(allowed) = decided.verdict.outcome {
-                    if let Some(by) = allowed.by {
+                    if let Some(by) = allowed.by() {
                         let micros = &policies[by.policy_index()].quotas[by.quota_index()];
                         // A lease's bucket is a schedule, whose reset is its debt, in ns.
                         let debt = allowed.gauge.reset_after_nanos() / 1_000;
@@ -147,8 +147,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         let dry_run = self.dry_of(plan, n, reply);
         let outcome = match outcome {
-            Ok(allowed) => Ok(Allowed { dry_run, ..allowed }),
-            Err(refused) => Err(Refused { dry_run, ..refused }),
+            Ok(mut allowed) => {
+                allowed.cited.dry_run = dry_run;
+                Ok(allowed)
+            }
+            Err(mut refused) => {
+                refused.cited.dry_run = dry_run;
+                Err(refused)
+            }
         };
         Verdict {
             outcome,
@@ -168,7 +174,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         n: u32,
         (states, now): (&[u64], Option<u64>),
         index: usize,
-    ) -> Refused {
+    ) -> Refused<Cited> {
         let policies = &self.shared.policies;
         let mut worst: Option<(usize, Refused)> = None;
         for (bucket, &state) in states.iter().enumerate() {
@@ -186,7 +192,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 worst = Some((bucket, refused));
             }
         }
-        let (bucket, mut refused) = worst.unwrap_or_else(|| {
+        let (bucket, refused) = worst.unwrap_or_else(|| {
             let (p, q) = plan.refs[index];
             let gauge = policies[p].quotas[q].gauge(states[index], now);
             (index, Refused::new(gauge, u64::MAX))
@@ -194,11 +200,16 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let (p, q) = plan.refs[bucket];
         policies[p].metrics[q].refused.increment(u64::from(n));
         let (min, max) = policies[p].jitter;
-        if max > 0 && refused.wait != u64::MAX {
-            refused.jitter = jitter::draw(min, max);
-        }
-        refused.by = Some(self.by(plan, bucket));
-        refused
+        let jitter = if max > 0 && refused.wait != u64::MAX {
+            jitter::draw(min, max)
+        } else {
+            0
+        };
+        refused.cite(Cited {
+            by: Some(self.by(plan, bucket)),
+            dry_run: None,
+            jitter,
+        })
     }
 
     /// The admission the script's reply reports: every quota that took its cells, counted,
@@ -210,7 +221,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         (n, granted): (u32, u32),
         (states, now): (&[u64], Option<u64>),
         dry: &Dry,
-    ) -> Allowed {
+    ) -> Allowed<Cited> {
         let policies = &self.shared.policies;
         let cells = u64::from(n);
         let mut best: Option<(usize, Gauge)> = None;
@@ -248,9 +259,11 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 best = Some((bucket, g));
             }
         }
-        let mut allowed = Allowed::delayed(best.map_or(UNLIMITED, |(_, g)| g), delay);
-        allowed.by = best.map(|(bucket, _)| self.by(plan, bucket));
-        allowed
+        let allowed = Allowed::delayed(best.map_or(UNLIMITED, |(_, g)| g), delay);
+        allowed.cite(Cited {
+            by: best.map(|(bucket, _)| self.by(plan, bucket)),
+            ..Cited::default()
+        })
     }
 
     /// The quota of the plan's bucket `bucket`, as outcomes name it.
@@ -318,13 +331,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     Ok(answer) => answer,
                     // n fits every quota in Redis but not this process's share of one: never,
                     // locally.
-                    Err(capacity) => {
-                        let burst = capacity.burst;
-                        Err(Refused::new(
-                            Gauge::new(u64::from(burst), 1, burst, 0),
-                            u64::MAX,
-                        ))
-                    }
+                    Err(capacity) => Err(capacity.never()),
                 };
                 Verdict {
                     outcome,

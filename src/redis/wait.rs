@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use super::RedisLimiter;
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Error};
+use crate::outcome::{Allowed, Cited, Error};
 use crate::wait::{as_is, judge, until_remote, Attempt, Unreserved, WaitOptions};
 
 /// # Waiting
@@ -27,7 +27,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         n: u32,
         options: WaitOptions,
         sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed, Error> {
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         let attempt = |left| async move {
             let verdict = match self.check_n(request, n).await {
                 Ok(verdict) => verdict,
@@ -36,7 +36,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             if n == 0 {
                 return as_is(Ok(verdict.outcome()));
             }
-            judge::<Unreserved>(verdict.outcome(), None, left, |_| false)
+            judge::<Unreserved, Cited>(verdict.outcome(), None, left, |_| false)
         };
         until_remote(&self.shared.clock, options, attempt, sleep).await
     }
@@ -45,7 +45,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     ///
     /// # Errors
     /// As [`until_ready_with`](Self::until_ready_with).
-    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed, Error> {
+    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
         self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
             .await
     }
@@ -59,7 +59,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         request: &R,
         n: u32,
         max_wait: Duration,
-    ) -> Result<Allowed, Error> {
+    ) -> Result<Allowed<Cited>, Error<Cited>> {
         let options = WaitOptions::new().at_most(max_wait);
         self.until_ready_with(request, n, options, tokio::time::sleep)
             .await

@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::jitter;
-use crate::outcome::{Allowed, Cause, Error, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Cause, Citation, Error, InsufficientCapacity, Refused};
 
 /// How a wait behaves: how long it may last, and the jitter its retries add.
 ///
@@ -75,31 +75,32 @@ impl Default for WaitOptions {
     }
 }
 
-/// What one attempt of a wait found; `G` is what gives a reservation back.
-pub(crate) enum Attempt<G> {
+/// What one attempt of a wait found; `G` is what gives a reservation back, `C` what its outcomes
+/// cite.
+pub(crate) enum Attempt<G, C = ()> {
     /// Admitted: go ahead after `delay` ns. `reserved` holds what gives the cells back if the
     /// wait is abandoned while it sleeps on them (a reservation: a delay > 0).
     Ready {
-        value: Allowed,
+        value: Allowed<C>,
         delay: u64,
         reserved: Option<G>,
     },
     /// Refused for now: sleep this many ns and ask again.
     Retry(u64),
     /// The wait ends without cells.
-    Fail(Error),
+    Fail(Error<C>),
 }
 
 /// The attempt an answer makes, with `left` ns of the budget left. `reserved` gives back what
 /// the decision wrote (`None` if it wrote nothing); it is used at once for a reservation beyond
 /// the budget. A refusal that `queue_full` says comes from a shaping quota (its queue is full)
 /// ends the wait.
-pub(crate) fn judge<G: GiveBack>(
-    answer: Result<Allowed, Refused>,
+pub(crate) fn judge<G: GiveBack, C: Citation>(
+    answer: Result<Allowed<C>, Refused<C>>,
     reserved: Option<G>,
     left: u64,
-    queue_full: impl FnOnce(&Refused) -> bool,
-) -> Attempt<G> {
+    queue_full: impl FnOnce(&Refused<C>) -> bool,
+) -> Attempt<G, C> {
     match answer {
         Ok(allowed) => {
             let delay = allowed.delay_nanos();
@@ -107,7 +108,8 @@ pub(crate) fn judge<G: GiveBack>(
                 if let Some(reserved) = reserved {
                     reserved.give_back();
                 }
-                return Attempt::Fail(Error::Refused(Refused::new(allowed.gauge(), delay)));
+                let refused = Refused::new(allowed.gauge(), delay).cite(C::default());
+                return Attempt::Fail(Error::Refused(refused));
             }
             Attempt::Ready {
                 value: allowed,
@@ -132,9 +134,9 @@ pub(crate) fn judge<G: GiveBack>(
 
 /// The attempt of a wait for zero cells, which takes nothing and never waits: the bucket as
 /// `state` (a zero-cell check or peek) found it.
-pub(crate) fn as_is<G>(
-    state: Result<Result<Allowed, Refused>, InsufficientCapacity>,
-) -> Attempt<G> {
+pub(crate) fn as_is<G, C>(
+    state: Result<Result<Allowed<C>, Refused<C>>, InsufficientCapacity>,
+) -> Attempt<G, C> {
     match state {
         Ok(Ok(state)) => Attempt::Ready {
             value: state,
@@ -167,12 +169,12 @@ impl GiveBack for Unreserved {
 /// given what is left of `max_wait`), which never reserve: each refusal is slept out for its
 /// retry-after (plus `options`' jitter) on `clock`'s time, then asked again.
 #[cfg(feature = "redis")]
-pub(crate) async fn until_remote<C: Clock, A: Future<Output = Attempt<Unreserved>>, F>(
+pub(crate) async fn until_remote<C: Clock, X, A: Future<Output = Attempt<Unreserved, X>>, F>(
     clock: &C,
     options: WaitOptions,
     mut attempt: impl FnMut(u64) -> A,
     mut sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed, Error>
+) -> Result<Allowed<X>, Error<X>>
 where
     F: Future<Output = ()>,
 {
@@ -200,11 +202,11 @@ pub(crate) trait GiveBack {
 
 /// The blocking loop: attempts (given the reading and what is left of `max_wait`) until one is
 /// ready or fails, sleeping through `clock` in between and before going ahead.
-pub(crate) fn block<C: Clock, G: GiveBack>(
+pub(crate) fn block<C: Clock, G: GiveBack, X>(
     clock: &C,
     options: WaitOptions,
-    mut attempt: impl FnMut(u64, u64) -> Attempt<G>,
-) -> Result<Allowed, Error> {
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G, X>,
+) -> Result<Allowed<X>, Error<X>> {
     let start = clock.now();
     let mut now = start;
     loop {
@@ -239,12 +241,12 @@ impl<G: GiveBack> Drop for Reservation<G> {
 
 /// The asynchronous loop: as [`block`], sleeping through `sleep`; a reservation is given back
 /// if the future is dropped while it sleeps on it.
-pub(crate) async fn until<C: Clock, G: GiveBack, F: Future<Output = ()>>(
+pub(crate) async fn until<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
     clock: &C,
     options: WaitOptions,
-    mut attempt: impl FnMut(u64, u64) -> Attempt<G>,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G, X>,
     sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed, Error> {
+) -> Result<Allowed<X>, Error<X>> {
     let start = clock.now();
     match attempt(start, options.max_wait) {
         // The uncontended case: nothing to sleep for, and the future stays small (the waiting
@@ -258,14 +260,14 @@ pub(crate) async fn until<C: Clock, G: GiveBack, F: Future<Output = ()>>(
 }
 
 /// [`until`] once its first attempt asked for a sleep.
-async fn sleeping<C: Clock, G: GiveBack, F: Future<Output = ()>>(
+async fn sleeping<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
     clock: &C,
     options: WaitOptions,
     start: u64,
-    first: Attempt<G>,
-    mut attempt: impl FnMut(u64, u64) -> Attempt<G>,
+    first: Attempt<G, X>,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G, X>,
     mut sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed, Error> {
+) -> Result<Allowed<X>, Error<X>> {
     let mut now = start;
     let mut next = Some(first);
     loop {
