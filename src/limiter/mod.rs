@@ -206,7 +206,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     #[inline(always)]
     fn answer(&self, answer: Result<Allowed, Refused>) -> Result<Allowed, Refused> {
         if let Err(refused) = &answer {
-            if refused.clock_behind {
+            if refused.clock_behind() {
                 self.catch_up();
             }
         }

@@ -2,8 +2,8 @@
 //!
 //! Both are the bucket's [`Gauge`] and one or two words of their own, plus what the decision
 //! cites besides the bucket ([`Citation`]): nothing for a single or keyed limiter, so that their
-//! `Result<Allowed, Refused>` is six words, and the quota, dry run and jitter of a policy set
-//! ([`Cited`]).
+//! `Result<Allowed, Refused>` is seven whole words, and the quota, dry run and jitter of a
+//! policy set ([`Cited`]).
 
 use core::fmt;
 use core::time::Duration;
@@ -141,10 +141,60 @@ pub struct Refused<C = ()> {
     /// For a policy set: the refusing quota, the first dry-run policy that would also have
     /// refused, and the jitter the refusing policy added to the wait.
     pub(crate) cited: C,
-    /// The bucket was booked more than a window ahead of the reading: the clock stepped back or
-    /// the reading was stale. The limiter re-checks with a fresh reading.
-    pub(crate) clock_behind: bool,
-    pub(crate) cause: Cause,
+    why: Why,
+}
+
+/// Why a request was refused ([`Cause`]), and whether the bucket was booked more than a window
+/// ahead of the reading (the clock stepped back, or the reading was stale: the limiter then
+/// re-checks with a fresh reading), in one whole word.
+///
+/// A word and not a `Cause` and a `bool`: those two bytes would be the only invalid values in a
+/// `Refused`, so `Result<Allowed, Refused>` would keep its tag in one of them, and a caller who
+/// keeps the result would store it byte by byte, padding and all. With no invalid value the
+/// tag is a word of its own, stored whole, which `cargo bench --bench paired` measures
+/// (BENCHMARKS.md, issue 23's fourth pass).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Why(u64);
+
+impl Why {
+    /// A refusal by the quota, against a bucket the reading explains.
+    const QUOTA: Why = Why(0);
+    /// The bit of a bucket booked further ahead than the reading explains.
+    const BEHIND: u64 = 1 << 8;
+
+    const fn behind(self) -> Why {
+        Why(self.0 | Self::BEHIND)
+    }
+
+    const fn is_behind(self) -> bool {
+        self.0 & Self::BEHIND != 0
+    }
+
+    const fn because(self, cause: Cause) -> Why {
+        let cause = match cause {
+            Cause::Quota => 0,
+            Cause::TableFull => 1,
+            Cause::NewKeys => 2,
+        };
+        Why(self.0 & Self::BEHIND | cause)
+    }
+
+    const fn cause(self) -> Cause {
+        match self.0 & 0xff {
+            0 => Cause::Quota,
+            1 => Cause::TableFull,
+            _ => Cause::NewKeys,
+        }
+    }
+}
+
+impl fmt::Debug for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Why")
+            .field("cause", &self.cause())
+            .field("clock_behind", &self.is_behind())
+            .finish()
+    }
 }
 
 impl Refused {
@@ -156,8 +206,7 @@ impl Refused {
             gauge,
             wait: retry_after_nanos,
             cited: (),
-            clock_behind: false,
-            cause: Cause::Quota,
+            why: Why::QUOTA,
         }
     }
 
@@ -166,7 +215,7 @@ impl Refused {
     /// [`Algorithm::catch_up`](crate::Algorithm::catch_up) with a fresh reading.
     #[inline(always)]
     pub const fn behind_clock(mut self) -> Self {
-        self.clock_behind = true;
+        self.why = self.why.behind();
         self
     }
 
@@ -177,8 +226,7 @@ impl Refused {
             gauge: self.gauge,
             wait: self.wait,
             cited,
-            clock_behind: self.clock_behind,
-            cause: self.cause,
+            why: self.why,
         }
     }
 }
@@ -186,14 +234,21 @@ impl Refused {
 impl<C: Citation> Refused<C> {
     /// The same refusal, for `cause`.
     pub(crate) fn because(mut self, cause: Cause) -> Self {
-        self.cause = cause;
+        self.why = self.why.because(cause);
         self
     }
 
     /// Why the request was refused: the quota (almost always), or a keyed table that could not
     /// take a new key.
     pub fn cause(&self) -> Cause {
-        self.cause
+        self.why.cause()
+    }
+
+    /// Whether the bucket was booked more than a window ahead of the reading: the limiter
+    /// re-checks with a fresh reading.
+    #[inline(always)]
+    pub(crate) fn clock_behind(&self) -> bool {
+        self.why.is_behind()
     }
 
     /// When to retry: [`conforms_after`](Self::conforms_after), plus the refusing policy's
@@ -280,15 +335,14 @@ impl<C: Citation> Refused<C> {
             gauge: self.gauge,
             wait: self.wait,
             cited: (),
-            clock_behind: self.clock_behind,
-            cause: self.cause,
+            why: self.why,
         }
     }
 }
 
 impl<C: Citation> fmt::Display for Refused<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.by(), self.cause) {
+        match (self.by(), self.cause()) {
             (Some(by), Cause::TableFull) => write!(
                 f,
                 "rate limited: policy '{}' has no room for another key now",
@@ -310,20 +364,48 @@ impl<C: Citation> std::error::Error for Refused<C> {}
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
     use super::{Allowed, Refused};
-    use crate::outcome::{Cited, Gauge, InsufficientCapacity};
+    use crate::outcome::{Cause, Cited, Gauge, InsufficientCapacity};
     use core::mem::size_of;
 
-    /// What a single or keyed limiter answers stays six words, and citing nothing costs
-    /// nothing: a caller that keeps the whole result stores six words, not ten (the size of
-    /// the outcomes is what `benches/result_size.rs` measures).
+    /// What a single or keyed limiter answers stays seven words, all whole (see [`super::Why`]),
+    /// and citing nothing costs nothing: a caller that keeps the whole result stores seven
+    /// words, not ten (`benches/result_size.rs` measures what the size costs).
     #[test]
     fn an_uncited_outcome_is_a_few_words() {
         assert_eq!(size_of::<Allowed>(), size_of::<Gauge>() + 8);
-        assert!(size_of::<Refused>() <= size_of::<Gauge>() + 16);
-        assert!(size_of::<Result<Allowed, Refused>>() <= 6 * 8);
+        assert_eq!(size_of::<Refused>(), size_of::<Gauge>() + 16);
+        assert!(size_of::<Result<Allowed, Refused>>() <= 7 * 8);
         let nested = size_of::<Result<Result<Allowed, Refused>, InsufficientCapacity>>();
-        assert!(nested <= 6 * 8);
+        assert!(nested <= 7 * 8);
         assert!(size_of::<Refused<Cited>>() > size_of::<Refused>());
+    }
+
+    /// A refusal's cause and its late-clock mark share one word, and neither overwrites the
+    /// other.
+    #[test]
+    fn a_cause_and_a_late_clock_share_a_word() {
+        let refused = Refused::new(Gauge::new(1, 1, 1, 0), 5);
+        assert_eq!(
+            (refused.cause(), refused.clock_behind()),
+            (Cause::Quota, false)
+        );
+        let refused = refused.behind_clock().because(Cause::NewKeys);
+        assert_eq!(
+            (refused.cause(), refused.clock_behind()),
+            (Cause::NewKeys, true)
+        );
+        let refused = refused.because(Cause::TableFull);
+        assert_eq!(
+            (refused.cause(), refused.clock_behind()),
+            (Cause::TableFull, true)
+        );
+        let fresh = Refused::new(Gauge::new(1, 1, 1, 0), 5).because(Cause::TableFull);
+        assert_eq!(
+            (fresh.cause(), fresh.clock_behind()),
+            (Cause::TableFull, false)
+        );
+        let debug = format!("{refused:?}");
+        assert!(debug.contains("TableFull") && debug.contains("clock_behind: true"));
     }
 
     /// Citing nothing drops a policy's figures and keeps the bucket's; a refusal's retry-after

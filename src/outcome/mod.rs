@@ -7,7 +7,7 @@
 //! dry-run policy would have done ([`Allowed::dry_run`]) and the jitter of a refusal
 //! ([`Refused::jitter`]): it is an `Allowed<Cited>` or a `Refused<Cited>` ([`Cited`]). A single
 //! or keyed limiter's outcomes cite nothing (`Allowed`, `Refused`: the accessors answer `None`
-//! and zero), which keeps their `Result<Allowed, Refused>` at six words.
+//! and zero), which keeps their `Result<Allowed, Refused>` at seven words.
 //!
 //! Outcomes are small `Copy` values that own everything in them (a policy's quota is named by
 //! an interned [`PolicyQuota`]), so they outlive the limiter, cross threads, and return with `?`

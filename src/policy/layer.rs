@@ -91,7 +91,7 @@ impl<R: ?Sized, C: Clock> Apply for Full<'_, R, C> {
             Buckets::Global(cells) => {
                 let answer = cells[q].update(recording(algorithm, now, n, wrote));
                 if let Err(refused) = &answer {
-                    if refused.clock_behind {
+                    if refused.clock_behind() {
                         clamp();
                     }
                 }
@@ -261,7 +261,7 @@ mod tests {
         };
         let refused = AnyAlgorithm::apply_words(read_before_the_raise, decision).unwrap_err();
         assert!(
-            refused.clock_behind,
+            refused.clock_behind(),
             "two cells ahead is beyond a 1-cell lead"
         );
         assert_eq!(wrote, None);

@@ -68,7 +68,9 @@
 //! the policies from the one that refuses most often (the narrowest key) to the broadest.
 //!
 //! # What a decision reports
-//! The same outcome types as every limiter ([`crate::outcome`]):
+//! The same outcome types as every limiter ([`crate::outcome`]), citing what a single limiter's
+//! do not ([`Cited`]: the quota, a dry run, the jitter), as `Allowed<Cited>` and
+//! `Refused<Cited>`:
 //! * [`Allowed`]: its gauge is the enforcing quota with the fewest cells left (ties: the
 //!   longer reset, then the first), and [`Allowed::by`] names it, for `X-RateLimit-*`-style
 //!   headers; a shaping quota's [`delay`](Allowed::delay) (the longest of them) is the

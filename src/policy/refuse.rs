@@ -189,7 +189,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         let word = layer.word(at, algorithm, now);
         let refused = algorithm.peek(word, now, n).err();
         if let Some(refused) = refused {
-            if refused.clock_behind {
+            if refused.clock_behind() {
                 layer.catch_up(at, algorithm, &self.clock);
             }
             return Err(refused);

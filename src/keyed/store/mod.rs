@@ -193,7 +193,7 @@ impl<C: Clock> Store<C> {
         };
         *wrote = words;
         if let Err(refused) = &answer {
-            if refused.clock_behind {
+            if refused.clock_behind() {
                 clamp();
             }
         }
