@@ -131,13 +131,23 @@ pub(crate) fn max_prefix(address: IpAddr) -> u8 {
 /// length).
 pub(crate) fn mask(address: IpAddr, prefix: u8) -> IpAddr {
     match address {
-        IpAddr::V4(v4) => {
-            let keep = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & keep))
-        }
-        IpAddr::V6(v6) => {
-            let keep = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & keep))
-        }
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) & keep_v4(prefix))),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & keep_v6(prefix))),
+    }
+}
+
+/// The mask that keeps the first `prefix` (≤ 32) bits of an IPv4 address.
+pub(crate) const fn keep_v4(prefix: u8) -> u32 {
+    match u32::MAX.checked_shl(32 - prefix as u32) {
+        Some(keep) => keep,
+        None => 0,
+    }
+}
+
+/// The mask that keeps the first `prefix` (≤ 128) bits of an IPv6 address.
+pub(crate) const fn keep_v6(prefix: u8) -> u128 {
+    match u128::MAX.checked_shl(128 - prefix as u32) {
+        Some(keep) => keep,
+        None => 0,
     }
 }

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use http::header::{HeaderMap, HeaderName, FORWARDED};
 
-use super::cidr::{mask, normalize, Cidr};
+use super::cidr::{keep_v4, keep_v6, normalize, Cidr};
 
 /// The header that the trusted proxies write the client's address into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -89,6 +89,9 @@ pub struct ClientIp {
     header: ForwardedHeader,
     v4_prefix: u8,
     v6_prefix: u8,
+    /// The masks of the two prefixes, made when a prefix is set rather than on every request.
+    v4_keep: u32,
+    v6_keep: u128,
     missing: Unkeyed,
     embedded_v4: bool,
 }
@@ -107,6 +110,8 @@ impl ClientIp {
             header: ForwardedHeader::XForwardedFor,
             v4_prefix: 32,
             v6_prefix: 64,
+            v4_keep: keep_v4(32),
+            v6_keep: keep_v6(64),
             missing: Unkeyed::default(),
             embedded_v4: true,
         }
@@ -130,12 +135,14 @@ impl ClientIp {
     /// Keys IPv6 clients by their first `bits` bits (64 by default; more than 128 counts as 128).
     pub fn ipv6_prefix(mut self, bits: u8) -> Self {
         self.v6_prefix = bits.min(128);
+        self.v6_keep = keep_v6(self.v6_prefix);
         self
     }
 
     /// Keys IPv4 clients by their first `bits` bits (32 by default; more than 32 counts as 32).
     pub fn ipv4_prefix(mut self, bits: u8) -> Self {
         self.v4_prefix = bits.min(32);
+        self.v4_keep = keep_v4(self.v4_prefix);
         self
     }
 
@@ -234,11 +241,12 @@ impl ClientIp {
             address
         };
         match address {
-            IpAddr::V4(_) => mask(address, self.v4_prefix),
-            IpAddr::V6(_) => mask(address, self.v6_prefix),
+            IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) & self.v4_keep)),
+            IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & self.v6_keep)),
         }
     }
 }
+
 
 /// The IPv4 address inside an IPv6 address of the two forms that carry one whole: the NAT64
 /// well-known prefix `64:ff9b::/96` (RFC 6052: an IPv4 host seen through a NAT64 gateway) and
