@@ -247,7 +247,6 @@ impl ClientIp {
     }
 }
 
-
 /// The IPv4 address inside an IPv6 address of the two forms that carry one whole: the NAT64
 /// well-known prefix `64:ff9b::/96` (RFC 6052: an IPv4 host seen through a NAT64 gateway) and
 /// the deprecated IPv4-compatible `::a.b.c.d` (RFC 4291; not `::` or `::1`). Any other address
