@@ -11,7 +11,7 @@
 //! Every compare-and-swap in the crate goes through [`compare_exchange_weak`], so that the loom
 //! build can inject the spurious failures that real hardware (LL/SC on ARM, POWER, RISC-V) is
 //! allowed to produce and that loom itself never simulates. A loom model calls
-//! [`fail_next_cas`] to make the current thread's next CAS attempts fail, which drives the retry
+//! `fail_next_cas` (loom build only) to make the current thread's next CAS attempts fail, which drives the retry
 //! path of every CAS loop. A loop that waits for another thread (the quota sequence lock's
 //! reader) calls [`spin_loop`], which under loom yields to the other threads.
 

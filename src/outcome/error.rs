@@ -91,7 +91,7 @@ impl std::error::Error for InsufficientCapacity {}
 /// ```
 ///
 /// `C` is what the refusal cites: nothing (`()`, the default) for a single or keyed limiter,
-/// [`Cited`](super::Cited) for a policy set.
+/// [`Cited`] for a policy set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Error<C = ()> {
     /// Refused for now: the refusal says when to retry. From a wait: the wait would be longer

@@ -19,7 +19,7 @@
 //! Whitespace is allowed between all tokens and around the string; keywords and units are
 //! case-insensitive, except that `M`, `Ms` and `MS` are rejected (month? mega?): write `min` or
 //! `ms`. A day is 86 400 s. Semantic limits (no zero count, burst or period, at most
-//! 10⁹/s, the 292-year window) are those of [`Quota`](super::Quota) and are reported as
+//! 10⁹/s, the 292-year window) are those of [`Quota`] and are reported as
 //! [`ParseQuotaErrorKind::Invalid`]; an algorithm's own limits (a window counter has no
 //! separate burst, …) as [`ParseQuotaErrorKind::InvalidFor`], naming the algorithm.
 //!

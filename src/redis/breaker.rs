@@ -5,7 +5,7 @@
 //! call by its failure policy at once, for `cool_down`. Then one probe (a `PING`, sent by a task
 //! of its own, so no decision waits for it) asks whether Redis answers again: if it does, calls
 //! go through again; if not, another cool-down starts. The state machine is
-//! [`BreakerWord`](crate::breaker_word::BreakerWord).
+//! [`BreakerWord`].
 
 use core::fmt;
 use core::time::Duration;
