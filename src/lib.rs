@@ -26,8 +26,9 @@
 //! [`RateLimiter`] (one bucket), [`KeyedRateLimiter`] (one bucket per key), [`Policies`] and
 //! [`Policy`] (several quotas and layers, all or nothing), and the outcomes every one of them
 //! answers in: [`Allowed`], [`Refused`], [`InsufficientCapacity`], and [`Error`], the owned
-//! error that holds either of the last two (`?` turns a refusal into it, or into
-//! `Box<dyn Error + Send + Sync>`).
+//! error that holds either of the last two. A policy set's outcomes also cite their quota:
+//! `Allowed<Cited>`, `Refused<Cited>` and `Error<Cited>` ([`outcome::Cited`]). `?` turns a
+//! refusal into the `Error` of the same citation, or into `Box<dyn Error + Send + Sync>`.
 //!
 //! ## Map of the crate
 //! The public modules, in the order a decision flows through them:

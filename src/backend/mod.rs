@@ -176,7 +176,7 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     /// # Errors
     /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the capacity of a quota of
     /// an enforcing policy that applies: the request can never succeed. The inner `Err` is a
-    /// [`Refused`].
+    /// [`Refused<Cited>`](Refused), naming the refusing policy and quota.
     pub async fn check_n(
         &self,
         request: &R,

@@ -88,7 +88,8 @@
 //! its quotas when it would admit (so its buckets follow the traffic it would let through), but
 //! never refuses: a request it would refuse passes, takes nothing from it, is counted in
 //! [`Policies::stats`], and is reported by [`Allowed::dry_run`]. Dry-run policies never appear
-//! in an admission's [`by`](Allowed::by) or in a refusal.
+//! in an outcome's [`by`](Allowed::by); a refusal may report one through
+//! [`Refused::dry_run`].
 //!
 //! # Replacing quotas at run time
 //! [`Policies::replace_quotas`] swaps a policy's quotas while requests are decided, keeping every
@@ -213,7 +214,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the capacity of a quota of
     /// an enforcing policy that applies (it names the quota): the request can never succeed.
-    /// The inner `Err` is a [`Refused`].
+    /// The inner `Err` is a [`Refused<Cited>`](Refused), naming the refusing policy and quota.
     #[inline]
     pub fn check_n(
         &self,

@@ -1,6 +1,7 @@
 //! What an admission of a policy set reports, chosen by its caller: [`Tightest`] (the
-//! [`Allowed`] that [`Policies::check`](super::Policies::check) returns), [`Silent`] (a yes and
-//! nothing more), or [`Visit`] (every enforcing quota's state, for headers that list them all).
+//! `Allowed<Cited>` that [`Policies::check`](super::Policies::check) returns), [`Silent`] (a
+//! yes and nothing more), or [`Visit`] (every enforcing quota's state, for headers that list
+//! them all).
 //! A decision tells its report of each enforcing quota as the quota admits the request, so that
 //! no report keeps more than it needs.
 
@@ -41,7 +42,7 @@ pub(crate) struct Summary<'a, 'p> {
 }
 
 /// The tightest enforcing quota (fewest cells left, then the longest reset, then the first):
-/// an [`Allowed`] that describes it. Kept without a branch on "none yet" (it starts as the
+/// an `Allowed<Cited>` that describes it. Kept without a branch on "none yet" (it starts as the
 /// loosest possible), so that a caller who ignores the report leaves only dead arithmetic.
 pub(crate) struct Tightest {
     by: Option<&'static PolicyQuota>,
