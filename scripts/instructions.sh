@@ -7,7 +7,8 @@
 # are algorithm_NAME_allowed and algorithm_NAME_refused)
 # Deterministic for a given binary: the figures in BENCHMARKS.md come from this script.
 # FEATURES=metrics builds the benches with that feature (keyed_instructions then installs a
-# recorder: the cost of metrics on).
+# recorder: the cost of metrics on). BY_FILE=K also prints, under each case, the K source files
+# that execute the most instructions per iteration (exclusive counts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000000}; shift || true
@@ -47,5 +48,29 @@ for c in "${cases[@]}"; do
     "$run" "$c" "$n" >/dev/null 2>&1
   total=$(grep -E '^(summary|totals):' "$out/$c.out" | head -1 | awk '{print $2}')
   python3 -c "print(f'%-24s %14.1f' % ('$c', $total / $n))"
+  if [ -n "${BY_FILE:-}" ]; then
+    # Exclusive instructions per iteration summed by where they run: flowgate's own source files
+    # by their path; code of other crates inlined into a flowgate function by that function;
+    # the rest by file name. The largest first.
+    callgrind_annotate --threshold=100 "$out/$c.out" 2>/dev/null | python3 -c '
+import os, re, sys, collections
+n, root, parts = int(sys.argv[1]), os.getcwd() + "/src/", collections.Counter()
+for line in sys.stdin:
+    m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(\S+?):(.*?)(?: \[.*)?$", line)
+    if not m or m.group(2).startswith("PROGRAM"):
+        continue
+    file, function = m.group(2), m.group(3)
+    if file.startswith(root):
+        file = "src/" + file[len(root):]
+    if file.startswith("src/"):
+        name = file
+    elif "flowgate::" in function:
+        name = "inlined in " + function[:70]
+    else:
+        name = file.rsplit("/", 1)[-1]
+    parts[name] += int(m.group(1).replace(",", "")) / n
+for name, count in parts.most_common(int(sys.argv[2])):
+    print(f"    {count:10.1f}  {name}")' "$n" "$BY_FILE"
+  fi
 done
 rm -rf "$out"

@@ -45,6 +45,16 @@ pub fn seed_jitter(seed: u64) {
     STATE.with(|state| state.set(seed | 1 << 63));
 }
 
+/// The jitter a policy with the range `(min, max)` adds to a refusal that conforms in `wait`
+/// ns: a draw, or none for a policy without jitter or a refusal that never conforms.
+pub(crate) fn for_refusal((min, max): (u64, u64), wait: u64) -> u64 {
+    if max > 0 && wait != u64::MAX {
+        draw(min, max)
+    } else {
+        0
+    }
+}
+
 /// A uniform draw in `[min, max]` (`min ≤ max`), in nanoseconds.
 pub(crate) fn draw(min: u64, max: u64) -> u64 {
     debug_assert!(min <= max);

@@ -11,6 +11,7 @@ use core::time::Duration;
 #[cfg(doc)]
 use super::policy::Cited;
 use super::policy::{Citation, DryRun, PolicyQuota};
+use super::why::Why;
 use super::{Cause, Gauge};
 
 /// An admitted request, and the bucket's state just after it.
@@ -142,59 +143,6 @@ pub struct Refused<C = ()> {
     /// refused, and the jitter the refusing policy added to the wait.
     pub(crate) cited: C,
     why: Why,
-}
-
-/// Why a request was refused ([`Cause`]), and whether the bucket was booked more than a window
-/// ahead of the reading (the clock stepped back, or the reading was stale: the limiter then
-/// re-checks with a fresh reading), in one whole word.
-///
-/// A word and not a `Cause` and a `bool`: those two bytes would be the only invalid values in a
-/// `Refused`, so `Result<Allowed, Refused>` would keep its tag in one of them, and a caller who
-/// keeps the result would store it byte by byte, padding and all. With no invalid value the
-/// tag is a word of its own, stored whole, which `cargo bench --bench paired` measures
-/// (BENCHMARKS.md, issue 23's fourth pass).
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Why(u64);
-
-impl Why {
-    /// A refusal by the quota, against a bucket the reading explains.
-    const QUOTA: Why = Why(0);
-    /// The bit of a bucket booked further ahead than the reading explains.
-    const BEHIND: u64 = 1 << 8;
-
-    const fn behind(self) -> Why {
-        Why(self.0 | Self::BEHIND)
-    }
-
-    const fn is_behind(self) -> bool {
-        self.0 & Self::BEHIND != 0
-    }
-
-    const fn because(self, cause: Cause) -> Why {
-        let cause = match cause {
-            Cause::Quota => 0,
-            Cause::TableFull => 1,
-            Cause::NewKeys => 2,
-        };
-        Why(self.0 & Self::BEHIND | cause)
-    }
-
-    const fn cause(self) -> Cause {
-        match self.0 & 0xff {
-            0 => Cause::Quota,
-            1 => Cause::TableFull,
-            _ => Cause::NewKeys,
-        }
-    }
-}
-
-impl fmt::Debug for Why {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Why")
-            .field("cause", &self.cause())
-            .field("clock_behind", &self.is_behind())
-            .finish()
-    }
 }
 
 impl Refused {
@@ -367,7 +315,7 @@ mod tests {
     use crate::outcome::{Cause, Cited, Gauge, InsufficientCapacity};
     use core::mem::size_of;
 
-    /// What a single or keyed limiter answers stays seven words, all whole (see [`super::Why`]),
+    /// What a single or keyed limiter answers stays seven words, all whole (see `Why`),
     /// and citing nothing costs nothing: a caller that keeps the whole result stores seven
     /// words, not ten (`benches/result_size.rs` measures what the size costs).
     #[test]

@@ -41,6 +41,7 @@
 mod decision;
 mod error;
 mod policy;
+mod why;
 
 pub use decision::{Allowed, Refused};
 pub use error::{Error, InsufficientCapacity};

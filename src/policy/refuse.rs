@@ -159,12 +159,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         }
         let (live, refused) = worst;
         let layer = &self.layers[live.at().0];
-        let (min, max) = layer.jitter;
-        let jitter = if max > 0 && refused.wait != u64::MAX {
-            jitter::draw(min, max)
-        } else {
-            0
-        };
+        let jitter = jitter::for_refusal(layer.jitter, refused.wait);
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
         live.metrics.refused.increment(u64::from(n));

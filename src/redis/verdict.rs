@@ -199,12 +199,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         });
         let (p, q) = plan.refs[bucket];
         policies[p].metrics[q].refused.increment(u64::from(n));
-        let (min, max) = policies[p].jitter;
-        let jitter = if max > 0 && refused.wait != u64::MAX {
-            jitter::draw(min, max)
-        } else {
-            0
-        };
+        let jitter = jitter::for_refusal(policies[p].jitter, refused.wait);
         refused.cite(Cited {
             by: Some(self.by(plan, bucket)),
             dry_run: None,
