@@ -62,6 +62,15 @@
 //! * Feature `metrics`: counters and gauges through the `metrics` facade (see
 //!   [Metrics](#metrics)).
 //!
+//! ## Without `std`
+//! With `default-features = false` the crate is `#![no_std]`: [`Quota`], every one-word
+//! [`algorithm`], and [`RateLimiter`] on a clock you supply ([`clock::FnClock`] over a timer of
+//! yours; [`clock::DefaultClock`] is then an `FnClock`). The `alloc` feature adds
+//! `SlidingLog`, `ManualClock` and `KeyedRateLimiter` (give it a hash seed: there is no
+//! randomness source). Everything else needs `std`, which every other feature turns on. Targets
+//! without 64-bit atomics build with the `portable-atomic` feature, and fail with an error
+//! that says so without it. The README's "Without `std`" tells how this is checked.
+//!
 //! ## Metrics
 //! With the feature `metrics`, flowgate reports through the [`metrics`](https://docs.rs/metrics)
 //! facade, so any exporter works. Handles are registered when a limiter is built, so install
@@ -93,8 +102,31 @@
 //! its cells once as refused and once as admitted.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(not(feature = "std"), no_std)]
+// Without `std`, the core still compiles the helpers it shares with what needs `std` (policy
+// sets, waits, Redis), and some are used only there. Unused code is checked in the `std` build,
+// where everything is used; the build without `std` is checked for every other lint.
+#![cfg_attr(not(feature = "std"), allow(dead_code, unused_imports))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+// Every bucket is one `AtomicU64`: without native 64-bit atomics there is nothing to build on
+// but portable-atomic's (`flowgate_assume_no_atomic64` lets CI see this message on a target that
+// has them).
+#[cfg(all(
+    any(not(target_has_atomic = "64"), flowgate_assume_no_atomic64),
+    not(feature = "portable-atomic")
+))]
+compile_error!(
+    "flowgate keeps every bucket in one AtomicU64, and this target has no 64-bit atomics. \
+     Enable flowgate's `portable-atomic` feature, and give the portable-atomic crate one of its \
+     fallbacks: its `critical-section` feature (with a critical-section implementation for your \
+     chip), or `--cfg portable_atomic_unsafe_assume_single_core` on a single-core chip."
+);
 
 pub mod algorithm;
+#[cfg(feature = "std")]
 pub mod backend;
 #[cfg(any(feature = "redis", flowgate_loom))]
 mod breaker_word;
@@ -103,16 +135,21 @@ pub mod clock;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "std")]
 pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
+#[cfg(feature = "std")]
 mod jitter;
+#[cfg(feature = "alloc")]
 pub mod keyed;
 #[cfg(any(feature = "redis", flowgate_loom))]
 mod lease_word;
 mod limiter;
+#[cfg(feature = "alloc")]
 mod observe;
 pub mod outcome;
+#[cfg(feature = "std")]
 pub mod policy;
 mod primitive;
 pub mod quota;
@@ -120,16 +157,24 @@ pub mod quota;
 pub mod redis;
 #[cfg(feature = "simulate")]
 pub mod simulate;
+#[cfg(feature = "alloc")]
 mod sliding_log;
+#[cfg(feature = "std")]
 pub mod wait;
 
 pub use algorithm::{Algorithm, Gcra};
-pub use keyed::{Builder, KeyedError, KeyedRateLimiter, KeyedStats, Sweeper, WhenFull};
+#[cfg(feature = "std")]
+pub use keyed::Sweeper;
+#[cfg(feature = "alloc")]
+pub use keyed::{Builder, KeyedError, KeyedRateLimiter, KeyedStats, WhenFull};
 pub use limiter::RateLimiter;
 pub use outcome::{Allowed, Cause, Error, Gauge, InsufficientCapacity, Refused};
+#[cfg(feature = "std")]
 pub use policy::{Policies, Policy};
 pub use quota::{Initial, Quota, QuotaError};
+#[cfg(feature = "alloc")]
 pub use sliding_log::SlidingLog;
+#[cfg(feature = "std")]
 pub use wait::WaitOptions;
 
 /// The README's examples, compiled and run as doctests.

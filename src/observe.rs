@@ -9,6 +9,9 @@
 //!
 //! The metrics, their kinds and labels are listed in the crate docs ("Metrics").
 
+use alloc::borrow::ToOwned;
+use alloc::string::String;
+
 /// Whether metrics are compiled in: a constant, for code that should vanish entirely without.
 pub(crate) const ENABLED: bool = cfg!(feature = "metrics");
 
@@ -196,6 +199,7 @@ pub(crate) fn unkeyed_counter() -> Counter {
 }
 
 /// The counters of one quota of a policy.
+#[cfg(feature = "std")]
 #[derive(Debug, Clone)]
 pub(crate) struct QuotaMetrics {
     pub(crate) admitted: Counter,
@@ -204,6 +208,7 @@ pub(crate) struct QuotaMetrics {
     pub(crate) near_limit: Counter,
 }
 
+#[cfg(feature = "std")]
 impl QuotaMetrics {
     /// The quota written `quota` (`"200/10s"`, `"20000/d fixed"`) of the policy `policy`.
     pub(crate) fn new(policy: &str, quota: &str) -> Self {

@@ -83,7 +83,7 @@ impl fmt::Display for BuildError {
     }
 }
 
-impl std::error::Error for BuildError {}
+impl core::error::Error for BuildError {}
 
 impl From<PolicyError> for BuildError {
     fn from(error: PolicyError) -> Self {

@@ -1,7 +1,7 @@
 //! [`ManualClock`]: time that moves only when a test says so.
 
+use alloc::sync::Arc;
 use core::time::Duration;
-use std::sync::Arc;
 
 use super::Clock;
 use crate::primitive::{AtomicU64, Ordering};

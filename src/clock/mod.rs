@@ -11,6 +11,10 @@
 //! | [`CoarseClock`] | one relaxed load | the update period you choose | very hot paths |
 //! | [`StdClock`] | `Instant::now()` (vDSO) | ~ns | distrust of the TSC |
 //! | [`ManualClock`] | one relaxed load | exact | tests, simulations |
+//! | [`FnClock`] | your function | yours | a time source of your own, without `std` |
+//!
+//! Without the `std` feature only [`FnClock`], [`ManualClock`] (with `alloc`) and clocks of
+//! your own exist, and [`DefaultClock`] is an [`FnClock`].
 //!
 //! # Readings that go backwards
 //! A clock is expected to be monotonic, but flowgate does not rely on it. Readings can step back
@@ -38,19 +42,47 @@
 //!   step. A single step back, without return, never admits more than the rate allows from the
 //!   new reading on.
 
+#[cfg(feature = "std")]
 mod coarse;
+mod function;
+#[cfg(feature = "alloc")]
 mod manual;
+#[cfg(feature = "std")]
 mod quanta;
+#[cfg(feature = "std")]
 mod std_clock;
 #[cfg(feature = "tokio")]
 mod tokio_clock;
 
+#[cfg(feature = "std")]
 pub use self::coarse::CoarseClock;
+pub use self::function::FnClock;
+#[cfg(feature = "alloc")]
 pub use self::manual::ManualClock;
+#[cfg(feature = "std")]
 pub use self::quanta::QuantaClock;
+#[cfg(feature = "std")]
 pub use self::std_clock::StdClock;
 #[cfg(feature = "tokio")]
 pub use self::tokio_clock::TokioClock;
+
+/// The clock a limiter's type names when it does not say: [`QuantaClock`] with the `std`
+/// feature, and without it [`FnClock`] (over a plain `fn() -> u64`), as flowgate knows no time
+/// source of its own there.
+///
+/// Code that must build both ways names its clock rather than relying on this default: a
+/// dependency turning `std` on changes it (features add up across a build).
+#[cfg(feature = "std")]
+pub type DefaultClock = QuantaClock;
+
+/// The clock a limiter's type names when it does not say: [`QuantaClock`] with the `std`
+/// feature, and without it [`FnClock`] (over a plain `fn() -> u64`), as flowgate knows no time
+/// source of its own there.
+///
+/// Code that must build both ways names its clock rather than relying on this default: a
+/// dependency turning `std` on changes it (features add up across a build).
+#[cfg(not(feature = "std"))]
+pub type DefaultClock = FnClock;
 
 /// A source of time for limiters: nanoseconds since the clock's origin.
 ///
@@ -92,11 +124,21 @@ pub trait Clock {
     }
 
     /// Blocks the calling thread until `duration` of this clock's time has passed (the blocking
-    /// waits, [`RateLimiter::wait`](crate::RateLimiter::wait), sleep through this). The default
-    /// sleeps the thread; [`ManualClock`] moves itself forwards instead, so that a test's waits
-    /// take no real time.
+    /// waits, `RateLimiter::wait`, sleep through this). The default sleeps the thread with the
+    /// `std` feature, and without it spins until [`now`](Self::now) has moved on by `duration`
+    /// (give a clock of your own a `sleep` that idles the core, if it can);
+    /// `ManualClock` moves itself forwards instead, so that a test's waits take no real time.
     fn sleep(&self, duration: core::time::Duration) {
+        #[cfg(feature = "std")]
         std::thread::sleep(duration);
+        #[cfg(not(feature = "std"))]
+        {
+            let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+            let until = self.now().saturating_add(nanos);
+            while self.now() < until {
+                core::hint::spin_loop();
+            }
+        }
     }
 }
 
@@ -115,7 +157,8 @@ impl<C: Clock + ?Sized> Clock for &C {
     }
 }
 
-impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+#[cfg(feature = "alloc")]
+impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     #[inline(always)]
     fn now(&self) -> u64 {
         (**self).now()

@@ -44,7 +44,7 @@ impl fmt::Display for CidrError {
     }
 }
 
-impl std::error::Error for CidrError {}
+impl core::error::Error for CidrError {}
 
 impl Cidr {
     /// The network of `address` with `prefix` leading bits.

@@ -1,13 +1,18 @@
 //! [`Builder`]: every option of a [`KeyedRateLimiter`], validated once by [`Builder::build`].
 
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
 use core::fmt;
 use core::hash::Hash;
 use core::marker::PhantomData;
 
 use super::store::{Options, Store};
 use super::{Classify, KeyedRateLimiter, Tag, Tiers};
-use crate::algorithm::Algorithm;
-use crate::clock::{Clock, QuantaClock};
+use crate::algorithm::{Algorithm, Gcra};
+use crate::clock::Clock;
+#[cfg(feature = "std")]
+use crate::clock::QuantaClock;
 use crate::observe::TableMetrics;
 use crate::quota::Quota;
 
@@ -50,6 +55,10 @@ pub enum KeyedError {
         /// The shard count asked for.
         shards: usize,
     },
+    /// Built without the `std` feature and without [`Builder::hash_seed`]: there is no
+    /// randomness source to seed the key hash from, and a hash seeded the same in every build
+    /// would let anyone choose keys that share buckets or crowd one shard.
+    NoHashSeed,
 }
 
 impl fmt::Display for KeyedError {
@@ -65,11 +74,16 @@ impl fmt::Display for KeyedError {
             Self::Shards { shards } => {
                 write!(f, "the shard count must be a power of two, not {shards}")
             }
+            Self::NoHashSeed => write!(
+                f,
+                "without the std feature a keyed limiter needs a random hash seed from the \
+                 caller (Builder::hash_seed)"
+            ),
         }
     }
 }
 
-impl std::error::Error for KeyedError {}
+impl core::error::Error for KeyedError {}
 
 /// A limiter's algorithms, one per tier, picked by the low bits of a key's tag.
 #[derive(Debug)]
@@ -120,12 +134,12 @@ pub struct Builder<K: ?Sized, C, A> {
     key: PhantomData<fn(&K)>,
 }
 
-impl<K: ?Sized + Hash, A: Algorithm> Builder<K, QuantaClock, A> {
-    pub(super) fn new(algorithm: A) -> Self {
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
+    pub(super) fn new(algorithm: A, clock: C) -> Self {
         Self {
             tiers: vec![algorithm],
             classify: None,
-            clock: QuantaClock::new(),
+            clock,
             max_keys: DEFAULT_MAX_KEYS,
             when_full: WhenFull::default(),
             new_keys: None,
@@ -138,7 +152,7 @@ impl<K: ?Sized + Hash, A: Algorithm> Builder<K, QuantaClock, A> {
 }
 
 impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
-    /// The clock (default: [`QuantaClock`]).
+    /// The clock (default: `QuantaClock`, with the `std` feature).
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<K, C2, A> {
         Builder {
             tiers: self.tiers,
@@ -206,9 +220,11 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
         self
     }
 
-    /// Seeds the key hash, for reproducible layouts (simulations, tests). The default seed is
-    /// random per limiter, so that nobody can choose keys that collide or crowd one shard; with
-    /// a known seed, somebody can.
+    /// Seeds the key hash, for reproducible layouts (simulations, tests), or, in a build without
+    /// `std`, from a random source of the caller's (a hardware RNG, a seed stored at
+    /// provisioning): there [`build`](Self::build) fails without it
+    /// ([`KeyedError::NoHashSeed`]). The default seed (with `std`) is random per limiter, so that
+    /// nobody can choose keys that collide or crowd one shard; with a known seed, somebody can.
     pub fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -225,14 +241,17 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
     /// Builds the limiter, allocating its table.
     ///
     /// # Errors
-    /// [`KeyedError`] for a zero or impossible `max_keys`, more than 256 tiers, or a shard
-    /// count that is not a power of two.
+    /// [`KeyedError`] for a zero or impossible `max_keys`, more than 256 tiers, a shard
+    /// count that is not a power of two, or (without `std`) no [`hash_seed`](Self::hash_seed).
     pub fn build(self) -> Result<KeyedRateLimiter<K, C, A>, KeyedError>
     where
         C: Clone,
     {
         if self.tiers.len() > MAX_TIERS {
             return Err(KeyedError::TooManyTiers);
+        }
+        if !cfg!(feature = "std") && self.seed.is_none() {
+            return Err(KeyedError::NoHashSeed);
         }
         let hasher = hasher(self.seed);
         // The close nonces' seed, from the hasher: as unknown outside the process as the hash.
@@ -255,6 +274,52 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> Builder<K, C, A> {
             classify: self.classify,
             hasher,
         })
+    }
+}
+
+/// # Building
+#[cfg(feature = "std")]
+impl<K: ?Sized + Hash> KeyedRateLimiter<K> {
+    /// A GCRA limiter applying `quota` to each key, holding at most `max_keys` keys and refusing
+    /// new keys when full and nothing is idle; see [`KeyedRateLimiter::builder`] for the rest.
+    ///
+    /// # Errors
+    /// As [`Builder::build`].
+    pub fn new(quota: Quota, max_keys: usize) -> Result<Self, KeyedError> {
+        Self::builder(Gcra::new(&quota)).max_keys(max_keys).build()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<K: ?Sized + Hash, A: Algorithm> KeyedRateLimiter<K, QuantaClock, A> {
+    /// A builder of a limiter deciding with `algorithm` for every key (tier 0), on the default
+    /// clock.
+    pub fn builder(algorithm: A) -> Builder<K, QuantaClock, A> {
+        Builder::new(algorithm, QuantaClock::new())
+    }
+}
+
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
+    /// A builder of a limiter deciding with `algorithm` for every key (tier 0), on `clock`:
+    /// what a build without `std` starts from, as it has no default clock (nor a random hash
+    /// seed: give [`Builder::hash_seed`] too).
+    ///
+    /// ```
+    /// use flowgate::{clock::ManualClock, Gcra, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64, _>::builder_with_clock(
+    ///     Gcra::new(&Quota::per_second(1)?),
+    ///     ManualClock::new(),
+    /// )
+    /// .max_keys(1_000)
+    /// .hash_seed(0x5eed)
+    /// .build()?;
+    /// assert!(limiter.check_key(&7).is_ok());
+    /// assert!(limiter.check_key(&7).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder_with_clock(algorithm: A, clock: C) -> Builder<K, C, A> {
+        Builder::new(algorithm, clock)
     }
 }
 

@@ -78,7 +78,10 @@ mod builder;
 mod slot;
 mod store;
 mod sweep;
+#[cfg(feature = "std")]
+mod sweeper;
 mod table;
+#[cfg(feature = "std")]
 mod wait;
 
 use core::fmt;
@@ -87,15 +90,17 @@ use core::hash::Hash;
 pub(crate) use builder::hasher;
 use builder::TierSet;
 pub use builder::{Builder, KeyedError, WhenFull};
-pub use sweep::Sweeper;
+#[cfg(feature = "std")]
+pub use sweeper::Sweeper;
 
 pub(crate) use self::slot::Tag;
 pub use self::store::KeyedStats;
 pub(crate) use self::store::{One, Options, Store, Tiers};
 use crate::algorithm::{Algorithm, Gcra};
-use crate::clock::{Clock, QuantaClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
-use crate::quota::Quota;
+
+use alloc::boxed::Box;
 
 /// Chooses a key's tier: an index into the limiter's algorithms (0 is the default one).
 type Classify<K> = Box<dyn Fn(&K) -> usize + Send + Sync>;
@@ -118,29 +123,11 @@ type Classify<K> = Box<dyn Fn(&K) -> usize + Send + Sync>;
 /// See the [`keyed` module docs](crate::keyed) for the memory model, eviction, and what happens
 /// when the table is full; [`Builder`] for every option (per-key quota tiers, a quota on new
 /// keys, the clock).
-pub struct KeyedRateLimiter<K: ?Sized, C: Clock = QuantaClock, A: Algorithm = Gcra> {
+pub struct KeyedRateLimiter<K: ?Sized, C: Clock = DefaultClock, A: Algorithm = Gcra> {
     store: Store<C>,
     tiers: TierSet<A>,
     classify: Option<Classify<K>>,
     hasher: ahash::RandomState,
-}
-
-impl<K: ?Sized + Hash> KeyedRateLimiter<K> {
-    /// A GCRA limiter applying `quota` to each key, holding at most `max_keys` keys and refusing
-    /// new keys when full and nothing is idle; see [`KeyedRateLimiter::builder`] for the rest.
-    ///
-    /// # Errors
-    /// As [`Builder::build`].
-    pub fn new(quota: Quota, max_keys: usize) -> Result<Self, KeyedError> {
-        Self::builder(Gcra::new(&quota)).max_keys(max_keys).build()
-    }
-}
-
-impl<K: ?Sized + Hash, A: Algorithm> KeyedRateLimiter<K, QuantaClock, A> {
-    /// A builder of a limiter deciding with `algorithm` for every key (tier 0).
-    pub fn builder(algorithm: A) -> Builder<K, QuantaClock, A> {
-        Builder::new(algorithm)
-    }
 }
 
 /// # Checking
@@ -257,7 +244,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
             .update(tag, |word| algorithm.refund(word, now, n));
     }
 
-    /// Forgets `key`'s bucket: its next request finds a new one, as [`Quota::initial`] says.
+    /// Forgets `key`'s bucket: its next request finds a new one, as [`Quota::initial`](crate::Quota::initial) says.
     /// Whether the table held the key.
     pub fn reset_key(&self, key: &K) -> bool {
         self.store.remove(self.locate(key).0)

@@ -1,12 +1,15 @@
 //! [`RateLimiter`]: one bucket (one `AtomicU64`), its algorithm and clock, and what users call.
 
+#[cfg(feature = "std")]
 mod wait;
 
 use core::time::Duration;
 
 use crate::algorithm::{Algorithm, Gcra};
 use crate::cell::Cell;
-use crate::clock::{Clock, QuantaClock};
+#[cfg(feature = "std")]
+use crate::clock::QuantaClock;
+use crate::clock::{Clock, DefaultClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
 use crate::quota::Quota;
 
@@ -39,12 +42,13 @@ use crate::quota::Quota;
 /// [`clock` module](crate::clock) for what happens when readings go backwards, and
 /// the README's "Semantics" for overflow at the 584-year horizon.
 #[derive(Debug)]
-pub struct RateLimiter<C: Clock = QuantaClock, A: Algorithm = Gcra> {
+pub struct RateLimiter<C: Clock = DefaultClock, A: Algorithm = Gcra> {
     cell: Cell,
     algorithm: A,
     clock: C,
 }
 
+#[cfg(feature = "std")]
 impl RateLimiter<QuantaClock> {
     /// A GCRA limiter for `quota` on the default clock, starting as [`Quota::initial`] says.
     pub fn new(quota: Quota) -> Self {

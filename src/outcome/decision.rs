@@ -307,7 +307,7 @@ impl<C: Citation> fmt::Display for Refused<C> {
     }
 }
 
-impl<C: Citation> std::error::Error for Refused<C> {}
+impl<C: Citation> core::error::Error for Refused<C> {}
 
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {

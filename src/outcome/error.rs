@@ -68,7 +68,7 @@ impl fmt::Display for InsufficientCapacity {
     }
 }
 
-impl std::error::Error for InsufficientCapacity {}
+impl core::error::Error for InsufficientCapacity {}
 
 /// Why a request got no cells, as one owned error: refused for now, or never possible. What the
 /// waits return, and what `?` makes of either half of
@@ -134,4 +134,4 @@ impl<C: Citation> fmt::Display for Error<C> {
 }
 
 /// Transparent: the message is the inner error's, so an error chain does not repeat it.
-impl<C: Citation> std::error::Error for Error<C> {}
+impl<C: Citation> core::error::Error for Error<C> {}

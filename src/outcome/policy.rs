@@ -6,9 +6,11 @@
 
 use core::fmt;
 use core::time::Duration;
+#[cfg(feature = "std")]
 use std::collections::BTreeMap;
 // Not crate::primitive's (loom's, in the model build): the intern table is written when a
 // policy set is built, never while one decides, and a loom Mutex cannot live in a static.
+#[cfg(feature = "std")]
 use std::sync::Mutex;
 
 use super::Gauge;
@@ -30,6 +32,7 @@ pub struct PolicyQuota {
 impl PolicyQuota {
     /// The interned record of quota `quota_index` of the policy `policy` at `policy_index`.
     /// A set holds at most 32 quotas, so the places fit in 16 bits.
+    #[cfg(feature = "std")]
     pub(crate) fn intern(
         policy: &str,
         policy_index: usize,

@@ -98,7 +98,7 @@ impl fmt::Display for QuotaError {
     }
 }
 
-impl std::error::Error for QuotaError {}
+impl core::error::Error for QuotaError {}
 
 /// Why a quota string was rejected, and where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl fmt::Display for ParseQuotaError {
     }
 }
 
-impl std::error::Error for ParseQuotaError {}
+impl core::error::Error for ParseQuotaError {}
 
 impl From<QuotaError> for ParseQuotaError {
     fn from(e: QuotaError) -> Self {

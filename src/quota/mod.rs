@@ -165,21 +165,8 @@ impl Quota {
         if rate <= 0.0 {
             return Err(QuotaError::NotPositive);
         }
-        let exact = 1e9 / rate;
-        if exact < 1.0 {
-            return Err(QuotaError::IntervalBelowOneNanosecond);
-        }
-        let mut interval = exact.ceil();
-        // `1e9 / rate` is rounded to nearest, so its ceiling can fall one short of the exact
-        // one: check `interval × rate ≥ 10⁹` with a single rounding (exact in sign).
-        if interval.mul_add(rate, -1e9) < 0.0 {
-            interval += 1.0;
-        }
-        // 2^64 and above do not fit.
-        if interval >= 18_446_744_073_709_551_616.0 {
-            return Err(QuotaError::PeriodTooLong);
-        }
-        Self::from_nanos(1, interval as u64)
+        let interval = nanos_per_cell(rate)?;
+        Self::from_nanos(1, interval)
     }
 
     /// The same rate with a burst of `burst` cells.
@@ -313,6 +300,38 @@ impl Quota {
             Initial::Cells(n) => n,
         }
     }
+}
+
+/// `⌈10⁹ / rate⌉` for a finite positive `rate`, in integers: the float is taken apart into its
+/// integer mantissa and power of two, so nothing rounds (a build without `std` has no float
+/// ceiling, and a float quotient past 2^53 is already rounded).
+fn nanos_per_cell(rate: f64) -> Result<u64, QuotaError> {
+    const SECOND: u128 = 1_000_000_000;
+    let bits = rate.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    // rate = mantissa × 2^shift, so 10⁹ / rate = (10⁹ × 2^-shift) / mantissa.
+    let (mantissa, shift) = if exponent == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | 1 << 52, exponent - 1075)
+    };
+    if shift >= 0 {
+        // rate ≥ 2^52 per second.
+        return Err(QuotaError::IntervalBelowOneNanosecond);
+    }
+    let down = shift.unsigned_abs();
+    if down > 87 {
+        // (10⁹ × 2^88) / 2^53 is past 2^64.
+        return Err(QuotaError::PeriodTooLong);
+    }
+    // Below 2^117: no overflow.
+    let numerator = SECOND << down;
+    let mantissa = u128::from(mantissa);
+    if numerator < mantissa {
+        return Err(QuotaError::IntervalBelowOneNanosecond);
+    }
+    u64::try_from(numerator.div_ceil(mantissa)).map_err(|_| QuotaError::PeriodTooLong)
 }
 
 impl fmt::Display for Quota {

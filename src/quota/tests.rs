@@ -82,6 +82,57 @@ fn invalid_rates_are_typed_errors() {
     }
 }
 
+/// `from_rate`'s interval is the least that covers a second (`interval × rate ≥ 10⁹`, checked
+/// with a fused multiply-add, exact in sign, where the interval is a float without rounding),
+/// over rates from subnormal to huge.
+#[test]
+fn from_rate_takes_the_least_interval_that_covers_a_second() {
+    let covers = |interval: u64, rate: f64| (interval as f64).mul_add(rate, -1e9) >= 0.0;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut checked = 0;
+    for _ in 0..300_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Any finite positive float: a random exponent field and fraction (most are far out of
+        // range; every fourth draw is kept near the rates people use).
+        let rate = if x % 4 == 0 {
+            f64::from_bits(x % 0x7ff0_0000_0000_0000 + 1)
+        } else {
+            f64::from_bits(0x3e00_0000_0000_0000 + x % 0x0700_0000_0000_0000)
+        };
+        match Quota::from_rate(rate) {
+            Ok(quota) if quota.interval_nanos() < 1 << 53 => {
+                let t = quota.interval_nanos();
+                assert!(covers(t, rate), "rate {rate:e}: {t}");
+                assert!(!covers(t - 1, rate), "rate {rate:e}: {t} is not the least");
+                checked += 1;
+            }
+            Ok(_) => {}
+            Err(QuotaError::PeriodTooLong) => assert!(1e9 / rate >= 2f64.powi(63), "{rate:e}"),
+            Err(QuotaError::WindowTooLong { max_burst: 0 }) => {
+                assert!(1e9 / rate >= MAX_WINDOW_NANOS as f64, "{rate:e}");
+            }
+            Err(QuotaError::IntervalBelowOneNanosecond) => assert!(rate > 1e9, "{rate:e}"),
+            Err(e) => panic!("rate {rate:e}: {e}"),
+        }
+    }
+    assert!(checked > 100_000, "{checked}");
+    // Past 2^53, where a float quotient is rounded: 10⁹ / 2^-30 is 2^30 × 10⁹ exactly, and
+    // 10⁹ / 5.379230775614513e-9 is 185 900 185 679 570 857.74…, which the quotient in f64 rounds
+    // to …848 (spacing 32): a float ceiling plus one, as this function once took, gives …849.
+    assert_eq!(
+        Quota::from_rate(2f64.powi(-30)).unwrap().interval_nanos(),
+        1_000_000_000 << 30
+    );
+    assert_eq!(
+        Quota::from_rate(5.379_230_775_614_513e-9)
+            .unwrap()
+            .interval_nanos(),
+        185_900_185_679_570_858
+    );
+}
+
 #[test]
 fn burst_is_bounded_by_the_window() {
     let day = Quota::per_day(1).unwrap();

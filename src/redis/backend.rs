@@ -124,7 +124,7 @@ impl fmt::Display for RedisConfigError {
     }
 }
 
-impl std::error::Error for RedisConfigError {}
+impl core::error::Error for RedisConfigError {}
 
 impl From<PolicyError> for RedisConfigError {
     fn from(error: PolicyError) -> Self {

@@ -50,7 +50,7 @@ impl fmt::Display for Failure {
     }
 }
 
-impl std::error::Error for Failure {}
+impl core::error::Error for Failure {}
 
 /// What a [`RedisLimiter`](super::RedisLimiter) decides when Redis does not answer in time or
 /// at all.

@@ -28,7 +28,7 @@ impl fmt::Display for TraceError {
     }
 }
 
-impl std::error::Error for TraceError {}
+impl core::error::Error for TraceError {}
 
 /// The requests of a CSV trace.
 ///

@@ -32,9 +32,12 @@ mod queries;
 mod ring;
 mod slot;
 
+use alloc::boxed::Box;
 use core::time::Duration;
 
-use crate::clock::{Clock, QuantaClock};
+#[cfg(feature = "std")]
+use crate::clock::QuantaClock;
+use crate::clock::{Clock, DefaultClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
 use crate::primitive::AtomicU64;
 use crate::quota::{Quota, QuotaError};
@@ -86,7 +89,7 @@ use crate::quota::{Quota, QuotaError};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct SlidingLog<C: Clock = QuantaClock> {
+pub struct SlidingLog<C: Clock = DefaultClock> {
     cursor: AtomicU64,
     slots: Box<[AtomicU64]>,
     window: u64,
@@ -104,6 +107,7 @@ struct Place {
     index: usize,
 }
 
+#[cfg(feature = "std")]
 impl SlidingLog<QuantaClock> {
     /// A log for `quota` on the default clock.
     ///

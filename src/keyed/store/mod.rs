@@ -323,7 +323,15 @@ impl<C: Clock> Store<C> {
 }
 
 /// Four shards per available CPU, as a power of two, at most 256.
+#[cfg(feature = "std")]
 fn default_shards() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cpus * 4).next_power_of_two().min(MAX_AUTO_SHARDS)
+}
+
+/// Without `std` there is no CPU count to ask: four shards, what a single-core machine gets
+/// (a multi-core one without `std` sets [`shards`](crate::keyed::Builder::shards)).
+#[cfg(not(feature = "std"))]
+fn default_shards() -> usize {
+    4
 }

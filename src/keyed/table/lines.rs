@@ -6,8 +6,8 @@
 //! at a million keys the table spans about 4 600 pages, more than the TLB holds; on 2 MiB pages
 //! it spans ten (BENCHMARKS.md measures what that saves). On Linux the allocation is aligned to
 //! 2 MiB and advised with `madvise(MADV_HUGEPAGE)` before its first write, which the kernel
-//! honours when transparent huge pages are `always` or `madvise`. Elsewhere, or where the
-//! system declines, the lines are ordinary pages and nothing else changes.
+//! honours when transparent huge pages are `always` or `madvise` (with the `std` feature).
+//! Elsewhere, or where the system declines, the lines are ordinary pages and nothing else changes.
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -111,7 +111,7 @@ impl Lines {
             });
         }
         // SAFETY: `layout` has a nonzero size (`len ≥ 1` lines of 64 bytes).
-        let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<Line>())?;
+        let ptr = NonNull::new(unsafe { alloc::alloc::alloc(layout) }.cast::<Line>())?;
         if align == HUGE_PAGE {
             advise_huge_pages(ptr.cast(), bytes / HUGE_PAGE * HUGE_PAGE);
         }
@@ -148,7 +148,7 @@ impl Drop for Lines {
                 self.ptr.as_ptr(),
                 self.len,
             ));
-            std::alloc::dealloc(self.ptr.as_ptr().cast(), self.layout);
+            alloc::alloc::dealloc(self.ptr.as_ptr().cast(), self.layout);
         }
     }
 }
@@ -163,8 +163,9 @@ impl core::fmt::Debug for Lines {
 }
 
 /// Asks the kernel to back the `bytes` (whole huge pages) at `at` with huge pages. Advice only:
-/// a refusal (transparent huge pages off, an old kernel) leaves ordinary pages.
-#[cfg(target_os = "linux")]
+/// a refusal (transparent huge pages off, an old kernel) leaves ordinary pages. (Only with
+/// `std`: a build without it may run where Linux's system calls are not the way to the kernel.)
+#[cfg(all(target_os = "linux", feature = "std"))]
 fn advise_huge_pages(at: NonNull<u8>, bytes: usize) {
     // SAFETY: the range is whole huge pages inside an allocation this module owns and has not
     // written yet; the advice changes how the kernel backs it, never its contents or validity.
@@ -172,7 +173,7 @@ fn advise_huge_pages(at: NonNull<u8>, bytes: usize) {
 }
 
 /// Elsewhere, ordinary pages.
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(all(target_os = "linux", feature = "std")))]
 fn advise_huge_pages(_at: NonNull<u8>, _bytes: usize) {}
 
 #[cfg(test)]

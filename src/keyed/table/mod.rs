@@ -21,6 +21,10 @@
 
 mod evict;
 mod lines;
+mod size;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 use crossbeam_utils::CachePadded;
 
@@ -123,18 +127,7 @@ impl Table {
         metrics: TableMetrics,
     ) -> Result<Self, SizeError> {
         debug_assert!(max_keys >= 1 && shards.is_power_of_two());
-        let mut shards = shards;
-        while shards > 1 && max_keys / shards < min_per_shard {
-            shards /= 2;
-        }
-        // A shard's share, plus five standard deviations of its binomial spread, plus a little.
-        let share = max_keys.div_ceil(shards);
-        let spread = if shards == 1 {
-            0
-        } else {
-            5 * (share as f64).sqrt().ceil() as usize + 8
-        };
-        let cap = share.saturating_add(spread).min(max_keys);
+        let (shards, cap) = size::shards_and_cap(max_keys, shards, min_per_shard);
         // At most 7/8 full, always one EMPTY slot to end every probe, in whole cache lines.
         let lines = cap
             .checked_add(cap.div_ceil(7))

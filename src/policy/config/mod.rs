@@ -166,7 +166,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}
 
 impl ConfigError {
     /// A mistake in a setting of the whole file (`backend`, `redis.…`), not of one policy.

@@ -1,6 +1,8 @@
 //! The one place flowgate's atomics and locks come from.
 //!
-//! In a normal build these are `core`'s atomics. Built with `--cfg flowgate_loom` they are
+//! In a normal build these are `core`'s atomics (`portable-atomic`'s with that feature, for
+//! targets without 64-bit atomics), and the lock is `std`'s (without `std`, the spin lock in
+//! `spin`). Built with `--cfg flowgate_loom` they are
 //! [loom](https://docs.rs/loom)'s, so the model tests in `loom-tests/` explore every interleaving
 //! of the real code. Nothing else names `loom`, and only state that no model needs to explore
 //! takes `core::sync::atomic` or `std::sync::Mutex` directly, each with a line saying why: the
@@ -15,10 +17,25 @@
 //! path of every CAS loop. A loop that waits for another thread (the quota sequence lock's
 //! reader) calls [`spin_loop`], which under loom yields to the other threads.
 
+#[cfg(all(not(flowgate_loom), any(test, not(feature = "std"))))]
+mod spin;
+
 #[cfg(not(flowgate_loom))]
 mod imp {
     pub(crate) use core::hint::spin_loop;
-    pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
+    #[cfg(all(not(feature = "portable-atomic"), any(test, not(feature = "std"))))]
+    pub(crate) use core::sync::atomic::AtomicBool;
+    pub(crate) use core::sync::atomic::Ordering;
+    #[cfg(not(feature = "portable-atomic"))]
+    pub(crate) use core::sync::atomic::{fence, AtomicU64};
+    #[cfg(all(feature = "portable-atomic", any(test, not(feature = "std"))))]
+    pub(crate) use portable_atomic::AtomicBool;
+    #[cfg(feature = "portable-atomic")]
+    pub(crate) use portable_atomic::{fence, AtomicU64};
+
+    #[cfg(not(feature = "std"))]
+    pub(crate) use super::spin::{Mutex, MutexGuard};
+    #[cfg(feature = "std")]
     pub(crate) use std::sync::{Mutex, MutexGuard};
 
     /// `AtomicU64::compare_exchange_weak`, unchanged.
@@ -83,8 +100,15 @@ pub(crate) use imp::*;
 /// sections run only flowgate's code and the algorithm's, which must not panic (see
 /// [`Algorithm`](crate::Algorithm)), so a poisoned lock means a broken algorithm; the data is
 /// taken as it is rather than making every later caller panic too.
+#[cfg(any(feature = "std", flowgate_loom))]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Locks `mutex` (a spin lock without `std`, which a panic does not poison).
+#[cfg(not(any(feature = "std", flowgate_loom)))]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock()
 }
