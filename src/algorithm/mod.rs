@@ -45,6 +45,7 @@ mod rule;
 mod schedule;
 mod sliding_window;
 mod stepped;
+mod up_to;
 pub(crate) mod window;
 mod words;
 
@@ -59,6 +60,7 @@ pub use sliding_window::SlidingWindow;
 pub(crate) use rule::Rule;
 #[cfg(feature = "redis")]
 pub(crate) use stepped::Stepped;
+pub(crate) use up_to::up_to;
 pub(crate) use words::{Apply, WORDS};
 
 use crate::outcome::{Allowed, Refused};

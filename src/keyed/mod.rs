@@ -81,6 +81,7 @@ mod sweep;
 #[cfg(feature = "std")]
 mod sweeper;
 mod table;
+mod up_to;
 #[cfg(feature = "std")]
 mod wait;
 
@@ -252,7 +253,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
 
     /// The key's tag and the algorithm of its tier.
     #[inline(always)]
-    fn locate(&self, key: &K) -> (Tag, &A) {
+    pub(super) fn locate(&self, key: &K) -> (Tag, &A) {
         let hash = self.hasher.hash_one(key);
         let tiers = &self.tiers.algorithms;
         let tier = match &self.classify {
@@ -268,7 +269,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// Decides `n` cells for the bucket `tag`, whose algorithm is `algorithm`, at the reading
     /// `now()`; `wrote` as [`Store::decide`] says.
     #[inline(always)]
-    fn decide(
+    pub(super) fn decide(
         &self,
         tag: Tag,
         algorithm: &A,

@@ -147,6 +147,51 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         Ok(self.answer(self.cell.update(|tat| self.algorithm.check(tat, now, n))))
     }
 
+    /// Takes as many cells as the bucket holds now, up to `n`, and says how many: `Ok((k,
+    /// allowed))` with `1 ≤ k ≤ n`, or the refusal of one cell when it holds none (which says
+    /// when one will be there). The count and the take are one atomic step, unlike
+    /// [`available`](Self::available) then [`check_n`](Self::check_n), where another request
+    /// can take cells in between. `n` may exceed the burst (at most a burst is ever taken), and
+    /// `n = 0` takes nothing: `Ok((0, state))`.
+    ///
+    /// `k` is the most that [`check_n`](Self::check_n) would admit at this moment: with a
+    /// shaping algorithm ([`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper),
+    /// [`Credit`](crate::algorithm::Credit)) that includes cells queued within its maximum
+    /// delay, and [`Allowed::delay`] is the last one's.
+    ///
+    /// ```
+    /// use flowgate::{clock::ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// let (taken, _) = limiter.check_up_to(4).unwrap();
+    /// assert_eq!(taken, 4);
+    /// let (taken, allowed) = limiter.check_up_to(100).unwrap(); // only 6 are left
+    /// assert_eq!((taken, allowed.remaining()), (6, 0));
+    /// assert!(limiter.check_up_to(100).is_err()); // none left: when is the next one?
+    /// # Ok::<(), flowgate::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn check_up_to(&self, n: u32) -> Result<(u32, Allowed), Refused> {
+        self.check_up_to_at(n, self.clock.now())
+    }
+
+    /// [`check_up_to`](Self::check_up_to) at `now` (a reading of this limiter's clock).
+    #[inline]
+    pub fn check_up_to_at(&self, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
+        if n == 0 {
+            return Ok((0, self.algorithm.state(self.cell.load(), now)));
+        }
+        let answer = self
+            .cell
+            .update(|word| crate::algorithm::up_to(&self.algorithm, word, now, n));
+        if let Err(refused) = &answer {
+            if refused.clock_behind() {
+                self.catch_up();
+            }
+        }
+        answer
+    }
+
     /// Reserves `n` cells, possibly for later: [`check_n`](Self::check_n) under the name the
     /// shaping algorithms use. With [`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper)
     /// or [`Credit`](crate::algorithm::Credit), an `Ok` may carry a delay the caller must wait

@@ -46,7 +46,7 @@ mod tests {
         for n in 0..200_000usize {
             assert_eq!(ceil_sqrt(n), (n as f64).sqrt().ceil() as usize, "{n}");
         }
-        for r in [1usize, 2, 1_000, 65_535, 1 << 20, u32::MAX as usize] {
+        for r in [2usize, 1_000, 65_535, 1 << 20, u32::MAX as usize] {
             assert_eq!(ceil_sqrt(r * r), r);
             assert_eq!(ceil_sqrt(r * r + 1), r + 1);
             assert_eq!(ceil_sqrt(r * r - 1), r);

@@ -1,0 +1,231 @@
+//! `check_up_to` against the reference models (`tests/common/models/`), for every one-word
+//! algorithm: a `RateLimiter` over an `AnyAlgorithm` and its model see the same clock moves,
+//! `check_n`s, refunds and `check_up_to`s. The model's answer to "up to `n`" is worked out from
+//! the model alone: the most `k ≤ n` its `check` would admit (tried on copies of the model,
+//! from `n` down), then its `check` of `k`, or of one cell when none is admitted. Every answer
+//! must match: the count taken and the decision with all its numbers. The keyed limiter's
+//! `check_key_up_to` must answer as a single limiter per key does.
+
+use std::time::Duration;
+
+use flowgate::algorithm::{
+    AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
+};
+use flowgate::clock::ManualClock;
+use flowgate::{Allowed, Initial, KeyedRateLimiter, Quota, RateLimiter, Refused};
+use proptest::prelude::*;
+
+mod common;
+use common::models::schedule::{self, Kind};
+use common::models::{sliding_window, stepped};
+use common::{answer_of, Answer, WindowModel};
+
+/// Any algorithm's model.
+#[derive(Clone)]
+enum Model {
+    Schedule(schedule::Model),
+    Stepped(stepped::Model),
+    Sliding(sliding_window::Model),
+}
+
+impl Model {
+    fn check(&mut self, now: u64, n: u32) -> Answer {
+        let (now, n) = (u128::from(now), u128::from(n));
+        match self {
+            Self::Schedule(m) => m.check(now, now, n),
+            Self::Stepped(m) => m.check(now, now, n),
+            Self::Sliding(m) => m.check(now, now, n),
+        }
+    }
+
+    fn refund(&mut self, now: u64, n: u32) {
+        let (now, n) = (u128::from(now), u128::from(n));
+        match self {
+            Self::Schedule(m) => m.refund(now, n),
+            Self::Stepped(m) => m.refund(now, n),
+            Self::Sliding(m) => m.refund(now, n),
+        };
+    }
+
+    /// "Up to `n`" from the model alone: the most it admits, then that check.
+    fn up_to(&mut self, now: u64, n: u32, capacity: u32) -> (u32, Answer) {
+        if n == 0 {
+            return (0, self.clone().check(now, 0));
+        }
+        let admitted = (1..=n.min(capacity))
+            .rev()
+            .find(|&k| matches!(self.clone().check(now, k), Answer::Allowed(..)));
+        match admitted {
+            Some(k) => (k, self.check(now, k)),
+            None => (0, self.check(now, 1)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Advance(u64),
+    Check(u32),
+    UpTo(u32),
+    Refund(u32),
+}
+
+/// The algorithm (`kind`: 0–6, as the fuzz target numbers them) for `quota`, and its model.
+fn build(kind: u8, quota: &Quota, slack: u64, now: u64) -> Option<(AnyAlgorithm, Model)> {
+    let delay = Duration::from_nanos(slack);
+    let at = u128::from(now);
+    let schedule = |k| Model::Schedule(schedule::Model::new(k, quota, at));
+    Some(match kind {
+        0 => (Gcra::new(quota).into(), schedule(Kind::Gcra)),
+        1 => (LeakyBucket::meter(quota).into(), schedule(Kind::Meter)),
+        2 => (
+            LeakyBucket::shaper(quota, delay).ok()?.into(),
+            schedule(Kind::Shaper(slack)),
+        ),
+        3 => (
+            Credit::new(quota, delay).ok()?.into(),
+            schedule(Kind::Credit(slack)),
+        ),
+        4 => (
+            IntervalRefill::new(quota).ok()?.into(),
+            Model::Stepped(stepped::Model::new(quota, at)),
+        ),
+        5 => (
+            FixedWindow::new(quota).ok()?.into(),
+            Model::Stepped(stepped::Model::new(quota, at)),
+        ),
+        _ => (
+            SlidingWindow::new(quota).ok()?.into(),
+            Model::Sliding(sliding_window::Model::new(quota, at)),
+        ),
+    })
+}
+
+fn quota() -> impl Strategy<Value = Quota> {
+    (1u32..=12, 1u64..=4, 0u32..=16, 0u8..4).prop_filter_map(
+        "a valid quota",
+        |(count, period_ms, burst, initial)| {
+            let burst = if burst == 0 { count } else { burst };
+            let initial = match initial {
+                0 => Initial::Full,
+                1 => Initial::Empty,
+                _ => Initial::Cells(u32::from(initial) % (burst + 1)),
+            };
+            Quota::from_nanos(count, period_ms * 1_000_000)
+                .ok()?
+                .with_burst(burst)
+                .ok()?
+                .with_initial(initial)
+                .ok()
+        },
+    )
+}
+
+fn op(unit: u64) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..=unit.saturating_mul(3)).prop_map(Op::Advance),
+        3 => (0u32..=20).prop_map(Op::Check),
+        6 => prop_oneof![0u32..=20, Just(u32::MAX)].prop_map(Op::UpTo),
+        1 => (0u32..=6).prop_map(Op::Refund),
+    ]
+}
+
+fn scenario() -> impl Strategy<Value = (u8, Quota, u64, Vec<Op>)> {
+    (0u8..7, quota(), prop_oneof![Just(0u64), 0u64..=6_000_000]).prop_flat_map(
+        |(kind, quota, slack)| {
+            (
+                Just(kind),
+                Just(quota),
+                Just(slack),
+                prop::collection::vec(op(quota.period().as_nanos() as u64), 1..80),
+            )
+        },
+    )
+}
+
+fn up_to_answer(answer: Result<(u32, Allowed), Refused>) -> (u32, Answer) {
+    match answer {
+        Ok((k, allowed)) => (k, answer_of(Ok(Ok(allowed)))),
+        Err(refused) => (0, answer_of(Ok(Err(refused)))),
+    }
+}
+
+proptest! {
+    #![proptest_config(common::config())]
+
+    #[test]
+    fn check_up_to_matches_the_model((kind, quota, slack, ops) in scenario()) {
+        let start = 1_000_000_000;
+        let Some((algorithm, mut model)) = build(kind, &quota, slack, start) else {
+            return Ok(());
+        };
+        let clock = ManualClock::starting_at(start);
+        let limiter = RateLimiter::with_algorithm(algorithm, clock.clone());
+        let capacity = limiter.capacity();
+        for (i, op) in ops.iter().enumerate() {
+            let now = clock.get();
+            let (got, want) = match *op {
+                Op::Advance(d) => {
+                    clock.advance_nanos(d);
+                    continue;
+                }
+                Op::Check(n) => ((n, answer_of(limiter.check_n(n))), (n, model.check(now, n))),
+                Op::UpTo(n) => (up_to_answer(limiter.check_up_to(n)), model.up_to(now, n, capacity)),
+                Op::Refund(n) => {
+                    limiter.refund(n);
+                    model.refund(now, n);
+                    continue;
+                }
+            };
+            // `check_n` above the capacity answers "never", which the model does not know.
+            if matches!(got.1, Answer::Never(..)) {
+                prop_assert!(matches!(*op, Op::Check(n) if n > capacity));
+                continue;
+            }
+            prop_assert_eq!(got, want, "op #{} {:?} at {}, {} as {}", i, op, now, quota, algorithm);
+        }
+    }
+
+    /// A keyed limiter answers `check_key_up_to` as one single limiter per key does, new keys
+    /// (created by the call) and known ones alike, on a table with room for every key.
+    #[test]
+    fn keyed_up_to_matches_single_limiters(
+        (kind, quota, slack, ops) in scenario(),
+        keys in prop::collection::vec(0u8..4, 80),
+    ) {
+        // Full buckets: a single limiter built at 0 then answers as a keyed bucket created at
+        // the key's first request does (a full bucket is a new one).
+        let quota = quota.with_initial(Initial::Full).unwrap();
+        let Some((algorithm, _)) = build(kind, &quota, slack, 0) else {
+            return Ok(());
+        };
+        let clock = ManualClock::new();
+        let keyed = KeyedRateLimiter::<u8, _, _>::builder_with_clock(algorithm, clock.clone())
+            .max_keys(16)
+            .hash_seed(1)
+            .build()
+            .unwrap();
+        let singles: Vec<_> = (0..4)
+            .map(|_| RateLimiter::with_algorithm(algorithm, clock.clone()))
+            .collect();
+        for (op, key) in ops.iter().zip(&keys) {
+            let single = &singles[usize::from(*key)];
+            match *op {
+                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Check(n) => prop_assert_eq!(
+                    answer_of(keyed.check_key_n(key, n)),
+                    answer_of(single.check_n(n))
+                ),
+                Op::UpTo(n) => prop_assert_eq!(
+                    up_to_answer(keyed.check_key_up_to(key, n)),
+                    up_to_answer(single.check_up_to(n)),
+                    "{:?} on key {}", op, key
+                ),
+                Op::Refund(n) => {
+                    keyed.refund_key(key, n);
+                    single.refund(n);
+                }
+            }
+        }
+    }
+}
