@@ -25,6 +25,9 @@ struct Layer {
 #[derive(Debug, Clone)]
 enum Op {
     Check(Request, u32),
+    /// `check_up_to`: the model's answer is the most `k` its `check` admits (tried on copies),
+    /// then that check, or a check of one cell when none is admitted.
+    UpTo(Request, u32),
     Advance(u64),
     Replace(usize, Vec<Quota>),
 }
@@ -50,6 +53,7 @@ fn key(layer: usize, (user, endpoint): Request) -> (u8, u8) {
     }
 }
 
+#[derive(Clone)]
 struct Model {
     layers: Vec<Layer>,
     words: HashMap<(usize, (u8, u8), usize), u64>,
@@ -190,6 +194,22 @@ fn tighter(
     }
 }
 
+impl Model {
+    /// "Up to `n`" from the model alone.
+    fn up_to(&mut self, request: Request, n: u32, now: u64) -> (u32, Outcome) {
+        if n == 0 {
+            return (0, self.check(request, 0, now));
+        }
+        let admitted = (1..=n)
+            .rev()
+            .find(|&k| matches!(self.clone().check(request, k, now), Outcome::Admitted(..)));
+        match admitted {
+            Some(k) => (k, self.check(request, k, now)),
+            None => (0, self.check(request, 1, now)),
+        }
+    }
+}
+
 fn outcome_of(
     answer: Result<
         Result<
@@ -260,6 +280,7 @@ fn op(layers: Vec<Layer>) -> impl Strategy<Value = Op> {
     let lens: Vec<usize> = layers.iter().map(|l| l.quotas.len()).collect();
     prop_oneof![
         8 => ((0u8..3, 0u8..2), 0u32..4).prop_map(|(r, n)| Op::Check(r, n)),
+        4 => ((0u8..3, 0u8..2), 0u32..9).prop_map(|(r, n)| Op::UpTo(r, n)),
         3 => (0u64..30_000_000).prop_map(Op::Advance),
         1 => (0usize..3).prop_flat_map(move |l| {
             prop::collection::vec(quota(), lens[l]).prop_map(move |qs| Op::Replace(l, qs))
@@ -301,6 +322,15 @@ proptest! {
                     let expected = model.check(request, n, now);
                     let got = outcome_of(policies.check_n(&request, n));
                     prop_assert_eq!(got, expected, "{:?} n={} at {}", request, n, now);
+                }
+                Op::UpTo(request, n) => {
+                    let now = clock.get();
+                    let expected = model.up_to(request, n, now);
+                    let got = match policies.check_up_to(&request, n) {
+                        Ok((k, allowed)) => (k, outcome_of(Ok(Ok(allowed)))),
+                        Err(refused) => (0, outcome_of(Ok(Err(refused)))),
+                    };
+                    prop_assert_eq!(got, expected, "up to: {:?} n={} at {}", request, n, now);
                 }
                 Op::Advance(nanos) => clock.advance_nanos(nanos),
                 Op::Replace(l, quotas) => {

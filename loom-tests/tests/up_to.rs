@@ -2,13 +2,16 @@
 //! as it finds, up to its limit. Each asserts that together they take exactly what the bucket
 //! held (no cell taken twice, none left behind while a taker wanted more) and that the bucket
 //! accounts for every cell taken. The keyed model races two takers on a key neither has created,
-//! which drives the keyed path that counts again after another request created the key.
+//! which drives the keyed path that counts again after another request created the key; the
+//! policy model, two takers whose counts both see the whole bucket, which drives the policy
+//! set's path that counts again after its `check_n` of the count is refused.
 //!
 //! Run: `RUSTFLAGS="--cfg flowgate_loom" cargo test --release -p flowgate-loom-tests`
 #![cfg(flowgate_loom)]
 
 use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
+use flowgate::policy::{Policies, Policy};
 use flowgate::{Gcra, KeyedRateLimiter, Quota, RateLimiter};
 use flowgate_loom_tests::model;
 use loom::sync::Arc;
@@ -96,5 +99,38 @@ fn two_takers_on_a_new_key() {
         took.sort_unstable();
         assert_eq!(took, [1, 2]);
         assert_eq!(limiter.peek_key(&7, 0).unwrap().unwrap().remaining(), 0);
+    });
+}
+
+fn policy(policies: &Policies<u64, ManualClock>, n: u32) -> u32 {
+    policies.check_up_to(&1, n).map_or(0, |(k, _)| k)
+}
+
+/// Two takers of up to 2 through a policy set (per key 3 an hour, globally 5 an hour): the
+/// per-key quota is the tightest, so they take 2 and 1, and both buckets account for the 3.
+#[test]
+fn two_takers_through_a_policy_set() {
+    model(|| {
+        let policies = Policies::<u64>::builder()
+            .clock(ManualClock::starting_at(1_000))
+            .hash_seed(3)
+            .policy(
+                Policy::keyed("per-key", |k: &u64| k)
+                    .quota(quota(3))
+                    .max_keys(4),
+            )
+            .policy(Policy::global("all").quota(quota(5)))
+            .build()
+            .unwrap();
+        let policies = Arc::new(policies);
+        let mut took = takers(&policies, &[(2, 0), (2, 0)], policy);
+        took.sort_unstable();
+        assert_eq!(took, [1, 2]);
+        let left: Vec<u32> = {
+            let mut left = Vec::new();
+            policies.inspect(&1, |state| left.push(state.remaining()));
+            left
+        };
+        assert_eq!(left, [0, 2]);
     });
 }

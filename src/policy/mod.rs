@@ -133,6 +133,7 @@ mod live;
 mod manage;
 mod refuse;
 mod report;
+mod up_to;
 mod wait;
 
 #[cfg(feature = "redis")]
@@ -245,7 +246,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
-    fn state(&self, request: &R, now: u64) -> Allowed<Cited> {
+    pub(super) fn state(&self, request: &R, now: u64) -> Allowed<Cited> {
         let mut tightest = Tightest::default();
         self.inspect_at(request, now, |state| {
             tightest.offer(state.by(), state.gauge())

@@ -1,0 +1,95 @@
+//! [`Policies::check_up_to`]: as many cells as every quota that applies holds, up to a limit.
+
+use super::Policies;
+use crate::algorithm::up_to;
+use crate::clock::Clock;
+use crate::outcome::{Allowed, Cause, Cited, Refused};
+
+/// # Taking up to `n`
+impl<R: ?Sized, C: Clock> Policies<R, C> {
+    /// Takes as many cells as the **tightest** quota that applies to `request` holds now, up to
+    /// `n`, from every quota of every policy that applies (all or nothing, as
+    /// [`check_n`](Self::check_n)), and says how many: `Ok((k, allowed))` with `1 ≤ k ≤ n`, or
+    /// the refusal of one cell (naming the quota, and when to retry) when some quota holds none.
+    ///
+    /// `k` is the least, over the enforcing quotas that apply, of the most cells each would
+    /// admit (a shaping quota counts the cells it would queue); dry-run policies do not limit it.
+    /// The count is made on the buckets as they are, then `k` is taken with
+    /// [`check_n`](Self::check_n); if another request takes cells in between, so that a quota
+    /// refuses `k`, the count is made again (each such retry means another request was
+    /// admitted). `n = 0` takes nothing: `Ok((0, state))`.
+    ///
+    /// ```
+    /// use flowgate::policy::{Policies, Policy};
+    /// use flowgate::{clock::ManualClock, Quota};
+    ///
+    /// let policies = Policies::<str>::builder()
+    ///     .clock(ManualClock::new())
+    ///     .policy(Policy::keyed("per-user", |user: &str| user).quota(Quota::per_second(10)?))
+    ///     .policy(Policy::global("all").quota(Quota::per_second(6)?))
+    ///     .build()?;
+    /// // The global quota is the tightest: 6 of the 8 asked for.
+    /// assert_eq!(policies.check_up_to("alice", 8)?.0, 6);
+    /// let refused = policies.check_up_to("bob", 8).unwrap_err();
+    /// assert_eq!(refused.policy(), Some("all"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Refused<Cited>`](Refused), as [`check`](Self::check) refuses one cell.
+    pub fn check_up_to(
+        &self,
+        request: &R,
+        n: u32,
+    ) -> Result<(u32, Allowed<Cited>), Refused<Cited>> {
+        self.check_up_to_at(request, n, self.clock.now())
+    }
+
+    /// [`check_up_to`](Self::check_up_to) at `now` (a reading of this set's clock).
+    ///
+    /// # Errors
+    /// As [`check_up_to`](Self::check_up_to).
+    pub fn check_up_to_at(
+        &self,
+        request: &R,
+        n: u32,
+        now: u64,
+    ) -> Result<(u32, Allowed<Cited>), Refused<Cited>> {
+        if n == 0 {
+            return Ok((0, self.state(request, now)));
+        }
+        loop {
+            let counted = self.most_admitted(request, n, now);
+            let k = counted.max(1);
+            match self.check_n_at(request, k, now) {
+                Ok(Ok(allowed)) => return Ok((k, allowed)),
+                // Taken by another request since the count: count again.
+                Ok(Err(refused)) if counted > 0 && refused.cause() == Cause::Quota => {}
+                Ok(Err(refused)) => return Err(refused),
+                // `k` is within every enforcing quota's capacity (it was counted there, or is
+                // one cell); were it reported anyway, a refusal that never conforms is safe.
+                Err(capacity) => return Err(capacity.never()),
+            }
+        }
+    }
+
+    /// The most cells, up to `n`, that every enforcing quota that applies to `request` admits
+    /// at `now`, each counted on its bucket as it is (a key the tables do not hold, as new).
+    fn most_admitted(&self, request: &R, n: u32, now: u64) -> u32 {
+        let mut most = n;
+        for layer in self.layers.iter().filter(|layer| !layer.dry_run) {
+            let Some(tag) = layer.tag(request) else {
+                continue;
+            };
+            for (q, live) in layer.quotas.iter().enumerate() {
+                let algorithm = live.load();
+                let word = layer.word((q, tag), &algorithm, now);
+                match up_to(&algorithm, word, now, most).answer() {
+                    Ok((k, _)) => most = k,
+                    Err(_) => return 0,
+                }
+            }
+        }
+        most
+    }
+}
