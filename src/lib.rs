@@ -58,6 +58,8 @@
 //!   chosen when it is built (in code or in a configuration file), behind one API.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
+//! * `stream` (feature `futures`): a rate-limited `Stream` and `Sink`, items weighted by a
+//!   cost function.
 //! * [`guide`]: documentation only, the walk-through above.
 //! * Feature `metrics`: counters and gauges through the `metrics` facade (see
 //!   [Metrics](#metrics)).
@@ -159,6 +161,8 @@ pub mod redis;
 pub mod simulate;
 #[cfg(feature = "alloc")]
 mod sliding_log;
+#[cfg(feature = "futures")]
+pub mod stream;
 #[cfg(feature = "std")]
 pub mod wait;
 

@@ -1,0 +1,61 @@
+//! Rate-limited streams and sinks (feature `futures`): [`RateLimited`], a `Stream` that yields
+//! its inner stream's items no faster than a [`RateLimiter`] allows, and [`RateLimitedSink`], a
+//! `Sink` that passes items on to its inner sink no faster. Each item costs cells: one by
+//! default, or what a cost function says (bytes, rows, tokens).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use futures_util::StreamExt;
+//! use flowgate::stream::RateLimited;
+//! use flowgate::{clock::TokioClock, Quota, RateLimiter};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 1 000 bytes a second, a burst of 1 000: chunks cost their length.
+//! let limiter = Arc::new(RateLimiter::with_clock(Quota::per_second(1_000)?, TokioClock::new()));
+//! let chunks = futures_util::stream::iter([vec![0u8; 500], vec![0; 1_500], vec![0; 250]]);
+//! let mut limited = RateLimited::new(chunks, limiter).with_cost(|chunk: &Vec<u8>| chunk.len() as u32);
+//! let start = tokio::time::Instant::now();
+//! limited.next().await; // 500 of the 1 000 at once
+//! limited.next().await; // 500 now, 1 000 more a second later
+//! assert_eq!(start.elapsed(), Duration::from_secs(1));
+//! limited.next().await; // 250 more: a quarter second
+//! assert_eq!(start.elapsed(), Duration::from_millis(1_250));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How an item is paid for
+//! An item takes its cells as they come: [`RateLimiter::check_up_to`] takes what the bucket
+//! holds, up to what the item still owes, and when it holds none the adapter sleeps on tokio's
+//! timer for the refusal's `retry_after` and asks again. So an item costing more than the
+//! burst still passes (over more than one burst's time, at the limiter's rate), and
+//! nothing is ever dropped or refused. With a shaping algorithm the cells may come with a
+//! delay ([`Allowed::delay`](crate::Allowed::delay)), which the adapter sleeps before the item
+//! goes on.
+//!
+//! **Fair.** Items go on in their stream's order. An item holds the cells it has taken while it
+//! waits for the rest, so several streams or sinks sharing one limiter each progress: a costly
+//! item is not starved by cheap ones that would otherwise take every cell the moment it
+//! appears (as happens when each waits for all its cells at once).
+//!
+//! **Cancellation-safe.** Dropping the stream or sink, or a future that drives it, between two
+//! polls loses nothing: an item that has taken part of its cost gives them back
+//! ([`RateLimiter::refund`]), and an item pulled from the inner stream but not yet yielded stays
+//! inside the adapter for the next poll.
+//!
+//! # Time
+//! The adapters sleep on tokio's timer, so the limiter's clock must agree with it:
+//! [`TokioClock`](crate::clock::TokioClock) (which also follows a paused test clock), or the
+//! default clock when time is not paused.
+
+mod limited;
+mod payment;
+mod sink;
+
+pub use self::limited::RateLimited;
+pub use self::sink::RateLimitedSink;
+
+#[cfg(doc)]
+use crate::RateLimiter;

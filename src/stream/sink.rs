@@ -1,0 +1,147 @@
+//! [`RateLimitedSink`]: a `Sink` that passes items on no faster than a limiter allows.
+
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures_sink::Sink;
+use pin_project_lite::pin_project;
+
+use super::payment::Payment;
+use crate::algorithm::Algorithm;
+use crate::clock::Clock;
+use crate::RateLimiter;
+
+pin_project! {
+    /// A sink passing items on to `Si` no faster than its [`RateLimiter`] allows, each costing
+    /// one cell or what [`with_cost`](Self::with_cost) says (see the [module docs](super)).
+    ///
+    /// `start_send` keeps the item; `poll_ready`, `poll_flush` and `poll_close` pay for it and
+    /// hand it to `Si`. So `poll_ready` is pending while the last item waits for its cells,
+    /// which is the back-pressure a producer (`SinkExt::send`, `StreamExt::forward`) waits on.
+    pub struct RateLimitedSink<Si, T, C, A, F>
+    where
+        C: Clock,
+        A: Algorithm,
+    {
+        #[pin]
+        inner: Si,
+        cost: F,
+        payment: Payment<C, A>,
+        // Items kept, paid for front first (one, unless a caller sent without waiting for
+        // `poll_ready`; none is ever dropped).
+        held: VecDeque<T>,
+        // Whether the front item's payment has started.
+        paying: bool,
+    }
+}
+
+impl<Si, T, C: Clock, A: Algorithm> RateLimitedSink<Si, T, C, A, fn(&T) -> u32> {
+    /// Passes items on to `inner`, one cell each, no faster than `limiter` allows.
+    pub fn new(inner: Si, limiter: Arc<RateLimiter<C, A>>) -> Self {
+        Self {
+            inner,
+            cost: |_| 1,
+            payment: Payment::new(limiter),
+            held: VecDeque::new(),
+            paying: false,
+        }
+    }
+}
+
+impl<Si, T, C: Clock, A: Algorithm, F> RateLimitedSink<Si, T, C, A, F> {
+    /// The same sink with each item costing `cost(&item)` cells.
+    pub fn with_cost<G: FnMut(&T) -> u32>(self, cost: G) -> RateLimitedSink<Si, T, C, A, G> {
+        RateLimitedSink {
+            inner: self.inner,
+            cost,
+            payment: self.payment,
+            held: self.held,
+            paying: self.paying,
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<RateLimiter<C, A>> {
+        self.payment.limiter()
+    }
+
+    /// The inner sink.
+    pub fn get_ref(&self) -> &Si {
+        &self.inner
+    }
+}
+
+impl<Si, T, C, A, F> RateLimitedSink<Si, T, C, A, F>
+where
+    Si: Sink<T>,
+    C: Clock,
+    A: Algorithm,
+    F: FnMut(&T) -> u32,
+{
+    /// Pays for every kept item and hands each to the inner sink, in order.
+    fn poll_forward(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Si::Error>> {
+        let mut this = self.project();
+        while let Some(front) = this.held.front() {
+            if !*this.paying {
+                this.payment.start((this.cost)(front));
+                *this.paying = true;
+            }
+            ready!(this.payment.poll_paid(cx));
+            ready!(this.inner.as_mut().poll_ready(cx))?;
+            let Some(item) = this.held.pop_front() else {
+                break;
+            };
+            this.payment.settle();
+            *this.paying = false;
+            this.inner.as_mut().start_send(item)?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<Si, T, C, A, F> Sink<T> for RateLimitedSink<Si, T, C, A, F>
+where
+    Si: Sink<T>,
+    C: Clock,
+    A: Algorithm,
+    F: FnMut(&T) -> u32,
+{
+    type Error = Si::Error;
+
+    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Si::Error>> {
+        ready!(self.as_mut().poll_forward(cx))?;
+        self.project().inner.poll_ready(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: T) -> Result<(), Si::Error> {
+        self.project().held.push_back(item);
+        Ok(())
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Si::Error>> {
+        ready!(self.as_mut().poll_forward(cx))?;
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Si::Error>> {
+        ready!(self.as_mut().poll_forward(cx))?;
+        self.project().inner.poll_close(cx)
+    }
+}
+
+impl<Si, T, C, A, F> core::fmt::Debug for RateLimitedSink<Si, T, C, A, F>
+where
+    Si: core::fmt::Debug,
+    C: Clock + core::fmt::Debug,
+    A: Algorithm + core::fmt::Debug,
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RateLimitedSink")
+            .field("inner", &self.inner)
+            .field("payment", &self.payment)
+            .field("kept", &self.held.len())
+            .finish_non_exhaustive()
+    }
+}

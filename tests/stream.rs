@@ -1,0 +1,121 @@
+//! The `futures` adapters on tokio's paused clock (`TokioClock` follows it), with exact
+//! timings: items go on when the limiter's cells allow and not a nanosecond earlier or later,
+//! costly items pay over time, streams sharing a limiter keep it busy, and dropping an adapter
+//! mid-payment gives the cells back.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flowgate::clock::TokioClock;
+use flowgate::stream::{RateLimited, RateLimitedSink};
+use flowgate::RateLimiter;
+use futures_util::{SinkExt, StreamExt};
+use tokio::time::Instant;
+
+fn limiter(quota: &str) -> Arc<RateLimiter<TokioClock>> {
+    Arc::new(RateLimiter::with_clock(
+        quota.parse().unwrap(),
+        TokioClock::new(),
+    ))
+}
+
+/// When each item came out, in ms since `start`.
+async fn times<S: futures_util::Stream + Unpin>(mut stream: S, start: Instant) -> Vec<u128> {
+    let mut out = Vec::new();
+    while stream.next().await.is_some() {
+        out.push(start.elapsed().as_millis());
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_cell_items_come_at_the_rate() {
+    let start = Instant::now();
+    let limited = RateLimited::new(futures_util::stream::iter(0..6), limiter("10/s burst 3"));
+    // The burst at once, then one every 100 ms.
+    assert_eq!(times(limited, start).await, [0, 0, 0, 100, 200, 300]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn weighted_items_pay_their_cost_even_above_the_burst() {
+    let start = Instant::now();
+    let chunks = futures_util::stream::iter([500u32, 1_500, 250, 0, 1_000]);
+    let limited = RateLimited::new(chunks, limiter("1000/s")).with_cost(|bytes: &u32| *bytes);
+    // 500 of the full 1 000 at once; 1 500 takes the other 500 and waits a second for 1 000
+    // more; 250 a quarter second; nothing costs nothing; 1 000 a second.
+    assert_eq!(times(limited, start).await, [0, 1_000, 1_250, 1_250, 2_250]);
+}
+
+/// An item is pulled from the inner stream only when the next one is asked for.
+#[tokio::test(start_paused = true)]
+async fn items_are_pulled_one_at_a_time() {
+    let pulled = Arc::new(AtomicU32::new(0));
+    let counter = pulled.clone();
+    let inner = futures_util::stream::iter(0..10).inspect(move |_| {
+        counter.fetch_add(1, Ordering::Relaxed);
+    });
+    let mut limited = RateLimited::new(inner, limiter("1/s"));
+    assert_eq!(limited.next().await, Some(0));
+    assert_eq!(pulled.load(Ordering::Relaxed), 1);
+    assert_eq!(futures_util::Stream::size_hint(&limited), (9, Some(9)));
+}
+
+/// Two streams on one limiter (one of 1-cell items, one of 4-cell items: the burst) keep it
+/// busy: the last item of all comes when the cells of every item have come, exactly (36 cells:
+/// a burst of 4 at once, then 10 a second, 3.2 s). And the costly stream is not starved: while
+/// both wait, each cell goes to the task polled first when it appears, which `tokio::join!`
+/// alternates, so the costly items take every other cell and come every 800 ms. (Were each item
+/// to wait for all its cells at once, the cheap stream would take every cell as it appeared and
+/// the costly one would get none until the cheap one was done.)
+#[tokio::test(start_paused = true)]
+async fn streams_sharing_a_limiter_share_its_cells() {
+    let shared = limiter("10/s burst 4");
+    let start = Instant::now();
+    let cheap = RateLimited::new(futures_util::stream::iter(0..20), shared.clone());
+    let costly =
+        RateLimited::new(futures_util::stream::iter(0..4), shared.clone()).with_cost(|_: &i32| 4);
+    let (cheap, costly) = tokio::join!(times(cheap, start), times(costly, start));
+    let every_other: Vec<u128> = (1..=16).map(|i| i * 200).collect();
+    assert_eq!(cheap, [&[0, 0, 0, 0][..], &every_other[..]].concat());
+    assert_eq!(costly, [700, 1_500, 2_300, 3_100]);
+}
+
+/// Dropping a stream whose item has taken part of its cost gives those cells back.
+#[tokio::test(start_paused = true)]
+async fn dropping_mid_payment_gives_the_cells_back() {
+    let shared = limiter("10/s burst 3");
+    let mut limited = RateLimited::new(futures_util::stream::iter([5u32]), shared.clone())
+        .with_cost(|cells: &u32| *cells);
+    // Paying: the item takes the 3 cells there are and waits for 2 more.
+    let poll = tokio::time::timeout(Duration::from_millis(50), limited.next()).await;
+    assert!(poll.is_err(), "5 cells cannot be there within 50 ms");
+    assert_eq!(shared.available(), 0);
+    drop(limited);
+    // The 3 taken are back, and the 50 ms refilled none (a cell takes 100).
+    assert_eq!(shared.available(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sink_passes_items_on_at_the_rate() {
+    let start = Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let inner = futures_util::sink::unfold((), move |(), item: u32| {
+        log.lock()
+            .unwrap()
+            .push((item, start.elapsed().as_millis()));
+        async { Ok::<_, std::convert::Infallible>(()) }
+    });
+    let mut sink = Box::pin(
+        RateLimitedSink::new(inner, limiter("1000/s burst 1000")).with_cost(|bytes: &u32| *bytes),
+    );
+    for bytes in [600, 600, 200, 2_000] {
+        sink.send(bytes).await.unwrap();
+    }
+    sink.close().await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    // 600 at once; 400 left, so the next 600 waits 200 ms; 200 more waits 200 ms; 2 000 more
+    // take 2 s.
+    assert_eq!(seen, [(600, 0), (600, 200), (200, 400), (2_000, 2_400)]);
+}
