@@ -184,6 +184,36 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Taking what there is: batches
+//!
+//! A consumer of batches (a queue drainer, a bulk sender) wants as many cells as there are,
+//! not all or nothing: `check_up_to(n)` takes `min(n, what the bucket holds)` in one atomic
+//! step and says how many. Keyed limiters have `check_key_up_to`; a policy set takes what its
+//! tightest quota allows.
+//!
+//! ```
+//! use flowgate::{clock::ManualClock, Quota, RateLimiter};
+//!
+//! let limiter = RateLimiter::with_clock(Quota::per_second(50)?, ManualClock::new());
+//! let queued = 120;
+//! let (send_now, _) = limiter.check_up_to(queued).unwrap();
+//! assert_eq!(send_now, 50); // the other 70 wait for the next call
+//! # Ok::<(), flowgate::QuotaError>(())
+//! ```
+//!
+//! # Streams and sinks (feature `futures`)
+//!
+//! `flowgate::stream::RateLimited` wraps a `Stream` and `RateLimitedSink` wraps a `Sink`, so
+//! items go on no faster than a limiter allows, each costing one cell or what a cost function
+//! says (bytes for a bandwidth limit). See the `stream` module.
+//!
+//! # Without `std`
+//!
+//! With `default-features = false`, quotas, every one-word algorithm and `RateLimiter` work
+//! in `#![no_std]` code on a clock you supply (`clock::FnClock` over a timer); the `alloc`
+//! feature adds the keyed table (give it a hash seed) and the sliding log. The crate docs'
+//! "Without `std`" says what else changes.
+//!
 //! # HTTP (feature `tower`)
 //!
 //! `flowgate::http::RateLimitLayer` puts a policy set in front of any tower service: 429 with
@@ -245,6 +275,8 @@
 //! | `FakeRelativeClock` | `ManualClock` (can also step back) |
 //! | three limiters checked in turn | one `Policies`, all or nothing |
 //! | `tower_governor` | `flowgate::http` (feature `tower`) |
+//! | `ratelimit_stream()`, `ratelimit_sink()` | `stream::RateLimited`, `stream::RateLimitedSink` (feature `futures`), items weighted by a cost function |
+//! | `default-features = false` (no_std) | the same: `RateLimiter<FnClock>` on your clock |
 //!
 //! The same limit on both, decided alike on fake clocks:
 //!
