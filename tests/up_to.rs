@@ -1,8 +1,8 @@
 //! `check_up_to` against the reference models (`tests/common/models/`), for every one-word
 //! algorithm: a `RateLimiter` over an `AnyAlgorithm` and its model see the same clock moves,
 //! `check_n`s, refunds and `check_up_to`s. The model's answer to "up to `n`" is worked out from
-//! the model alone: the most `k ≤ n` its `check` would admit (tried on copies of the model,
-//! from `n` down), then its `check` of `k`, or of one cell when none is admitted. Every answer
+//! the model alone: the most `k ≤ n` its `check` would admit (asked through its `peek`, from `n`
+//! down), then its `check` of `k`, or of one cell when none is admitted. Every answer
 //! must match: the count taken and the decision with all its numbers. The keyed limiter's
 //! `check_key_up_to` must answer as a single limiter per key does.
 
@@ -17,48 +17,21 @@ use proptest::prelude::*;
 
 mod common;
 use common::models::schedule::{self, Kind};
-use common::models::{sliding_window, stepped};
-use common::{answer_of, Answer, WindowModel};
+use common::models::{sliding_window, stepped, AnyModel};
+use common::{answer_of, Answer};
 
-/// Any algorithm's model.
-#[derive(Clone)]
-enum Model {
-    Schedule(schedule::Model),
-    Stepped(stepped::Model),
-    Sliding(sliding_window::Model),
-}
-
-impl Model {
-    fn check(&mut self, now: u64, n: u32) -> Answer {
-        let (now, n) = (u128::from(now), u128::from(n));
-        match self {
-            Self::Schedule(m) => m.check(now, now, n),
-            Self::Stepped(m) => m.check(now, now, n),
-            Self::Sliding(m) => m.check(now, now, n),
-        }
+/// "Up to `n`" from the model alone: the most `k` its `check` admits (asked on copies through
+/// `peek`), then that check, or a check of one cell when none is admitted.
+fn model_up_to(model: &mut AnyModel, now: u64, n: u32, capacity: u32) -> (u32, Answer) {
+    if n == 0 {
+        return (0, model.peek(now, 0));
     }
-
-    fn refund(&mut self, now: u64, n: u32) {
-        let (now, n) = (u128::from(now), u128::from(n));
-        match self {
-            Self::Schedule(m) => m.refund(now, n),
-            Self::Stepped(m) => m.refund(now, n),
-            Self::Sliding(m) => m.refund(now, n),
-        };
-    }
-
-    /// "Up to `n`" from the model alone: the most it admits, then that check.
-    fn up_to(&mut self, now: u64, n: u32, capacity: u32) -> (u32, Answer) {
-        if n == 0 {
-            return (0, self.clone().check(now, 0));
-        }
-        let admitted = (1..=n.min(capacity))
-            .rev()
-            .find(|&k| matches!(self.clone().check(now, k), Answer::Allowed(..)));
-        match admitted {
-            Some(k) => (k, self.check(now, k)),
-            None => (0, self.check(now, 1)),
-        }
+    let admitted = (1..=n.min(capacity))
+        .rev()
+        .find(|&k| matches!(model.peek(now, k), Answer::Allowed(..)));
+    match admitted {
+        Some(k) => (k, model.check(now, now, k)),
+        None => (0, model.check(now, now, 1)),
     }
 }
 
@@ -71,10 +44,10 @@ enum Op {
 }
 
 /// The algorithm (`kind`: 0–6, as the fuzz target numbers them) for `quota`, and its model.
-fn build(kind: u8, quota: &Quota, slack: u64, now: u64) -> Option<(AnyAlgorithm, Model)> {
+fn build(kind: u8, quota: &Quota, slack: u64, now: u64) -> Option<(AnyAlgorithm, AnyModel)> {
     let delay = Duration::from_nanos(slack);
     let at = u128::from(now);
-    let schedule = |k| Model::Schedule(schedule::Model::new(k, quota, at));
+    let schedule = |k| AnyModel::Schedule(schedule::Model::new(k, quota, at));
     Some(match kind {
         0 => (Gcra::new(quota).into(), schedule(Kind::Gcra)),
         1 => (LeakyBucket::meter(quota).into(), schedule(Kind::Meter)),
@@ -88,15 +61,15 @@ fn build(kind: u8, quota: &Quota, slack: u64, now: u64) -> Option<(AnyAlgorithm,
         ),
         4 => (
             IntervalRefill::new(quota).ok()?.into(),
-            Model::Stepped(stepped::Model::new(quota, at)),
+            AnyModel::Stepped(stepped::Model::new(quota, at)),
         ),
         5 => (
             FixedWindow::new(quota).ok()?.into(),
-            Model::Stepped(stepped::Model::new(quota, at)),
+            AnyModel::Stepped(stepped::Model::new(quota, at)),
         ),
         _ => (
             SlidingWindow::new(quota).ok()?.into(),
-            Model::Sliding(sliding_window::Model::new(quota, at)),
+            AnyModel::Sliding(sliding_window::Model::new(quota, at)),
         ),
     })
 }
@@ -169,8 +142,8 @@ proptest! {
                     clock.advance_nanos(d);
                     continue;
                 }
-                Op::Check(n) => ((n, answer_of(limiter.check_n(n))), (n, model.check(now, n))),
-                Op::UpTo(n) => (up_to_answer(limiter.check_up_to(n)), model.up_to(now, n, capacity)),
+                Op::Check(n) => ((n, answer_of(limiter.check_n(n))), (n, model.check(now, now, n))),
+                Op::UpTo(n) => (up_to_answer(limiter.check_up_to(n)), model_up_to(&mut model, now, n, capacity)),
                 Op::Refund(n) => {
                     limiter.refund(n);
                     model.refund(now, n);

@@ -28,7 +28,7 @@ use libfuzzer_sys::fuzz_target;
 mod models;
 
 use models::schedule::{self, Kind};
-use models::{answer_of, sliding_window, stepped, Answer, Op, WindowModel};
+use models::{answer_of, sliding_window, stepped, Answer, AnyModel, Op};
 
 #[derive(Arbitrary, Debug)]
 struct Spec {
@@ -45,14 +45,6 @@ struct Input {
     spec: Spec,
     start: u64,
     ops: Vec<Op>,
-}
-
-/// The reference model of the algorithm under test.
-#[derive(Clone)]
-enum Model {
-    Schedule(schedule::Model),
-    Stepped(stepped::Model),
-    Sliding(sliding_window::Model),
 }
 
 /// Where the clock may read: `base + offset`, `offset ≤ span`.
@@ -102,9 +94,11 @@ fuzz_target!(|input: Input| {
     let clock = ManualClock::starting_at(start);
     let limiter = RateLimiter::with_algorithm(algorithm, clock.clone());
     let fresh = |now: u64| match kind {
-        Family::Schedule(kind) => Model::Schedule(schedule::Model::new(kind, &quota, now.into())),
-        Family::Stepped => Model::Stepped(stepped::Model::new(&quota, now.into())),
-        Family::Sliding => Model::Sliding(sliding_window::Model::new(&quota, now.into())),
+        Family::Schedule(kind) => {
+            AnyModel::Schedule(schedule::Model::new(kind, &quota, now.into()))
+        }
+        Family::Stepped => AnyModel::Stepped(stepped::Model::new(&quota, now.into())),
+        Family::Sliding => AnyModel::Sliding(sliding_window::Model::new(&quota, now.into())),
     };
     let mut model = fresh(start);
     let capacity = limiter.capacity();
@@ -284,46 +278,5 @@ fn scaled(op: Op, unit: u64, capacity: u32) -> Op {
         Op::Refund(n) => Op::Refund(cells(n)),
         Op::RefundAt(n, behind) => Op::RefundAt(cells(n), time(behind)),
         Op::Reset | Op::Available => op,
-    }
-}
-
-impl Model {
-    fn check(&mut self, at: u64, fresh: u64, n: u32) -> Answer {
-        let (at, fresh, n) = (at.into(), fresh.into(), n.into());
-        match self {
-            Self::Schedule(m) => m.check(at, fresh, n),
-            Self::Stepped(m) => m.check(at, fresh, n),
-            Self::Sliding(m) => m.check(at, fresh, n),
-        }
-    }
-
-    /// What `check` would answer, changing nothing.
-    fn peek(&self, now: u64, n: u32) -> Answer {
-        match self {
-            Self::Schedule(m) => m.decide(now.into(), n.into()),
-            _ => self.clone().check(now, now, n),
-        }
-    }
-
-    fn refund(&mut self, at: u64, n: u32) -> Answer {
-        let (at, n) = (at.into(), n.into());
-        match self {
-            Self::Schedule(m) => m.refund(at, n),
-            Self::Stepped(m) => m.refund(at, n),
-            Self::Sliding(m) => m.refund(at, n),
-        }
-    }
-
-    fn available(&self, now: u64) -> Answer {
-        match self {
-            Self::Schedule(m) => {
-                let now = now.into();
-                Answer::Available(m.remaining(m.clamped(now).saturating_sub(now)))
-            }
-            _ => match self.peek(now, 0) {
-                Answer::Allowed(remaining, ..) => Answer::Available(remaining),
-                other => other,
-            },
-        }
     }
 }

@@ -72,3 +72,14 @@ impl Checks {
             .count()
     }
 }
+
+/// A GCRA limiter of `burst` cells per hour on a manual clock that no model moves: nothing
+/// refills during a model.
+#[cfg(flowgate_loom)]
+pub fn frozen(burst: u32) -> loom::sync::Arc<flowgate::RateLimiter<flowgate::clock::ManualClock>> {
+    let quota = flowgate::Quota::per_hour(burst).unwrap();
+    loom::sync::Arc::new(flowgate::RateLimiter::with_clock(
+        quota,
+        flowgate::clock::ManualClock::starting_at(1_000),
+    ))
+}

@@ -9,20 +9,11 @@
 use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
 use flowgate::{Quota, RateLimiter};
-use flowgate_loom_tests::{model, Checks};
+use flowgate_loom_tests::{frozen, model, Checks};
 use loom::sync::Arc;
 use loom::thread;
 
 type Limiter = RateLimiter<ManualClock>;
-
-/// A limiter of `burst` cells per hour on a frozen clock: nothing refills during a model.
-fn frozen(burst: u32) -> Arc<Limiter> {
-    let quota = Quota::per_hour(burst).unwrap();
-    Arc::new(RateLimiter::with_clock(
-        quota,
-        ManualClock::starting_at(1_000),
-    ))
-}
 
 /// Each thread asks for its `n` cells (after `spurious` forced CAS failures); returns the cells
 /// admitted in total.

@@ -13,7 +13,7 @@ use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
 use flowgate::policy::{Policies, Policy};
 use flowgate::{Gcra, KeyedRateLimiter, Quota, RateLimiter};
-use flowgate_loom_tests::model;
+use flowgate_loom_tests::{frozen, model};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -50,10 +50,7 @@ fn single(limiter: &RateLimiter<ManualClock>, n: u32) -> u32 {
 #[test]
 fn two_takers_share_what_is_there() {
     model(|| {
-        let limiter = Arc::new(RateLimiter::with_clock(
-            quota(4),
-            ManualClock::starting_at(1_000),
-        ));
+        let limiter = frozen(4);
         let mut took = takers(&limiter, &[(3, 0), (3, 0)], single);
         took.sort_unstable();
         assert_eq!(took, [1, 3]);
@@ -65,10 +62,7 @@ fn two_takers_share_what_is_there() {
 #[test]
 fn spurious_failures_count_again() {
     model(|| {
-        let limiter = Arc::new(RateLimiter::with_clock(
-            quota(3),
-            ManualClock::starting_at(1_000),
-        ));
+        let limiter = frozen(3);
         let took = takers(&limiter, &[(2, 1), (2, 2)], single);
         assert_eq!(took.iter().sum::<u32>(), 3);
         assert!(took.iter().all(|&k| k >= 1));

@@ -66,23 +66,23 @@ pub use self::std_clock::StdClock;
 #[cfg(feature = "tokio")]
 pub use self::tokio_clock::TokioClock;
 
-/// The clock a limiter's type names when it does not say: [`QuantaClock`] with the `std`
-/// feature, and without it [`FnClock`] (over a plain `fn() -> u64`), as flowgate knows no time
-/// source of its own there.
-///
-/// Code that must build both ways names its clock rather than relying on this default: a
-/// dependency turning `std` on changes it (features add up across a build).
-#[cfg(feature = "std")]
-pub type DefaultClock = QuantaClock;
+/// Defines [`DefaultClock`] as `$clock`, with its docs written once for both builds.
+macro_rules! default_clock {
+    ($clock:ty) => {
+        /// The clock a limiter's type names when it does not say: [`QuantaClock`] with the
+        /// `std` feature, and without it [`FnClock`] (over a plain `fn() -> u64`), as flowgate
+        /// knows no time source of its own there.
+        ///
+        /// Code that must build both ways names its clock rather than relying on this default:
+        /// a dependency turning `std` on changes it (features add up across a build).
+        pub type DefaultClock = $clock;
+    };
+}
 
-/// The clock a limiter's type names when it does not say: [`QuantaClock`] with the `std`
-/// feature, and without it [`FnClock`] (over a plain `fn() -> u64`), as flowgate knows no time
-/// source of its own there.
-///
-/// Code that must build both ways names its clock rather than relying on this default: a
-/// dependency turning `std` on changes it (features add up across a build).
+#[cfg(feature = "std")]
+default_clock!(QuantaClock);
 #[cfg(not(feature = "std"))]
-pub type DefaultClock = FnClock;
+default_clock!(FnClock);
 
 /// A source of time for limiters: nanoseconds since the clock's origin.
 ///

@@ -72,3 +72,57 @@ pub trait WindowModel {
     /// Gives back `n` at `now`.
     fn refund(&mut self, now: u128, n: u128) -> Answer;
 }
+
+/// Any one-word algorithm's model behind one surface: the schedule's (GCRA, the leaky bucket,
+/// credit), the stepped counter's (the interval refill, the fixed window) or the sliding
+/// window counter's. Shared by the fuzz target and `tests/up_to.rs`.
+#[derive(Clone)]
+pub enum AnyModel {
+    Schedule(schedule::Model),
+    Stepped(stepped::Model),
+    Sliding(sliding_window::Model),
+}
+
+impl AnyModel {
+    /// Decides `n` at the reading `at`, the clock's fresh reading being `fresh`.
+    pub fn check(&mut self, at: u64, fresh: u64, n: u32) -> Answer {
+        let (at, fresh, n) = (at.into(), fresh.into(), n.into());
+        match self {
+            Self::Schedule(m) => m.check(at, fresh, n),
+            Self::Stepped(m) => m.check(at, fresh, n),
+            Self::Sliding(m) => m.check(at, fresh, n),
+        }
+    }
+
+    /// What `check` would answer, changing nothing.
+    pub fn peek(&self, now: u64, n: u32) -> Answer {
+        match self {
+            Self::Schedule(m) => m.decide(now.into(), n.into()),
+            _ => self.clone().check(now, now, n),
+        }
+    }
+
+    /// Gives back `n` at `at`.
+    pub fn refund(&mut self, at: u64, n: u32) -> Answer {
+        let (at, n) = (at.into(), n.into());
+        match self {
+            Self::Schedule(m) => m.refund(at, n),
+            Self::Stepped(m) => m.refund(at, n),
+            Self::Sliding(m) => m.refund(at, n),
+        }
+    }
+
+    /// The cells available at `now`.
+    pub fn available(&self, now: u64) -> Answer {
+        match self {
+            Self::Schedule(m) => {
+                let now = now.into();
+                Answer::Available(m.remaining(m.clamped(now).saturating_sub(now)))
+            }
+            _ => match self.peek(now, 0) {
+                Answer::Allowed(remaining, ..) => Answer::Available(remaining),
+                other => other,
+            },
+        }
+    }
+}
