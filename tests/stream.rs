@@ -53,10 +53,12 @@ async fn items_are_pulled_one_at_a_time() {
     let pulled = Arc::new(AtomicU32::new(0));
     let counter = pulled.clone();
     let inner = futures_util::stream::iter(0..10).inspect(move |_| {
+        // Relaxed: a count, read on this same task after the poll.
         counter.fetch_add(1, Ordering::Relaxed);
     });
     let mut limited = RateLimited::new(inner, limiter("1/s"));
     assert_eq!(limited.next().await, Some(0));
+    // Relaxed: written on this task (the runtime is current-thread).
     assert_eq!(pulled.load(Ordering::Relaxed), 1);
     assert_eq!(futures_util::Stream::size_hint(&limited), (9, Some(9)));
 }

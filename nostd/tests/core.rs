@@ -44,6 +44,7 @@ fn the_spin_locked_table_admits_each_key_its_burst_under_threads() {
                     for k in 0..KEYS {
                         let key = (k + t * 1_000 + round * 7) % KEYS;
                         if limiter.check_key(&key).is_ok() {
+                            // Relaxed: a count, read after the scope joins the threads.
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -58,6 +59,7 @@ fn the_spin_locked_table_admits_each_key_its_burst_under_threads() {
     });
     // No bucket is idle within the hour, so a sweep may not forget one: each key got exactly
     // its burst.
+    // Relaxed: the scope's join orders every increment before this load.
     assert_eq!(admitted.load(Ordering::Relaxed), KEYS * BURST);
     assert_eq!(limiter.len() as u64, KEYS);
     clock.advance(Duration::from_secs(3_600));

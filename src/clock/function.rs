@@ -21,12 +21,14 @@ use super::Clock;
 /// // its timer's register scaled to nanoseconds).
 /// static TICKS: AtomicU64 = AtomicU64::new(0);
 /// fn now() -> u64 {
+///     // Acquire: pairs with the Release store below.
 ///     TICKS.load(Ordering::Acquire)
 /// }
 ///
 /// let limiter: RateLimiter<FnClock> = RateLimiter::with_clock(Quota::per_second(1)?, FnClock::new(now));
 /// assert!(limiter.check().is_ok());
 /// assert!(limiter.check().is_err());
+/// // Release: a decision that reads this time sees what came before it.
 /// TICKS.store(1_000_000_000, Ordering::Release); // one second later
 /// assert!(limiter.check().is_ok());
 /// # Ok::<(), flowgate::QuotaError>(())
