@@ -60,6 +60,18 @@
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
 //!
+//! * **A gRPC call** (content type `application/grpc`, `application/grpc+proto`…): every
+//!   refusal above is answered as a gRPC client reads it — HTTP `200`, trailers-only, with
+//!   `grpc-status: 8` (`RESOURCE_EXHAUSTED`; for an unkeyed client `INTERNAL`, or
+//!   `INVALID_ARGUMENT` in place of a 4xx: [`Refusal::grpc_code`]), a `grpc-message` that is
+//!   [`Refusal::detail`] (naming the policy), and, when the call can succeed later, the wait
+//!   twice: `Retry-After` in whole seconds and, exact to the nanosecond, a
+//!   `google.rpc.RetryInfo` detail in `grpc-status-details-bin` (which tonic reads with
+//!   `tonic_types::StatusExt::get_details_retry_info`). The quota headers come as metadata;
+//!   [`RateLimitLayer::refusal_body`] does not apply (a gRPC refusal has no body). A tonic
+//!   server goes behind the layer through axum (`Routes::into_axum_router`), whose body type
+//!   the layer can write refusals in; `tests/grpc.rs` runs a real tonic client against it.
+//!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it
 //! (`10/500ms` is `q=20;w=1`), so the advertised rate never exceeds the real one. Quotas are
@@ -131,6 +143,7 @@ mod client_ip;
 #[cfg(feature = "serde")]
 mod config;
 mod future;
+mod grpc;
 mod headers;
 mod inbound;
 mod refusal;
@@ -151,6 +164,7 @@ use http::header::HeaderValue;
 pub use cidr::{Cidr, CidrError};
 pub use client_ip::{ClientIp, ForwardedHeader, Unkeyed};
 pub use future::ResponseFuture;
+pub use grpc::{GRPC_MESSAGE, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN};
 pub use headers::{
     HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET,

@@ -2,13 +2,14 @@
 //! for it (status, headers, and the default `application/problem+json` body).
 
 use core::fmt::Write as _;
+use core::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
 
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
-use super::Shared;
+use super::{grpc, Shared};
 use crate::clock::Clock;
 use crate::outcome::{Cause, Cited, InsufficientCapacity, Refused};
 
@@ -76,7 +77,31 @@ impl Refusal {
         json.push_str(r#"{"type":"about:blank","title":"#);
         json_string(&mut json, status.canonical_reason().unwrap_or("Refused"));
         let _ = write!(json, r#","status":{},"detail":"#, status.as_u16());
-        let detail = match self {
+        json_string(&mut json, &self.detail());
+        if let Some(policy) = self.policy() {
+            json.push_str(r#","policy":"#);
+            json_string(&mut json, policy);
+        }
+        if let Some(secs) = self.retry_after_secs() {
+            let _ = write!(json, r#","retry_after":{secs}"#);
+        }
+        json.push('}');
+        (
+            HeaderValue::from_static("application/problem+json"),
+            Bytes::from(json),
+        )
+    }
+
+    /// The refusal as one sentence: the problem body's `detail`, and a gRPC refusal's
+    /// `grpc-message`.
+    ///
+    /// ```
+    /// # use flowgate::http::Refusal;
+    /// let refusal = Refusal::Unkeyed(http::StatusCode::BAD_REQUEST);
+    /// assert_eq!(refusal.detail(), "the client's address could not be determined");
+    /// ```
+    pub fn detail(&self) -> String {
+        match self {
             Self::Limited(refused) if refused.cause() == Cause::TableFull => format!(
                 "policy '{}' has no room for another client now",
                 refused.policy().unwrap_or_default()
@@ -103,45 +128,48 @@ impl Refusal {
                     .into()
             }
             Self::Unkeyed(_) => "the client's address could not be determined".into(),
-        };
-        json_string(&mut json, &detail);
-        if let Some(policy) = self.policy() {
-            json.push_str(r#","policy":"#);
-            json_string(&mut json, policy);
         }
-        if let Some(secs) = self.retry_after_secs() {
-            let _ = write!(json, r#","retry_after":{secs}"#);
-        }
-        json.push('}');
-        (
-            HeaderValue::from_static("application/problem+json"),
-            Bytes::from(json),
-        )
     }
 }
 
 /// The response for `refusal`: its status, body, `Retry-After`, and the quota headers of
-/// `quotas` (every enforcing quota that applies, as it stands).
+/// `quotas` (every enforcing quota that applies, as it stands); to a gRPC call (`grpc`), a
+/// trailers-only gRPC answer with the same headers.
 pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     shared: &Shared<C>,
     refusal: &Refusal,
     quotas: Option<Ready>,
+    grpc: bool,
 ) -> Response<B> {
-    let (content_type, body) = match &shared.body {
-        Some(body) => body(refusal),
-        None => refusal.problem(),
-    };
-    let mut response = Response::new(B::from(body));
-    *response.status_mut() = refusal.status();
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, content_type);
-    if let (Refusal::Limited(rejected), Some(_)) = (refusal, refusal.retry_after_secs()) {
+    let wait = match (refusal, refusal.retry_after_secs()) {
         // Never earlier than the draft's `t` of a quota with nothing left (the refusal's wait
         // covers every quota, so it is not in practice; the floor keeps the two headers
         // consistent whatever an algorithm reports).
-        let floor = quotas.as_ref().map_or(0, |quotas| quotas.retry_floor);
-        let wait = rejected.retry_after_nanos().max(floor);
-        write_retry_after(core::time::Duration::from_nanos(wait), headers);
+        (Refusal::Limited(rejected), Some(_)) => {
+            let floor = quotas.as_ref().map_or(0, |quotas| quotas.retry_floor);
+            Some(Duration::from_nanos(
+                rejected.retry_after_nanos().max(floor),
+            ))
+        }
+        _ => None,
+    };
+    let mut response = if grpc {
+        let mut response = Response::new(B::from(Bytes::new()));
+        grpc::write(refusal, wait, response.headers_mut());
+        response
+    } else {
+        let (content_type, body) = match &shared.body {
+            Some(body) => body(refusal),
+            None => refusal.problem(),
+        };
+        let mut response = Response::new(B::from(body));
+        *response.status_mut() = refusal.status();
+        response.headers_mut().insert(CONTENT_TYPE, content_type);
+        response
+    };
+    let headers = response.headers_mut();
+    if let Some(wait) = wait {
+        write_retry_after(wait, headers);
     }
     if let Some(quotas) = quotas {
         quotas.write(headers);

@@ -45,7 +45,10 @@ where
     let (plan, cost, oversized) = match planned {
         Ok(planned) => planned,
         // A look never exceeds a burst: not reached.
-        Err(capacity) => return refuse(shared, &Refusal::Oversized(capacity), || None),
+        Err(capacity) => {
+            let refusal = Refusal::Oversized(capacity);
+            return refuse(shared, &refusal, || None, request.headers());
+        }
     };
     // The service made ready goes with the request; a clone takes its place (tower's way of
     // calling a service later).
@@ -85,7 +88,7 @@ where
             }
         };
         let quotas = || Some(shared.headers_of(states));
-        let (response, delay) = refusal_of(&shared, &refusal, quotas);
+        let (response, delay) = refusal_of(&shared, &refusal, quotas, request.headers());
         let decision = Decision::Refuse(response, delay);
         (request.into_parts().0, decision)
     });

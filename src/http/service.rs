@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderMap, Request, Response};
 
+use super::grpc;
 use super::headers::Ready;
 use super::refusal::{self, Refusal};
 use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
@@ -53,11 +54,13 @@ impl<S, C: Clock> RateLimitService<S, C> {
 }
 
 /// The response to a refused request, and how long to hold it: `quotas` are the quota headers
-/// of every enforcing quota that applies, as they stand, if the style has any.
+/// of every enforcing quota that applies, as they stand, if the style has any; `request` the
+/// request's headers (a gRPC call is answered as gRPC).
 pub(super) fn refusal_of<C: Clock>(
     shared: &Shared<C>,
     refusal: &Refusal,
     quotas: impl FnOnce() -> Option<Ready>,
+    request: &HeaderMap,
 ) -> (Response<Bytes>, Option<Duration>) {
     // A table-full refusal gets no quota headers: the tables do not hold the client, so they
     // would describe a fresh bucket next to a 429.
@@ -67,7 +70,7 @@ pub(super) fn refusal_of<C: Clock>(
     } else {
         None
     };
-    let response = refusal::respond(shared, refusal, quotas);
+    let response = refusal::respond(shared, refusal, quotas, grpc::requested(request));
     // A delay needs tokio's timer; outside a runtime the refusal goes at once.
     let delay = (!shared.delay.is_zero() && tokio::runtime::Handle::try_current().is_ok())
         .then_some(shared.delay);
@@ -79,8 +82,9 @@ pub(super) fn refuse<F, B: From<Bytes>, S, Q, C: Clock>(
     shared: &Shared<C>,
     refusal: &Refusal,
     quotas: impl FnOnce() -> Option<Ready>,
+    request: &HeaderMap,
 ) -> ResponseFuture<F, B, S, Q> {
-    let (response, delay) = refusal_of(shared, refusal, quotas);
+    let (response, delay) = refusal_of(shared, refusal, quotas, request);
     ResponseFuture::refused(response.map(B::from), delay)
 }
 
@@ -89,12 +93,15 @@ pub(super) fn refuse<F, B: From<Bytes>, S, Q, C: Clock>(
 #[inline(never)]
 fn unkeyed<F, B: From<Bytes>, S, Q, C: Clock>(
     shared: &Shared<C>,
+    request: &HeaderMap,
 ) -> Option<ResponseFuture<F, B, S, Q>> {
     // Relaxed: a statistic.
     shared.unkeyed.fetch_add(1, Ordering::Relaxed);
     shared.unkeyed_metric.increment(1);
     match shared.client_ip.missing() {
-        Unkeyed::Refuse(status) => Some(refuse(shared, &Refusal::Unkeyed(status), || None)),
+        Unkeyed::Refuse(status) => {
+            Some(refuse(shared, &Refusal::Unkeyed(status), || None, request))
+        }
         Unkeyed::Shared => None,
     }
 }
@@ -120,7 +127,7 @@ where
             .client_ip
             .resolve(peer_addr(request.extensions()), request.headers());
         if client.is_none() {
-            if let Some(refused) = unkeyed(shared) {
+            if let Some(refused) = unkeyed(shared, request.headers()) {
                 return refused;
             }
         }
@@ -142,7 +149,7 @@ where
                 Err(capacity) => Refusal::Oversized(capacity),
             };
             let quotas = || Some(shared.inspect(policies, inbound));
-            Err(refuse(shared, &refusal, quotas))
+            Err(refuse(shared, &refusal, quotas, inbound.headers()))
         });
         match decided {
             Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
