@@ -39,6 +39,16 @@ impl Refusal {
     /// could not be told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13)
     /// in place of a 5xx.
     ///
+    /// A refused gRPC call (content type `application/grpc`, alone or with `+codec` or
+    /// parameters) is answered with HTTP 200, trailers-only: this code in `grpc-status`,
+    /// [`detail`](Self::detail) percent-encoded in `grpc-message`, and, when the call can
+    /// succeed later, `Retry-After` in whole seconds and the wait to the nanosecond in
+    /// `grpc-status-details-bin` (a `google.rpc.Status` with a `google.rpc.RetryInfo`, which
+    /// tonic reads with `tonic_types::StatusExt::get_details_retry_info`). The quota headers
+    /// come as metadata; [`refusal_body`](super::RateLimitLayer::refusal_body) does not apply.
+    /// A tonic server goes behind the layer through axum (`Routes::into_axum_router`), whose
+    /// body type the layer writes refusals in; `tests/grpc.rs` calls one with a tonic client.
+    ///
     /// ```
     /// # use flowgate::http::Refusal;
     /// assert_eq!(Refusal::Unkeyed(http::StatusCode::INTERNAL_SERVER_ERROR).grpc_code(), 13);

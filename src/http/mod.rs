@@ -60,17 +60,10 @@
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
 //!
-//! * **A gRPC call** (content type `application/grpc`, `application/grpc+proto`…): every
-//!   refusal above is answered as a gRPC client reads it — HTTP `200`, trailers-only, with
-//!   `grpc-status: 8` (`RESOURCE_EXHAUSTED`; for an unkeyed client `INTERNAL`, or
-//!   `INVALID_ARGUMENT` in place of a 4xx: [`Refusal::grpc_code`]), a `grpc-message` that is
-//!   [`Refusal::detail`] (naming the policy), and, when the call can succeed later, the wait
-//!   twice: `Retry-After` in whole seconds and, exact to the nanosecond, a
-//!   `google.rpc.RetryInfo` detail in `grpc-status-details-bin` (which tonic reads with
-//!   `tonic_types::StatusExt::get_details_retry_info`). The quota headers come as metadata;
-//!   [`RateLimitLayer::refusal_body`] does not apply (a gRPC refusal has no body). A tonic
-//!   server goes behind the layer through axum (`Routes::into_axum_router`), whose body type
-//!   the layer can write refusals in; `tests/grpc.rs` runs a real tonic client against it.
+//! * **A gRPC call** (content type `application/grpc…`): any refusal above, as a gRPC client
+//!   reads it — HTTP `200`, trailers-only, `grpc-status: 8` ([`Refusal::grpc_code`]), a
+//!   `grpc-message` naming the policy, `Retry-After`, and the exact wait as a
+//!   `google.rpc.RetryInfo` detail (see [`Refusal::grpc_code`]).
 //!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it
