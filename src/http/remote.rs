@@ -7,29 +7,27 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use tower_service::Service;
+use http::Request;
 
-use super::future::Decision;
+use super::future::{Decision, Deciding};
 use super::refusal::Refusal;
-use super::service::{refusal_of, refuse};
-use super::{Inbound, ResponseFuture, Shared};
+use super::service::refusal_of;
+use super::{Inbound, Shared};
 use crate::clock::Clock;
 use crate::outcome::QuotaState;
 use crate::redis::RedisLimiter;
 
-/// [`RateLimitService::call`](super::RateLimitService) for a set decided in Redis.
-pub(super) fn call<S, C, Q, B>(
+/// The decision on `request` (its head) in Redis, as a future that gives the head back with
+/// its conclusion: what [`RateLimitService`](super::RateLimitService) and the actix middleware
+/// await before calling their inner service or refusing.
+pub(super) fn decision<C>(
     shared: &Arc<Shared<C>>,
     limiter: &RedisLimiter<Inbound, C>,
-    inner: &mut S,
-    (request, client): (Request<Q>, Option<IpAddr>),
-) -> ResponseFuture<S::Future, B, S, Q>
+    request: Request<()>,
+    client: Option<IpAddr>,
+) -> Deciding
 where
-    S: Service<Request<Q>, Response = Response<B>> + Clone,
     C: Clock + Send + Sync + 'static,
-    B: From<Bytes>,
 {
     // A request above a burst is refused whatever the buckets hold; the call then only looks
     // (n = 0), for the quota headers the refusal carries, as in process.
@@ -47,19 +45,15 @@ where
         // A look never exceeds a burst: not reached.
         Err(capacity) => {
             let refusal = Refusal::Oversized(capacity);
-            return refuse(shared, &refusal, || None, request.headers());
+            let (response, delay) = refusal_of(shared, &refusal, || None, request.headers());
+            let decided = (request.into_parts().0, Decision::Refuse(response, delay));
+            return Box::pin(core::future::ready(decided));
         }
     };
-    // The service made ready goes with the request; a clone takes its place (tower's way of
-    // calling a service later).
-    let clone = inner.clone();
-    let ready = core::mem::replace(inner, clone);
-    let (parts, body) = request.into_parts();
     let shared = Arc::clone(shared);
     let limiter = limiter.clone();
-    let decision = Box::pin(async move {
+    Box::pin(async move {
         let decided = limiter.decide(&plan, cost).await;
-        let request = Request::from_parts(parts, ());
         let (verdict, decided) = match decided {
             Ok(decided) => (decided.verdict, Some(decided)),
             Err(failure) => {
@@ -91,6 +85,5 @@ where
         let (response, delay) = refusal_of(&shared, &refusal, quotas, request.headers());
         let decision = Decision::Refuse(response, delay);
         (request.into_parts().0, decision)
-    });
-    ResponseFuture::deciding(decision, ready, body)
+    })
 }

@@ -4,6 +4,7 @@
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::sync::atomic::Ordering;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -16,6 +17,7 @@ use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
 use crate::backend::{AnyPolicies, Inner};
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::Cause;
+use crate::policy::Policies;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
 /// inner service sees it.
@@ -77,33 +79,46 @@ pub(super) fn refusal_of<C: Clock>(
     (response, delay)
 }
 
-/// The answer to a refused request: its response, held for the configured delay.
-pub(super) fn refuse<F, B: From<Bytes>, S, Q, C: Clock>(
-    shared: &Shared<C>,
-    refusal: &Refusal,
-    quotas: impl FnOnce() -> Option<Ready>,
-    request: &HeaderMap,
-) -> ResponseFuture<F, B, S, Q> {
-    let (response, delay) = refusal_of(shared, refusal, quotas, request);
-    ResponseFuture::refused(response.map(B::from), delay)
-}
+/// A refusal as the middleware sends it: the response, and how long to hold it first.
+pub(super) type Answer = (Response<Bytes>, Option<Duration>);
 
 /// A request whose client could not be told: counted, and refused if the rule says so.
 #[cold]
 #[inline(never)]
-fn unkeyed<F, B: From<Bytes>, S, Q, C: Clock>(
-    shared: &Shared<C>,
-    request: &HeaderMap,
-) -> Option<ResponseFuture<F, B, S, Q>> {
+pub(super) fn unkeyed<C: Clock>(shared: &Shared<C>, request: &HeaderMap) -> Option<Answer> {
     // Relaxed: a statistic.
     shared.unkeyed.fetch_add(1, Ordering::Relaxed);
     shared.unkeyed_metric.increment(1);
     match shared.client_ip.missing() {
-        Unkeyed::Refuse(status) => {
-            Some(refuse(shared, &Refusal::Unkeyed(status), || None, request))
-        }
+        Unkeyed::Refuse(status) => Some(refusal_of(
+            shared,
+            &Refusal::Unkeyed(status),
+            || None,
+            request,
+        )),
         Unkeyed::Shared => None,
     }
+}
+
+/// Decides `request` (whose client is `client`) with `policies` in process: the quota headers
+/// an admission carries (if the style has any), or the refusal.
+#[inline]
+pub(super) fn judge<B, C: Clock>(
+    shared: &Shared<C>,
+    policies: &Policies<Inbound, C>,
+    request: &Request<B>,
+    client: Option<IpAddr>,
+) -> Result<Option<Box<Ready>>, Answer> {
+    Inbound::scope(request, client, |inbound| {
+        let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
+        let refusal = match shared.decide(policies, inbound, cost) {
+            Ok(Ok(headers)) => return Ok(headers),
+            Ok(Err(refused)) => Refusal::Limited(refused),
+            Err(capacity) => Refusal::Oversized(capacity),
+        };
+        let quotas = || Some(shared.inspect(policies, inbound));
+        Err(refusal_of(shared, &refusal, quotas, inbound.headers()))
+    })
 }
 
 impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
@@ -127,8 +142,8 @@ where
             .client_ip
             .resolve(peer_addr(request.extensions()), request.headers());
         if client.is_none() {
-            if let Some(refused) = unkeyed(shared, request.headers()) {
-                return refused;
+            if let Some((response, delay)) = unkeyed(shared, request.headers()) {
+                return ResponseFuture::refused(response.map(ResBody::from), delay);
             }
         }
         // One arm without the `redis` feature.
@@ -137,23 +152,19 @@ where
             Inner::InProcess(policies) => policies,
             #[cfg(feature = "redis")]
             Inner::Redis(limiter) => {
-                let inner = &mut self.inner;
-                return super::remote::call(&self.shared, limiter, inner, (request, client));
+                let (parts, body) = request.into_parts();
+                let request = Request::from_parts(parts, ());
+                let decision = super::remote::decision(&self.shared, limiter, request, client);
+                // The service made ready goes with the request; a clone takes its place
+                // (tower's way of calling a service later).
+                let clone = self.inner.clone();
+                let ready = core::mem::replace(&mut self.inner, clone);
+                return ResponseFuture::deciding(decision, ready, body);
             }
         };
-        let decided = Inbound::scope(&request, client, |inbound| {
-            let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
-            let refusal = match shared.decide(policies, inbound, cost) {
-                Ok(Ok(headers)) => return Ok(headers),
-                Ok(Err(refused)) => Refusal::Limited(refused),
-                Err(capacity) => Refusal::Oversized(capacity),
-            };
-            let quotas = || Some(shared.inspect(policies, inbound));
-            Err(refuse(shared, &refusal, quotas, inbound.headers()))
-        });
-        match decided {
+        match judge(shared, policies, &request, client) {
             Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
-            Err(refused) => refused,
+            Err((response, delay)) => ResponseFuture::refused(response.map(ResBody::from), delay),
         }
     }
 }
