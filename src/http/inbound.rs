@@ -152,7 +152,8 @@ impl Inbound {
     }
 
     /// The route pattern the request matched (`/users/{id}`), from axum's `MatchedPath` (with
-    /// the `axum` feature; none for the 404 fallback); `None` otherwise.
+    /// the `axum` feature; none for the 404 fallback) or actix-web's `match_pattern` (with the
+    /// `actix` feature); `None` otherwise.
     #[inline]
     pub fn route(&self) -> Option<&str> {
         route(self.extensions())
@@ -223,17 +224,24 @@ pub fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     extensions.get::<IpAddr>().copied()
 }
 
-#[cfg(feature = "axum")]
+/// The route pattern a router other than axum's matched (actix-web's), as its middleware
+/// puts it in the request's extensions.
+#[cfg_attr(not(feature = "actix"), allow(dead_code))]
+#[derive(Clone)]
+pub(crate) struct MatchedRoute(pub(crate) String);
+
 #[inline]
 fn route(extensions: &Extensions) -> Option<&str> {
-    extensions
-        .get::<axum::extract::MatchedPath>()
-        .map(|path| path.as_str())
-}
-
-#[cfg(not(feature = "axum"))]
-#[inline]
-fn route(_: &Extensions) -> Option<&str> {
+    #[cfg(feature = "axum")]
+    if let Some(path) = extensions.get::<axum::extract::MatchedPath>() {
+        return Some(path.as_str());
+    }
+    #[cfg(feature = "actix")]
+    if let Some(route) = extensions.get::<MatchedRoute>() {
+        return Some(&route.0);
+    }
+    #[cfg(not(any(feature = "axum", feature = "actix")))]
+    let _ = extensions;
     None
 }
 

@@ -2,7 +2,7 @@
 //! `http` requests whose response body can be made from [`Bytes`] (axum's `Body`,
 //! `http_body_util::Full`), as axum and plain hyper serve them, and decides each request with a
 //! policy set over [`Inbound`], the request's head: a [`Policies`] set in process, or the same
-//! set decided in Redis (see [Over Redis](#over-redis)).
+//! set decided in Redis (see [Over Redis](#over-redis)); for actix-web, [`RateLimitLayer::actix`].
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -60,10 +60,7 @@
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
 //!
-//! * **A gRPC call** (content type `application/grpc…`): any refusal above, as a gRPC client
-//!   reads it — HTTP `200`, trailers-only, `grpc-status: 8` ([`Refusal::grpc_code`]), a
-//!   `grpc-message` naming the policy, `Retry-After`, and the exact wait as a
-//!   `google.rpc.RetryInfo` detail (see [`Refusal::grpc_code`]).
+//! * **A gRPC call**: any refusal above, as gRPC ([`Refusal::grpc_code`]: `grpc-status: 8`).
 //!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it
@@ -131,6 +128,8 @@
 //!
 //! [`Policies`]: crate::Policies
 
+#[cfg(feature = "actix")]
+mod actix;
 mod cidr;
 mod client_ip;
 #[cfg(feature = "serde")]
@@ -154,6 +153,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::HeaderValue;
 
+#[cfg(feature = "actix")]
+pub use actix::{ActixRateLimit, ActixRateLimitService};
 pub use cidr::{Cidr, CidrError};
 pub use client_ip::{ClientIp, ForwardedHeader, Unkeyed};
 pub use future::ResponseFuture;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::Request;
 
-use super::future::{Decision, Deciding};
+use super::future::{Deciding, Decision};
 use super::refusal::Refusal;
 use super::service::refusal_of;
 use super::{Inbound, Shared};

@@ -3,8 +3,8 @@
 
 use core::task::{Context, Poll};
 use core::time::Duration;
-use std::sync::atomic::Ordering;
 use std::net::IpAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -108,7 +108,7 @@ pub(super) fn judge<B, C: Clock>(
     policies: &Policies<Inbound, C>,
     request: &Request<B>,
     client: Option<IpAddr>,
-) -> Result<Option<Box<Ready>>, Answer> {
+) -> Result<Option<Box<Ready>>, Box<Answer>> {
     Inbound::scope(request, client, |inbound| {
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
         let refusal = match shared.decide(policies, inbound, cost) {
@@ -117,7 +117,13 @@ pub(super) fn judge<B, C: Clock>(
             Err(capacity) => Refusal::Oversized(capacity),
         };
         let quotas = || Some(shared.inspect(policies, inbound));
-        Err(refusal_of(shared, &refusal, quotas, inbound.headers()))
+        // Boxed: a refusal is the rare answer, and the admission's result stays small.
+        Err(Box::new(refusal_of(
+            shared,
+            &refusal,
+            quotas,
+            inbound.headers(),
+        )))
     })
 }
 
@@ -164,7 +170,10 @@ where
         };
         match judge(shared, policies, &request, client) {
             Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
-            Err((response, delay)) => ResponseFuture::refused(response.map(ResBody::from), delay),
+            Err(refused) => {
+                let (response, delay) = *refused;
+                ResponseFuture::refused(response.map(ResBody::from), delay)
+            }
         }
     }
 }

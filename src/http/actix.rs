@@ -1,0 +1,250 @@
+//! The actix-web middleware (feature `actix`): [`RateLimitLayer::actix`] turns a layer into an
+//! actix [`Transform`] that decides each request with the layer's own policies, client-address
+//! rule, cost function, headers, refusal bodies (gRPC included) and delay — the tower service's
+//! code, run over a copy of the request's head in the `http` crate's types (actix-web 4 uses
+//! `http` 0.2), and its answers copied back.
+
+use core::future::{ready, Future, Ready};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix_web::body::EitherBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::http::header as actix_header;
+use actix_web::{Error, HttpResponse};
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+
+#[cfg(feature = "redis")]
+use super::future::Decision;
+use super::inbound::MatchedRoute;
+use super::service::{judge, unkeyed};
+use super::{peer_addr, RateLimitLayer, Shared, RATELIMIT, RATELIMIT_POLICY};
+use crate::backend::Inner;
+use crate::clock::Clock;
+
+impl<C: Clock> RateLimitLayer<C> {
+    /// This layer as actix-web middleware, for `App::wrap` or `Scope::wrap`: the same
+    /// decisions, headers and refusals as the tower service.
+    ///
+    /// ```
+    /// use actix_web::{web, App};
+    /// use flowgate::http::{Inbound, RateLimitLayer};
+    /// use flowgate::policy::{Policies, Policy};
+    ///
+    /// let policies = Policies::<Inbound>::builder()
+    ///     .policy(
+    ///         Policy::keyed_with("per-client-per-route", |r: &Inbound, key| {
+    ///             // The route pattern actix matched (`/users/{id}`), else the path.
+    ///             key.add(&r.client_ip()).add(r.route_or_path());
+    ///         })
+    ///         .quota("20/min".parse()?),
+    ///     )
+    ///     .build()?;
+    /// let limit = RateLimitLayer::new(policies).actix();
+    /// let app = App::new()
+    ///     .wrap(limit)
+    ///     .route("/users/{id}", web::get().to(|| async { "user" }));
+    /// // HttpServer::new(move || App::new().wrap(limit.clone())...): one set for every worker.
+    /// # let _ = app;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn actix(&self) -> ActixRateLimit<C> {
+        ActixRateLimit {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// actix-web middleware made by [`RateLimitLayer::actix`]; clones share one policy set.
+#[must_use = "middleware does nothing until an App or Scope wraps it"]
+pub struct ActixRateLimit<C: Clock> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: Clock> Clone for ActixRateLimit<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C: Clock> core::fmt::Debug for ActixRateLimit<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ActixRateLimit")
+            .field("policies", &self.shared.policies.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, C> Transform<S, ServiceRequest> for ActixRateLimit<C>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: 'static,
+    C: Clock + Send + Sync + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = ActixRateLimitService<S, C>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(ActixRateLimitService {
+            inner: Rc::new(service),
+            shared: Arc::clone(&self.shared),
+        }))
+    }
+}
+
+/// The service [`ActixRateLimit`] wraps around an actix service.
+pub struct ActixRateLimitService<S, C: Clock> {
+    inner: Rc<S>,
+    shared: Arc<Shared<C>>,
+}
+
+impl<S, C: Clock> core::fmt::Debug for ActixRateLimitService<S, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ActixRateLimitService")
+            .finish_non_exhaustive()
+    }
+}
+
+type Answer<B> = Result<ServiceResponse<EitherBody<B>>, Error>;
+
+impl<S, B, C> Service<ServiceRequest> for ActixRateLimitService<S, C>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: 'static,
+    C: Clock + Send + Sync + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Answer<B>>>>;
+
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&self, request: ServiceRequest) -> Self::Future {
+        let shared = &*self.shared;
+        let head = head_of(&request);
+        let client = shared
+            .client_ip
+            .resolve(peer_addr(head.extensions()), head.headers());
+        if client.is_none() {
+            if let Some((response, delay)) = unkeyed(shared, head.headers()) {
+                return Box::pin(refuse(request, response, delay));
+            }
+        }
+        let inner = Rc::clone(&self.inner);
+        // One arm without the `redis` feature.
+        #[allow(clippy::infallible_destructuring_match)]
+        let policies = match &shared.policies.inner {
+            Inner::InProcess(policies) => policies,
+            #[cfg(feature = "redis")]
+            Inner::Redis(limiter) => {
+                let decision = super::remote::decision(&self.shared, limiter, head, client);
+                return Box::pin(async move {
+                    match decision.await.1 {
+                        Decision::Admit(headers) => {
+                            admit(inner.call(request), headers.map(|h| *h)).await
+                        }
+                        Decision::Refuse(response, delay) => refuse(request, response, delay).await,
+                    }
+                });
+            }
+        };
+        match judge(shared, policies, &head, client) {
+            Ok(headers) => Box::pin(admit(inner.call(request), headers.map(|h| *h))),
+            Err(refused) => {
+                let (response, delay) = *refused;
+                Box::pin(refuse(request, response, delay))
+            }
+        }
+    }
+}
+
+/// The inner service's response, with the quota headers added.
+async fn admit<B>(
+    answer: impl Future<Output = Result<ServiceResponse<B>, Error>>,
+    headers: Option<super::headers::Ready>,
+) -> Answer<B> {
+    let mut response = answer.await?;
+    if let Some(headers) = headers {
+        let mut map = HeaderMap::new();
+        headers.write(&mut map);
+        let to = response.headers_mut();
+        // As in tower's service: the draft's lists are appended (nested layers add up), the
+        // legacy headers replace what an inner layer wrote.
+        for name in map.keys() {
+            if name != RATELIMIT && name != RATELIMIT_POLICY {
+                to.remove(name.as_str());
+            }
+        }
+        copy_headers(&map, to);
+    }
+    Ok(response.map_into_left_body())
+}
+
+/// The refusal, held for its delay (on tokio's timer, which actix's runtime runs on).
+async fn refuse<B>(
+    request: ServiceRequest,
+    response: Response<Bytes>,
+    delay: Option<core::time::Duration>,
+) -> Answer<B> {
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    let (parts, body) = response.into_parts();
+    let status = actix_web::http::StatusCode::from_u16(parts.status.as_u16())
+        .unwrap_or(actix_web::http::StatusCode::TOO_MANY_REQUESTS);
+    let mut answer = HttpResponse::with_body(status, body).map_into_boxed_body();
+    copy_headers(&parts.headers, answer.headers_mut());
+    Ok(request.into_response(answer).map_into_right_body())
+}
+
+/// The request's head in the `http` crate's types, for the policies' [`Inbound`]: method, URI,
+/// headers, the peer's address, and the route pattern actix matched.
+///
+/// [`Inbound`]: super::Inbound
+fn head_of(request: &ServiceRequest) -> Request<()> {
+    let mut head = Request::new(());
+    if let Ok(method) = http::Method::from_bytes(request.method().as_str().as_bytes()) {
+        *head.method_mut() = method;
+    }
+    if let Ok(uri) = http::Uri::try_from(request.uri().to_string()) {
+        *head.uri_mut() = uri;
+    }
+    let headers = head.headers_mut();
+    headers.reserve(request.headers().len());
+    for (name, value) in request.headers() {
+        let name = http::HeaderName::from_bytes(name.as_str().as_bytes());
+        let value = http::HeaderValue::from_bytes(value.as_bytes());
+        if let (Ok(name), Ok(value)) = (name, value) {
+            headers.append(name, value);
+        }
+    }
+    if let Some(peer) = request.peer_addr() {
+        head.extensions_mut().insert::<SocketAddr>(peer);
+    }
+    if let Some(pattern) = request.match_pattern() {
+        head.extensions_mut().insert(MatchedRoute(pattern));
+    }
+    head
+}
+
+/// Appends every header of `from` to actix's `to`.
+fn copy_headers(from: &HeaderMap, to: &mut actix_header::HeaderMap) {
+    for (name, value) in from {
+        let name = actix_header::HeaderName::from_bytes(name.as_str().as_bytes());
+        let value = actix_header::HeaderValue::from_bytes(value.as_bytes());
+        if let (Ok(name), Ok(value)) = (name, value) {
+            to.append(name, value);
+        }
+    }
+}

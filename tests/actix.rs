@@ -1,0 +1,204 @@
+//! The actix-web middleware over real sockets: an actix server and an axum server on 127.0.0.1,
+//! each behind a layer built the same way on its own manual clock, and a hyper client sending
+//! both the same requests. Every answer (status, rate-limit headers, body) must be the same:
+//! the actix middleware runs the tower service's code, so any copy that drifted would show.
+#![cfg(all(feature = "actix", feature = "axum"))]
+
+#[path = "support/http_client.rs"]
+mod http_client;
+
+#[cfg(feature = "redis")]
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use actix_web::{web, App, HttpServer};
+use axum::routing::get;
+use axum::Router;
+use flowgate::clock::ManualClock;
+use flowgate::http::{ActixRateLimit, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
+use flowgate::policy::{Policies, Policy};
+use http::StatusCode;
+use tokio::net::TcpListener;
+
+/// Per client per route 3 per minute (one cell every 20 s), per route 5 per minute.
+fn policies(clock: &ManualClock) -> flowgate::policy::PoliciesBuilder<Inbound, ManualClock> {
+    Policies::<Inbound>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed_with("per-client-per-route", |r: &Inbound, key| {
+                key.add(&r.client_ip()).add(r.route_or_path());
+            })
+            .quota("3/min".parse().unwrap()),
+        )
+        .policy(
+            Policy::keyed("per-route", |r: &Inbound| r.route_or_path())
+                .quota("5/min".parse().unwrap()),
+        )
+}
+
+/// The layer over `set`, with the client from `X-Forwarded-For` behind the loopback proxy and
+/// a cost from `x-cost`.
+fn layer(
+    set: impl Into<flowgate::backend::AnyPolicies<Inbound, ManualClock>>,
+) -> RateLimitLayer<ManualClock> {
+    RateLimitLayer::new(set)
+        .client_ip(ClientIp::peer().trust(["127.0.0.0/8".parse().unwrap()]))
+        .headers(HeaderStyle::BOTH)
+        .cost(|r: &Inbound| {
+            r.header("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        })
+}
+
+/// Serves `limit` around two routes in an actix server of one worker, on its own thread.
+fn serve_actix(limit: ActixRateLimit<ManualClock>) -> SocketAddr {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let server = HttpServer::new(move || {
+                App::new()
+                    .wrap(limit.clone())
+                    .route("/", web::get().to(|| async { "ok" }))
+                    .route("/users/{id}", web::get().to(|| async { "user" }))
+            })
+            .workers(1)
+            .disable_signals()
+            .bind(("127.0.0.1", 0))
+            .unwrap();
+            sender.send(server.addrs()[0]).unwrap();
+            server.run().await.unwrap();
+        });
+    });
+    receiver.recv().unwrap()
+}
+
+async fn serve_axum(layer: RateLimitLayer<ManualClock>) -> SocketAddr {
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/users/{id}", get(|| async { "user" }))
+        .route_layer(layer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+/// What a client sees of an answer, the rate-limit part of it.
+type Seen = (StatusCode, Vec<(String, String)>, String);
+
+async fn seen(
+    client: &http_client::HttpClient,
+    address: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Seen {
+    let (status, map, body) = http_client::get(client, address, path, headers).await;
+    let names = [
+        "content-type",
+        "retry-after",
+        "ratelimit-policy",
+        "ratelimit",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "grpc-status",
+        "grpc-message",
+        "grpc-status-details-bin",
+    ];
+    let mut kept = Vec::new();
+    for name in names {
+        for value in map.get_all(name) {
+            kept.push((name.to_string(), value.to_str().unwrap().to_string()));
+        }
+    }
+    (status, kept, String::from_utf8(body.to_vec()).unwrap())
+}
+
+/// One script of requests, sent to both servers: routes with parameters (one bucket per route
+/// pattern), several clients through the trusted proxy, costs (one above the burst), the
+/// clock's advance, and a gRPC call. Both servers must answer every one identically, and the
+/// script must have met admissions, refusals, an oversized request and a gRPC refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actix_answers_exactly_as_tower() {
+    let (actix_clock, axum_clock) = (ManualClock::new(), ManualClock::new());
+    let actix = serve_actix(layer(policies(&actix_clock).build().unwrap()).actix());
+    let axum = serve_axum(layer(policies(&axum_clock).build().unwrap())).await;
+    let answers = run_script(actix, axum, &[&actix_clock, &axum_clock]).await;
+
+    let statuses: Vec<u16> = answers.iter().map(|a| a.0.as_u16()).collect();
+    assert_eq!(
+        statuses,
+        // The 6th on the route is its 5th cell (a refusal takes nothing); a gRPC refusal is 200.
+        [200, 200, 200, 429, 200, 200, 429, 200, 200, 200, 200, 429, 200]
+    );
+    let grpc_status = |answer: &Seen| {
+        let found = answer.1.iter().find(|(name, _)| name == "grpc-status");
+        found.map(|(_, value)| value.clone())
+    };
+    assert_eq!(grpc_status(&answers[9]), Some("8".into()));
+    assert_eq!(
+        answers[3].1[0],
+        ("content-type".into(), "application/problem+json".into())
+    );
+    assert!(answers[3].2.contains("per-client-per-route"));
+}
+
+/// Sends the script to both servers (advancing `clocks` where it says so) and returns the
+/// answers, which must be the same from both.
+async fn run_script(actix: SocketAddr, axum: SocketAddr, clocks: &[&ManualClock]) -> Vec<Seen> {
+    let client = http_client::client();
+    let grpc = ("content-type", "application/grpc");
+    let script: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("/users/1", vec![("x-forwarded-for", "192.0.2.1")]),
+        ("/users/2", vec![("x-forwarded-for", "192.0.2.1")]),
+        ("/users/3", vec![("x-forwarded-for", "192.0.2.1")]),
+        ("/users/4", vec![("x-forwarded-for", "192.0.2.1")]), // client's 4th on the route
+        ("/users/5", vec![("x-forwarded-for", "192.0.2.2")]),
+        ("/users/6", vec![("x-forwarded-for", "192.0.2.3")]), // the route's 6th request
+        ("/", vec![("x-forwarded-for", "192.0.2.1"), ("x-cost", "4")]), // above the burst
+        ("/", vec![("x-forwarded-for", "192.0.2.1"), ("x-cost", "2")]),
+        ("/", vec![("x-forwarded-for", "192.0.2.1"), grpc]),
+        ("/", vec![("x-forwarded-for", "192.0.2.1"), grpc]),
+        ("advance 20s", vec![]),
+        ("/users/7", vec![("x-forwarded-for", "192.0.2.1")]),
+        ("/users/8", vec![("x-forwarded-for", "192.0.2.1")]),
+        ("/", vec![("x-forwarded-for", "192.0.2.9")]),
+    ];
+    let mut answers = Vec::new();
+    for (path, headers) in &script {
+        if let Some(by) = path.strip_prefix("advance ") {
+            let secs: u64 = by.trim_end_matches('s').parse().unwrap();
+            for clock in clocks {
+                clock.advance(Duration::from_secs(secs));
+            }
+            continue;
+        }
+        let from_actix = seen(&client, actix, path, headers).await;
+        let from_axum = seen(&client, axum, path, headers).await;
+        assert_eq!(from_actix, from_axum, "{path} {headers:?}");
+        answers.push(from_actix);
+    }
+    answers
+}
+
+/// The actix middleware over a set decided in Redis answers as the tower layer in process: the
+/// same script, one clock (the Redis set decides at its readings).
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actix_over_redis_answers_as_tower_in_process() {
+    let server = redis_server::RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let backend = flowgate::redis::RedisBackend::new(server.client())
+        .prefix("actix")
+        .client_time(true);
+    let remote = policies(&clock).build_redis(backend).unwrap();
+    let actix = serve_actix(layer(remote).actix());
+    let axum = serve_axum(layer(policies(&clock).build().unwrap())).await;
+    let answers = run_script(actix, axum, &[&clock]).await;
+    assert_eq!(answers.iter().filter(|a| a.0 == 429).count(), 3);
+}
