@@ -221,6 +221,11 @@
 //! problem+json body naming the policy, client addresses through trusted proxies only. See the
 //! `http` module and `cargo run --example http_server`; the README has the setup.
 //!
+//! A gRPC call (content type `application/grpc`) behind the same layer is refused as gRPC:
+//! `RESOURCE_EXHAUSTED` with the policy's name and the wait in `RetryInfo`, which tonic
+//! clients read (`Refusal::grpc_code`). For actix-web, `RateLimitLayer::actix()` (feature
+//! `actix`) is the same layer as middleware: the same answers, header for header.
+//!
 //! # Redis (feature `redis`)
 //!
 //! When one service runs on many hosts, a per-process limit multiplies by the number of hosts.
@@ -275,6 +280,7 @@
 //! | `FakeRelativeClock` | `ManualClock` (can also step back) |
 //! | three limiters checked in turn | one `Policies`, all or nothing |
 //! | `tower_governor` | `flowgate::http` (feature `tower`) |
+//! | `actix-governor` | `RateLimitLayer::actix()` (feature `actix`) |
 //! | `ratelimit_stream()`, `ratelimit_sink()` | `stream::RateLimited`, `stream::RateLimitedSink` (feature `futures`), items weighted by a cost function |
 //! | `default-features = false` (no_std) | the same: `RateLimiter<FnClock>` on your clock |
 //!
