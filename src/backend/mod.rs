@@ -189,6 +189,48 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         }
     }
 
+    /// Takes as many cells as the tightest enforcing quota that applies to `request` holds
+    /// now, up to `n`, and says how many: `Ok((k, allowed))` with `1 ≤ k ≤ n` (`(0, state)`
+    /// for `n = 0`), or the refusal of one cell. Dry-run policies do not limit `k`; `n` may
+    /// exceed every burst. [`Policies::check_up_to`] in process; in Redis
+    /// `RedisLimiter::check_up_to`, which counts and takes in one script call (no lease), and
+    /// whose failure policy answers when Redis does not.
+    ///
+    /// ```
+    /// use flowgate::backend::{AnyPolicies, Backend};
+    /// use flowgate::policy::{Policies, Policy};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limits: AnyPolicies<str> = Policies::builder()
+    ///     .policy(Policy::keyed("user", |user: &str| user).quota("5/min".parse()?))
+    ///     .build_on(Backend::InProcess)?;
+    /// assert_eq!(limits.check_up_to("alice", 8).await?.0, 5);
+    /// assert!(limits.check_up_to("alice", 8).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// # block_on(run()).unwrap();
+    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Refused<Cited>`](Refused), as [`check`](Self::check) refuses one cell.
+    pub async fn check_up_to(
+        &self,
+        request: &R,
+        n: u32,
+    ) -> Result<(u32, Allowed<Cited>), Refused<Cited>> {
+        match &self.inner {
+            Inner::InProcess(set) => set.check_up_to(request, n),
+            #[cfg(feature = "redis")]
+            Inner::Redis(set) => {
+                let (taken, verdict) = set.check_up_to(request, n).await;
+                verdict.outcome().map(|allowed| (taken, allowed))
+            }
+        }
+    }
+
     /// Takes `n` cells from every quota that applies to `request`, sleeping through `sleep`
     /// until all admit at once, within `options`' bound: the set's own wait (see
     /// [`Policies::until_ready_with`], and `RedisLimiter::until_ready_with`, which retries

@@ -112,7 +112,7 @@ impl Written {
 
 impl Plan {
     /// The buckets of each policy, in order: one slot each in a cluster.
-    fn parts(&self) -> SmallVec<[Range<usize>; 4]> {
+    pub(super) fn parts(&self) -> SmallVec<[Range<usize>; 4]> {
         let mut parts = SmallVec::new();
         let mut start = 0;
         for i in 1..=self.refs.len() {
@@ -132,7 +132,7 @@ impl Plan {
     }
 
     /// The plan of the buckets `range` (one policy's, a dry run's if `dry_run`).
-    fn part(&self, range: Range<usize>, dry_run: bool) -> Self {
+    pub(super) fn part(&self, range: Range<usize>, dry_run: bool) -> Self {
         let dry = if dry_run {
             format!("1-{}", range.len())
         } else {

@@ -24,7 +24,9 @@
 -- ARGV[3], ARGV[4]  the bucket's emission interval T and its window tau = burst * T
 -- The common call at the server's TIME leaves out ARGV[1]: three arguments, n, T and tau.
 -- Or, for every other call:
--- ARGV[3]  want >= n: take up to `want` cells if every bucket has them, at least n (a lease)
+-- ARGV[3]  want >= n: take as many cells as every bucket of every enforcing policy holds, up to
+--          `want` and at least n (a lease; `check_up_to`, with n = 1); a dry-run policy then
+--          takes that many only if every one of its buckets admits them
 -- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
 -- ARGV[5]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
 --          separated, one per policy ('' if none). A dry-run policy takes its cells only if
@@ -193,12 +195,12 @@ local function counted(kind, len, limit, refill, raw)
   return {idx, u, v}, false
 end
 
--- Whether a window counter in state `st` refuses n cells (a state ahead of the reading, from a
+-- Whether a window counter in state `st` refuses k cells (a state ahead of the reading, from a
 -- clock that stepped back, is judged from the start of its window, as in process).
-local function refuses(kind, len, limit, shift, st)
+local function refuses(kind, len, limit, shift, st, k)
   local idx, u, v = st[1], st[2], st[3]
-  if kind == 1 then return u + n > limit end
-  local after = v + n
+  if kind == 1 then return u + k > limit end
+  local after = v + k
   if after > limit then return true end
   local cur = math.floor(now / len)
   local off = 0
@@ -216,6 +218,21 @@ local function encode(kind, len, st)
   local ahead = st[1] - math.floor(now / len)
   if kind == 1 then return ahead * 16777216 + st[2] end
   return ahead * 68719476736 + st[2] * 262144 + st[3]
+end
+
+-- The wait of k cells from a schedule whose TAT is `tat` (nil: admitted; math.huge: never, past
+-- the horizon).
+local function schedule_wait(tat, interval, lead, k)
+  local base = tat
+  if now > base then base = now end
+  local new_tat = base + k * interval
+  if new_tat > HORIZON then return math.huge end
+  local debt = new_tat - now
+  if debt > lead then
+    if debt - lead < 1 then return 1 end
+    return debt - lead
+  end
+  return nil
 end
 
 -- Per call, tables of the TATs read (when they were TATs) and of the states as they stand
@@ -268,16 +285,7 @@ for i = 1, m do
       write = true
     end
     tats[i] = tat
-    local base = tat
-    if now > base then base = now end
-    local new_tat = base + n * interval
-    local debt = new_tat - now
-    if new_tat > HORIZON then
-      wait = math.huge
-    elseif debt > lead then
-      wait = debt - lead
-      if wait < 1 then wait = 1 end
-    end
+    wait = schedule_wait(tat, interval, lead, n)
   else
     local st, fixed = counted(kind, a, b, c, raw)
     if fixed then
@@ -286,7 +294,7 @@ for i = 1, m do
     end
     tats[i] = st
     -- The client works out a window counter's wait; here it only orders the refusals.
-    if refuses(kind, a, b, c, st) then wait = 1 end
+    if refuses(kind, a, b, c, st, n) then wait = 1 end
   end
   if write then
     writes = writes or {}
@@ -427,22 +435,55 @@ if refused > 0 then
   return answer
 end
 
--- Every bucket that takes admits n: take up to `want`, as many as every one of them holds (at
--- least n, since n * T fits between each base and latest). Only schedules are leased.
+-- Every bucket that takes admits n: take up to `want`, as many as every bucket of every
+-- enforcing policy holds (at least n, which each admits): a schedule's room in one division, a
+-- window counter's by bisection over what it refuses. Dry-run policies do not limit the count.
+local function wait_at(i, k)
+  local kind, a, b, c = quota(i)
+  if kind == 0 then return schedule_wait(tats[i], a, b + c, k) end
+  if refuses(kind, a, b, c, tats[i], k) then return 1 end
+  return nil
+end
 local granted = n
 if want > n then
   granted = want
-  for i = 1, m do if not skip[group[i] or 0] then
+  for i = 1, m do if not group[i] then
     local kind, interval, b, c = quota(i)
-    if kind ~= 0 then granted = n break end
-    local latest = now + b + c
-    local base = tats[i]
-    if now > base then base = now end
-    local room = math.floor((latest - base) / interval)
-    -- The quotient of two integers below 2^53 is rounded once: step back if it rounded up.
-    if base + room * interval > latest then room = room - 1 end
+    local room
+    if kind == 0 then
+      local latest = now + b + c
+      local base = tats[i]
+      if now > base then base = now end
+      room = math.floor((latest - base) / interval)
+      -- The quotient of two integers below 2^53 is rounded once: step back if it rounded up.
+      if base + room * interval > latest then room = room - 1 end
+    else
+      local low, high = n, granted
+      if high > b then high = b end
+      while low < high do
+        local mid = low + math.ceil((high - low) / 2)
+        if refuses(kind, interval, b, c, tats[i], mid) then high = mid - 1 else low = mid end
+      end
+      room = low
+    end
     if room < granted then granted = room end
   end end
+  -- Each dry-run policy is judged at the count: one that would refuse it takes nothing and is
+  -- reported (its first bucket that refuses the count), as a dry run of n is above.
+  -- (Monotone: a bucket that refuses n refuses the count too.)
+  skip, dries, dry_at, dry_wait = {}, {}, 0, 0
+  for i = 1, m do
+    local g = group[i]
+    if g and not skip[g] then
+      local w = wait_at(i, granted)
+      if w then
+        skip[g] = true
+        dries[#dries + 1] = i
+        if dry_at == 0 then dry_at, dry_wait = i, w end
+      end
+    end
+  end
+  if dry_wait == math.huge then dry_wait = -1 end
 end
 local answer = {1, repaired, granted, dry_at, dry_wait, now}
 for i = 1, m do

@@ -75,6 +75,13 @@
 //! slot (`{prefix}:policy:quota:key`): one call per decision. Limiters that share a prefix and
 //! a policy name share buckets: give each limit its own.
 //!
+//! # Taking up to n
+//! [`RedisLimiter::check_up_to`] takes as many cells as the tightest enforcing quota holds, up
+//! to `n`, and says how many, with [`Policies::check_up_to`]'s semantics (dry runs do not limit
+//! the count, `n` may exceed every burst): on one server the script counts and takes in the same
+//! call, so racing takers never take more than a bucket holds (`tests/redis_up_to.rs` checks it
+//! decision for decision against the in-process set). It takes no lease.
+//!
 //! # Redis Cluster
 //! With the feature `redis-cluster`, `RedisBackend::cluster` decides in a Redis Cluster.
 //! `MOVED` and `ASK` are followed (and `TRYAGAIN`, `CLUSTERDOWN`, `READONLY` waited out), but
@@ -137,6 +144,7 @@ mod script;
 #[cfg(feature = "redis-cluster")]
 mod slots;
 mod stats;
+mod up_to;
 mod verdict;
 mod wait;
 

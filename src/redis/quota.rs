@@ -153,6 +153,15 @@ impl Micros {
         self.algorithm.peek(word, now, n).err()
     }
 
+    /// The most cells, up to `k`, that a bucket in `state` at `now` admits (a shaper's queued
+    /// ones included): the in-process count of `check_up_to`.
+    #[cfg(feature = "redis-cluster")]
+    pub(crate) fn most(&self, state: u64, now: Option<u64>, k: u32) -> u32 {
+        let (word, now) = self.word(state, now);
+        let counted = crate::algorithm::up_to(&self.algorithm, word, now, k.max(1)).answer();
+        counted.map_or(0, |(most, _)| most.min(k))
+    }
+
     /// Nanoseconds until a bucket in `state` at `now` holds one more cell.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn next_cell(&self, state: u64, now: Option<u64>) -> u64 {
