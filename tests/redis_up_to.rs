@@ -4,8 +4,16 @@
 //! decision for decision the same counts and outcomes as the in-process `Policies::check_up_to`;
 //! the failure policies; and concurrent takers that never take more than a bucket holds.
 
+#[cfg(not(feature = "redis-cluster"))]
 #[path = "support/redis_server.rs"]
 mod redis_server;
+
+// The cluster harness holds the server harness: one copy of it.
+#[cfg(feature = "redis-cluster")]
+#[path = "support/redis_cluster.rs"]
+mod redis_cluster;
+#[cfg(feature = "redis-cluster")]
+use redis_cluster::redis_server;
 
 use std::time::Duration;
 
@@ -443,5 +451,119 @@ async fn any_policies_takes_up_to_n_on_either_backend() {
         assert_eq!(limits.check_up_to("alice", 8).await.unwrap().0, 2, "{name}");
         let refused = limits.check_up_to("alice", 8).await.unwrap_err();
         assert_eq!(refused.policy(), Some("user"), "{name}");
+    }
+}
+
+/// Redis Cluster (feature `redis-cluster`): a decision over a per-user and a global policy
+/// spans two slots, where no call sees every bucket. The count is made on each slot and taken
+/// across them: one sequence of requests gets the same counts as on one server, and racing
+/// takers never take more than the buckets hold.
+#[cfg(feature = "redis-cluster")]
+mod cluster {
+    use std::time::Duration;
+
+    use super::redis_cluster::redis_server::RedisServer;
+    use super::redis_cluster::RedisCluster;
+    use flowgate::clock::ManualClock;
+    use flowgate::policy::{Policies, Policy};
+    use flowgate::redis::{RedisBackend, RedisLimiter, Source};
+    use flowgate::Quota;
+
+    fn build(backend: RedisBackend, clock: &ManualClock) -> RedisLimiter<str, ManualClock> {
+        Policies::<str>::builder()
+            .clock(clock.clone())
+            .policy(
+                Policy::keyed("user", |user: &str| user)
+                    .quota(Quota::per_second(2).unwrap().with_burst(6).unwrap()),
+            )
+            .policy(
+                Policy::keyed("trial", |user: &str| user)
+                    .quota(Quota::per_second(1).unwrap().with_burst(2).unwrap())
+                    .dry_run(true),
+            )
+            .policy(
+                Policy::global("all").algorithm(
+                    "9/2s sliding"
+                        .parse::<flowgate::algorithm::AnyAlgorithm>()
+                        .unwrap(),
+                ),
+            )
+            .build_redis(backend.client_time(true).timeout(Duration::from_secs(2)))
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn across_slots_counts_like_one_server_and_never_over_takes() {
+        let cluster = RedisCluster::start();
+        let server = RedisServer::start();
+        let clock = ManualClock::starting_at(1_000_000_000_000);
+        let one = build(RedisBackend::new(server.client()), &clock);
+        let many = build(RedisBackend::cluster(cluster.seed_urls()).unwrap(), &clock);
+        assert_ne!(
+            cluster.slot_of("{flowgate:user:a}:0"),
+            cluster.slot_of("{flowgate:all}:0")
+        );
+        let mut seed = 7_u64;
+        let mut next = move |below: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % below
+        };
+        let (mut partial, mut refused, mut dry) = (0, 0, 0);
+        for step in 0..300 {
+            let user = ["a", "b", "c"][next(3) as usize];
+            let n = next(9) as u32;
+            let (a, (k, b)) = (
+                one.check_up_to(user, n).await,
+                many.check_up_to(user, n).await,
+            );
+            let context = format!("step {step}: {user} n={n}");
+            assert_eq!(b.source(), Source::Redis, "{context}");
+            assert_eq!((a.0, a.1.is_allowed()), (k, b.is_allowed()), "{context}");
+            match (a.1.outcome(), b.outcome()) {
+                (Ok(x), Ok(y)) => {
+                    assert_eq!(x.remaining(), y.remaining(), "{context}");
+                    assert_eq!(x.dry_run().is_some(), y.dry_run().is_some(), "{context}");
+                    dry += usize::from(x.dry_run().is_some());
+                }
+                (Err(_), Err(y)) => {
+                    // Across slots the first refusing policy is named (one server names the
+                    // longest wait's): the module docs' one difference.
+                    assert_ne!(y.policy(), Some("trial"), "{context}");
+                    refused += 1;
+                }
+                (x, y) => panic!("{context}: {x:?} {y:?}"),
+            }
+            partial += usize::from(k > 0 && k < n);
+            clock.advance(Duration::from_millis(next(400)));
+        }
+        assert!(
+            partial > 20 && refused > 20 && dry > 20,
+            "{partial} partial, {refused} refused, {dry} dry runs"
+        );
+
+        // Racing takers across the two slots: never more than the global window's 9 in all.
+        clock.advance(Duration::from_secs(10));
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let many = many.clone();
+                tokio::spawn(async move {
+                    let user = ["w", "x", "y", "z"][t];
+                    let mut total = 0;
+                    loop {
+                        let (k, verdict) = many.check_up_to(user, 4).await;
+                        assert_eq!(verdict.source(), Source::Redis, "{verdict:?}");
+                        if !verdict.is_allowed() {
+                            return total;
+                        }
+                        total += k;
+                    }
+                })
+            })
+            .collect();
+        let mut sum = 0;
+        for task in tasks {
+            sum += task.await.unwrap();
+        }
+        assert!((1..=9).contains(&sum), "{sum} taken from a window of 9");
     }
 }

@@ -97,7 +97,10 @@
 //!
 //! What differs from one server: a decision across slots takes one round trip per slot, takes
 //! no lease, and when refused names the first refusing policy in the set's order (one server
-//! reports the refusal with the longest wait); one circuit breaker covers the whole cluster.
+//! reports the refusal with the longest wait); one circuit breaker covers the whole cluster;
+//! `check_up_to` counts on each slot first (one more round trip per policy), then takes the
+//! count across the slots, counting again (4 counts at most, then one cell) if another
+//! decision took cells in between.
 //!
 //! # When Redis does not answer
 //! Every decision has one deadline ([`RedisBackend::timeout`], 50 ms unless set), shared by

@@ -36,7 +36,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// admits (a shaping quota counts the cells it would queue); dry-run policies do not limit
     /// it, and one that would refuse `k` cells takes nothing and is reported
     /// ([`Allowed::dry_run`]), as a dry run of `k` cells is. On one server the count and the
-    /// take are one script call: no other decision runs between them. Leases are not used
+    /// take are one script call: no other decision runs between them; across Redis Cluster
+    /// slots they are not (see the [module docs](super#redis-cluster)). Leases are not used
     /// (the call goes to Redis, and cells a lease holds are not counted as available).
     ///
     /// When Redis does not answer, the failure policy decides: [`OnFailure::Local`] takes up to
