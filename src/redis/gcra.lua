@@ -47,7 +47,8 @@
 -- least 0; the wait is debt + n * T - tau, which the client knows). Every other answer is
 -- {1, repaired, granted, dry, dry_wait, now, s_1, ..., s_m} when every bucket of every
 -- enforcing policy admitted (granted: the cells taken, n <= granted <= want, from every bucket
--- but those of dry-run policies that would refuse; s_i: bucket i's state after the decision),
+-- but those of dry-run policies that would refuse them; s_i: bucket i's state after the
+-- decision; with want > n, the dry-run refusals listed are those of the granted cells),
 -- or {0, repaired, i, s_i, wait, dry, dry_wait, now, s_1, ..., s_m} when bucket i refused with
 -- the longest wait among schedules (the first on a tie; wait -1: never, past the horizon; a
 -- window counter's wait, which the client works out, counts as 1), every state as it stands.
