@@ -7,6 +7,9 @@
 #[path = "support/http_client.rs"]
 mod http_client;
 
+#[path = "support/axum_server.rs"]
+mod axum_server;
+
 #[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
 mod redis_server;
@@ -21,7 +24,6 @@ use flowgate::clock::ManualClock;
 use flowgate::http::{ActixRateLimit, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
 use flowgate::policy::{Policies, Policy};
 use http::StatusCode;
-use tokio::net::TcpListener;
 
 /// Per client per route 3 per minute (one cell every 20 s), per route 5 per minute.
 fn policies(clock: &ManualClock) -> flowgate::policy::PoliciesBuilder<Inbound, ManualClock> {
@@ -81,11 +83,7 @@ async fn serve_axum(layer: RateLimitLayer<ManualClock>) -> SocketAddr {
         .route("/", get(|| async { "ok" }))
         .route("/users/{id}", get(|| async { "user" }))
         .route_layer(layer);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    address
+    axum_server::serve(app, true).await
 }
 
 /// What a client sees of an answer, the rate-limit part of it.

@@ -7,6 +7,9 @@
 #[path = "support/http_client.rs"]
 mod http_client;
 
+#[path = "support/axum_server.rs"]
+mod axum_server;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,7 +23,6 @@ use flowgate::http::{Inbound, RateLimitLayer};
 use flowgate::policy::{Policies, Policy};
 use http::uri::PathAndQuery;
 use http::StatusCode;
-use tokio::net::TcpListener;
 use tonic::codec::ProstCodec;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -84,17 +86,7 @@ fn policies(clock: &ManualClock) -> Policies<Inbound, ManualClock> {
 
 async fn serve(layer: RateLimitLayer<ManualClock>, connect_info: bool) -> SocketAddr {
     let app = Router::new().route_service(PATH, EchoRoute).layer(layer);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        if connect_info {
-            let app = app.into_make_service_with_connect_info::<SocketAddr>();
-            axum::serve(listener, app).await.unwrap();
-        } else {
-            axum::serve(listener, app).await.unwrap();
-        }
-    });
-    address
+    axum_server::serve(app, connect_info).await
 }
 
 async fn ping(channel: &Channel, text: &str) -> Result<tonic::Response<Ping>, Status> {

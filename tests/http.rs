@@ -6,12 +6,16 @@
 #[path = "support/http_client.rs"]
 mod http_client;
 
+#[path = "support/axum_server.rs"]
+mod axum_server;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
+use axum_server::serve;
 use bytes::Bytes;
 use flowgate::clock::ManualClock;
 use flowgate::http::{
@@ -33,21 +37,6 @@ impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().unwrap())
     }
-}
-
-/// Serves `app` with the peer address in each request (or not) on a free loopback port.
-async fn serve(app: Router, connect_info: bool) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        if connect_info {
-            let app = app.into_make_service_with_connect_info::<SocketAddr>();
-            axum::serve(listener, app).await.unwrap();
-        } else {
-            axum::serve(listener, app).await.unwrap();
-        }
-    });
-    address
 }
 
 async fn get_with(

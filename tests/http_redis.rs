@@ -6,6 +6,9 @@
 #[path = "support/http_client.rs"]
 mod http_client;
 
+#[path = "support/axum_server.rs"]
+mod axum_server;
+
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -21,7 +24,6 @@ use flowgate::redis::{OnFailure, RedisBackend};
 use http::{HeaderMap, StatusCode};
 use http_client::HttpClient;
 use redis_server::RedisServer;
-use tokio::net::TcpListener;
 
 /// What a response says: status, the rate-limit headers, and the body.
 #[derive(Debug, PartialEq, Eq)]
@@ -59,13 +61,7 @@ async fn serve(layer: RateLimitLayer<ManualClock>) -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route_layer(layer);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let app = app.into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app).await.unwrap();
-    });
-    address
+    axum_server::serve(app, true).await
 }
 
 async fn fetch(client: &HttpClient, address: SocketAddr, cost: u32) -> Reply {

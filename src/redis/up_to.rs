@@ -11,7 +11,7 @@
 //! slots, as [`Policies::check_up_to`] does in process (counting again if another decision took
 //! cells in between).
 
-use super::failure::{Failure, OnFailure, Source};
+use super::failure::{Failure, Source};
 use super::plan::Plan;
 use super::script::Reply;
 use super::stats::add;
@@ -140,11 +140,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// `check_up_to`, all `n` (open), or a refusal (closed).
     fn fail_up_to(&self, request: &R, n: u32, failure: Failure) -> (u32, Verdict) {
         let shared = &*self.shared;
-        let counters = &shared.counters;
-        match (shared.on_failure, &shared.fallback) {
-            (OnFailure::Local { .. }, Some(local)) => {
-                add(&counters.local, 1);
-                shared.metrics.local.increment(1);
+        match self.local_share() {
+            Some(local) => {
                 let (taken, outcome) = match local.check_up_to(request, n) {
                     Ok((taken, allowed)) => (taken, Ok(allowed)),
                     Err(refused) => (0, Err(refused)),
@@ -152,8 +149,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 let source = Source::Local(failure);
                 (taken, Verdict { outcome, source })
             }
-            _ => {
-                let verdict = open_or_closed(shared.on_failure, failure, counters, &shared.metrics);
+            None => {
+                let (counters, metrics) = (&shared.counters, &shared.metrics);
+                let verdict = open_or_closed(shared.on_failure, failure, counters, metrics);
                 (if verdict.is_allowed() { n } else { 0 }, verdict)
             }
         }

@@ -12,6 +12,7 @@ use crate::clock::Clock;
 use crate::jitter;
 use crate::observe;
 use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, QuotaState, Refused};
+use crate::policy::Policies;
 
 /// The outcome of one decision, and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,24 +317,37 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The decision of the failure policy.
     pub(crate) fn fail(&self, request: &R, n: u32, failure: Failure) -> Verdict {
         let shared = &*self.shared;
-        let counters = &shared.counters;
-        match (shared.on_failure, &shared.fallback) {
-            (OnFailure::Local { .. }, Some(local)) => {
-                add(&counters.local, 1);
-                shared.metrics.local.increment(1);
+        match self.local_share() {
+            Some(local) => Verdict {
                 // The local policies name themselves `redis:{prefix}:{policy}`.
-                let outcome = match local.check_n(request, n) {
+                outcome: match local.check_n(request, n) {
                     Ok(answer) => answer,
                     // n fits every quota in Redis but not this process's share of one: never,
                     // locally.
                     Err(capacity) => Err(capacity.never()),
-                };
-                Verdict {
-                    outcome,
-                    source: Source::Local(failure),
-                }
+                },
+                source: Source::Local(failure),
+            },
+            None => open_or_closed(
+                shared.on_failure,
+                failure,
+                &shared.counters,
+                &shared.metrics,
+            ),
+        }
+    }
+
+    /// The set's local share when its failure policy decides there (counted as such a
+    /// decision); `None` when the policy is open or closed.
+    pub(super) fn local_share(&self) -> Option<&Policies<R, C>> {
+        let shared = &*self.shared;
+        match (shared.on_failure, &shared.fallback) {
+            (OnFailure::Local { .. }, Some(local)) => {
+                add(&shared.counters.local, 1);
+                shared.metrics.local.increment(1);
+                Some(local)
             }
-            _ => open_or_closed(shared.on_failure, failure, counters, &shared.metrics),
+            _ => None,
         }
     }
 }
