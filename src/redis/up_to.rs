@@ -21,6 +21,8 @@ use crate::clock::Clock;
 use crate::outcome::{Allowed, Cited};
 
 #[cfg(doc)]
+use super::failure::OnFailure;
+#[cfg(doc)]
 use crate::policy::Policies;
 
 /// # Taking up to `n`
