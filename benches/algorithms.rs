@@ -2,7 +2,8 @@
 //! Every algorithm in one criterion run, governor's GCRA as the reference column: allowed,
 //! refused, and two threads contending on one bucket.
 //!
-//! `cargo bench --bench algorithms` (see BENCHMARKS.md for the figures and how they were taken).
+//! `cargo bench -p flowgate-benches --bench algorithms` (see BENCHMARKS.md for the figures and how
+//! they were taken).
 
 mod common;
 

@@ -3,7 +3,8 @@
 //! holds the ratio measured in the same run: allowed, refused, `check_n`, the clocks, and two
 //! threads contending on one bucket.
 //!
-//! `cargo bench --bench direct` (see BENCHMARKS.md for the figures and how they were taken).
+//! `cargo bench -p flowgate-benches --bench direct` (see BENCHMARKS.md for the figures and how
+//! they were taken).
 
 mod common;
 

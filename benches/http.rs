@@ -4,7 +4,8 @@
 //! over 1024 clients, and the bare inner service (the request's own cost, the same for all).
 //! The middleware's overhead is a side's time minus `bare`'s.
 //!
-//! `cargo bench --bench http` (see BENCHMARKS.md for the figures and how they were taken).
+//! `cargo bench -p flowgate-benches --bench http` (see BENCHMARKS.md for the figures and how they
+//! were taken).
 
 mod common;
 #[path = "common/http_sides.rs"]

@@ -6,7 +6,7 @@
 //! `(flowgate − bare) / (tower_governor − bare)`: each round's three batches run within
 //! milliseconds of each other, which cancels the drift of this shared machine that separates
 //! criterion's measurements (its `bare` moved from 60 to 134 ns between runs of one hour).
-//! `cargo bench --bench http_paired`.
+//! `cargo bench -p flowgate-benches --bench http_paired`.
 
 mod common;
 #[path = "common/http_sides.rs"]

@@ -3,7 +3,8 @@
 //! `String` keys, 1 000 / 100 000 / 1 000 000 keys drawn at random, 1 and 2 threads; and a
 //! sweep of a million keys beside governor's `retain_recent`.
 //!
-//! `cargo bench --bench keyed` (see BENCHMARKS.md for the figures and how they were taken).
+//! `cargo bench -p flowgate-benches --bench keyed` (see BENCHMARKS.md for the figures and how they
+//! were taken).
 
 mod common;
 

@@ -2,7 +2,8 @@
 //! limiter (flowgate with `max_keys = N`, governor's `DefaultKeyedRateLimiter`; 10 per hour, so
 //! no key goes idle), each crate in a fresh child process, divided by N.
 //!
-//! `cargo bench --bench keyed_memory` measures 1 000 000 keys (and 100 000); as a test target it
+//! `cargo bench -p flowgate-benches --bench keyed_memory` measures 1 000 000 keys (and 100 000);
+//! as a test target it
 //! runs a quick 10 000.
 
 use std::num::NonZeroU32;

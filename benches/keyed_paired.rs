@@ -12,7 +12,7 @@
 //!
 //! Both conventions: the **whole result** kept (`black_box(limiter.check_key(k))`, the
 //! headline) and `is_ok()` only. One thread, then two threads on the same tables.
-//! `cargo bench --bench keyed_paired`.
+//! `cargo bench -p flowgate-benches --bench keyed_paired`.
 
 mod common;
 

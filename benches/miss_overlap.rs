@@ -6,7 +6,7 @@
 //! the next miss starts before this one ends; past it, every hit pays a whole miss.
 //! BENCHMARKS.md ("Second pass") uses it to explain why a keyed hit of about 190 instructions
 //! pays one whole miss. x86-64 only (the `add`s are inline assembly).
-//! `cargo bench --bench miss_overlap`.
+//! `cargo bench -p flowgate-benches --bench miss_overlap`.
 
 mod common;
 

@@ -8,7 +8,7 @@
 //! (`black_box(limiter.check())`, governor's benchmark convention: a caller that refuses reads
 //! the wait to answer 429), and `is_ok()` only (a caller that only branches). The headline is the
 //! whole result. The floor of an admission is `rdtsc` + CAS, of a refusal `rdtsc` + a load
-//! (`common::floor`). `cargo bench --bench paired`.
+//! (`common::floor`). `cargo bench -p flowgate-benches --bench paired`.
 
 mod common;
 

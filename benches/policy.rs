@@ -3,7 +3,8 @@
 //! `Policies` beside three sequential governor checks (two keyed, one direct) in the same run,
 //! on 10 000 users × 16 endpoints drawn at random; 1 and 2 threads.
 //!
-//! `cargo bench --bench policy` (see BENCHMARKS.md for the figures and how they were taken).
+//! `cargo bench -p flowgate-benches --bench policy` (see BENCHMARKS.md for the figures and how
+//! they were taken).
 
 mod common;
 

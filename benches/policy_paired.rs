@@ -10,7 +10,7 @@
 //! * The users' three layers (per user per endpoint → per endpoint → global), one thread and
 //!   two, against three governor checks and against three flowgate limiters checked in turn.
 //!
-//! `cargo bench --bench policy_paired`.
+//! `cargo bench -p flowgate-benches --bench policy_paired`.
 
 mod common;
 

@@ -22,12 +22,12 @@
 //! task happened to run moved a side's rate by up to 12 % between runs whatever its script
 //! (`gcra.lua` alone measured 0.88 of the article's once, 1.00 on one thread; BENCHMARKS.md).
 //!
-//! `cargo bench --bench redis --features redis`. With `CASE N` (`redis_flowgate`,
+//! `cargo bench -p flowgate-benches --bench redis`. With `CASE N` (`redis_flowgate`,
 //! `redis_article`, `redis_script`), it instead makes N sequential decisions of one side inside
 //! `hot_loop`, for callgrind (`scripts/redis-instructions`).
 
 mod common;
-#[path = "../tests/support/redis_server.rs"]
+#[path = "../integration/tests/support/redis_server.rs"]
 mod redis_server;
 
 use std::time::{Duration, Instant};

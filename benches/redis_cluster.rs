@@ -14,13 +14,13 @@
 //! six servers share the cores with the client, so the ratios measure the client and one round
 //! trip, not a cluster's capacity (BENCHMARKS.md models that).
 //!
-//! `cargo bench --bench redis_cluster --features redis-cluster`. With `CASE N`
+//! `cargo bench -p flowgate-benches --bench redis_cluster --features redis-cluster`. With `CASE N`
 //! (`one_keyed`, `cluster_keyed`, `one_layered`, `cluster_layered`) it instead makes N
 //! sequential decisions of one side inside `hot_loop`, for callgrind
 //! (`BENCH=redis_cluster FEATURES=redis-cluster scripts/redis-instructions N CASE...`).
 
 mod common;
-#[path = "../tests/support/redis_cluster.rs"]
+#[path = "../integration/tests/support/redis_cluster.rs"]
 mod redis_cluster;
 
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! limiter; 80 before), the same decision narrowed to its gauge (`Result<Gauge, Gauge>`, 40
 //! bytes), `is_ok()` only, and governor's whole result, paired in rounds as `benches/paired.rs`
 //! does. A measurement for the design of the outcome types, not a target of its own.
-//! `cargo bench --bench result_size`.
+//! `cargo bench -p flowgate-benches --bench result_size`.
 
 mod common;
 

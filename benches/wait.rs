@@ -3,7 +3,8 @@
 //! beside governor's `until_ready`, both polled once without a runtime, in the same run; and
 //! the blocking `wait` beside a plain `check`.
 //!
-//! `cargo bench --bench wait` (see BENCHMARKS.md for the figures and how they were taken).
+//! `cargo bench -p flowgate-benches --bench wait` (see BENCHMARKS.md for the figures and how they
+//! were taken).
 
 mod common;
 

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 n=${1:-1000000}; shift || true
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 binary() {
-  cargo bench --bench "$1" ${FEATURES:+--features "$FEATURES"} --no-run --message-format=json 2>/dev/null \
+  cargo bench -p flowgate-benches --bench "$1" ${FEATURES:+--features "$FEATURES"} --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)

@@ -219,7 +219,8 @@
 //! `flowgate::http::RateLimitLayer` puts a policy set in front of any tower service: 429 with
 //! `Retry-After`, the IETF draft's `RateLimit` headers (or the legacy `X-RateLimit-*`), a
 //! problem+json body naming the policy, client addresses through trusted proxies only. See the
-//! `http` module and `cargo run --example http_server`; the README has the setup.
+//! `http` module and `cargo run -p flowgate-integration --example http_server`; the README has
+//! the setup.
 //!
 //! A gRPC call (content type `application/grpc`) behind the same layer is refused as gRPC:
 //! `RESOURCE_EXHAUSTED` with the policy's name and the wait in `RetryInfo`, which tonic
@@ -256,8 +257,8 @@
 //! (`build_on(Backend::…)`, or a configuration file's `backend = "redis"` with
 //! `PoliciesConfig::build_any`): the same `check`, `check_n` and `until_ready` either way, and
 //! the HTTP layer takes it as it is. Every algorithm runs in Redis; the exact sliding window is
-//! `RedisSlidingLog`. `cargo run --example service --all-features` is the whole setup: an axum
-//! service whose API limits are shared by every instance.
+//! `RedisSlidingLog`. `cargo run -p flowgate-integration --example service` is the whole setup:
+//! an axum service whose API limits are shared by every instance.
 //!
 //! # Metrics (feature `metrics`)
 //!
@@ -284,9 +285,10 @@
 //! | `ratelimit_stream()`, `ratelimit_sink()` | `stream::RateLimited`, `stream::RateLimitedSink` (feature `futures`), items weighted by a cost function |
 //! | `default-features = false` (no_std) | the same: `RateLimiter<FnClock>` on your clock |
 //!
-//! The same limit on both, decided alike on fake clocks:
+//! The same limit on both, decided alike on fake clocks (not compiled here: governor is not a
+//! dependency of flowgate; `integration/tests/guide_governor.rs` is this block, run):
 //!
-//! ```
+//! ```ignore
 //! use std::num::NonZeroU32;
 //! use std::time::Duration;
 //!

@@ -103,7 +103,9 @@
 //! that quota, and a wait on a policy set that is refused, sleeps and is then admitted counts
 //! its cells once as refused and once as admitted.
 
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+// docs.rs (`[package.metadata.docs.rs]`): every feature on, and each gated item marked with the
+// features it needs (`doc_cfg` shows them; it took over `doc_auto_cfg`, which nightly removed).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(feature = "std"), no_std)]
 // Without `std`, the core still compiles the helpers it shares with what needs `std` (policy
 // sets, waits, Redis), and some are used only there. Unused code is checked in the `std` build,
@@ -180,11 +182,6 @@ pub use quota::{Initial, Quota, QuotaError};
 pub use sliding_log::SlidingLog;
 #[cfg(feature = "std")]
 pub use wait::WaitOptions;
-
-/// The README's examples, compiled and run as doctests.
-#[doc = include_str!("../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;
 
 /// Hooks for the loom model tests in `loom-tests/`; present only under `--cfg flowgate_loom`.
 #[cfg(flowgate_loom)]

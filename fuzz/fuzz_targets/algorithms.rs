@@ -1,6 +1,7 @@
 //! Every one-word algorithm against its reference model: a `RateLimiter` over an
 //! `AnyAlgorithm` on a manual clock, and the models the property tests use
-//! (`tests/common/models/`: the TAT schedule for GCRA, the leaky bucket's meter and shaper and
+//! (`integration/tests/common/models/`: the TAT schedule for GCRA, the leaky bucket's meter and
+//! shaper and
 //! credit; the stepped counter for the interval refill and the fixed window; the sliding window
 //! counter), driven by the same operations: clock moves forwards, backwards and anywhere,
 //! `check_n` at the clock's reading and at stale ones, peeks, refunds (also at stale
@@ -24,7 +25,7 @@ use flowgate::clock::ManualClock;
 use flowgate::{Initial, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/common/models/mod.rs"]
+#[path = "../../integration/tests/common/models/mod.rs"]
 mod models;
 
 use models::schedule::{self, Kind};

@@ -47,7 +47,8 @@ impl Refusal {
     /// tonic reads with `tonic_types::StatusExt::get_details_retry_info`). The quota headers
     /// come as metadata; [`refusal_body`](super::RateLimitLayer::refusal_body) does not apply.
     /// A tonic server goes behind the layer through axum (`Routes::into_axum_router`), whose
-    /// body type the layer writes refusals in; `tests/grpc.rs` calls one with a tonic client.
+    /// body type the layer writes refusals in; `integration/tests/grpc.rs` calls one with a tonic
+    /// client.
     ///
     /// ```
     /// # use flowgate::http::Refusal;

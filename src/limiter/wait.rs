@@ -120,15 +120,20 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// ```
     /// use flowgate::{clock::TokioClock, Quota, RateLimiter};
     ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let runtime = tokio::runtime::Builder::new_current_thread()
+    /// #     .enable_time()
+    /// #     .start_paused(true)
+    /// #     .build()?;
+    /// # runtime.block_on(async {
     /// let clock = TokioClock::new();
     /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, clock);
     /// let start = tokio::time::Instant::now();
     /// limiter.until_ready(1).await?; // at once
     /// limiter.until_ready(1).await?; // a second later, on tokio's (here paused) clock
     /// assert_eq!(start.elapsed(), std::time::Duration::from_secs(1));
-    /// # Ok(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })
     /// # }
     /// ```
     ///

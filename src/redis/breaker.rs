@@ -30,7 +30,8 @@ use crate::observe::Gauge;
 ///
 /// The default opens after 3 failures and probes every 100 ms: during an outage a decision
 /// costs the failure policy alone, not a timeout, and decisions come from Redis again about a
-/// cool-down after it answers (`tests/redis_outage.rs` measures both through a `kill -9` and a
+/// cool-down after it answers (`integration/tests/redis_outage.rs` measures both through a `kill
+/// -9` and a
 /// restart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Breaker {

@@ -66,7 +66,8 @@
 //! **down** (never a longer queue), and leads must stay below [`MAX_WINDOW_MICROS`];
 //! [`RedisLimiter::algorithms`] gives the algorithms as Redis runs them. The answers are those
 //! of the in-process set with the rounded quotas,
-//! exactly: `tests/redis.rs` runs one sequence of requests through both and requires the same
+//! exactly: `integration/tests/redis.rs` runs one sequence of requests through both and requires
+//! the same
 //! decisions.
 //!
 //! # Keys and hash tags
@@ -79,7 +80,8 @@
 //! [`RedisLimiter::check_up_to`] takes as many cells as the tightest enforcing quota holds, up
 //! to `n`, and says how many, with [`Policies::check_up_to`]'s semantics (dry runs do not limit
 //! the count, `n` may exceed every burst): on one server the script counts and takes in the same
-//! call, so racing takers never take more than a bucket holds (`tests/redis_up_to.rs` checks it
+//! call, so racing takers never take more than a bucket holds (`integration/tests/redis_up_to.rs`
+//! checks it
 //! decision for decision against the in-process set). It takes no lease.
 //!
 //! # Redis Cluster
@@ -91,7 +93,8 @@
 //! slots takes its cells slot by slot and, if a later slot refuses, puts the earlier buckets
 //! back exactly, unless another decision changed them in between (then they keep the cells:
 //! fewer admissions, never more). A slot that fails after an earlier one took costs at most
-//! the decision's cells, never an admission more. `tests/redis_cluster.rs` runs all of it on
+//! the decision's cells, never an admission more. `integration/tests/redis_cluster.rs` runs all of
+//! it on
 //! a real 3-master cluster with replicas: agreement with one server, a slot moved under load,
 //! a master killed and failed over.
 //!

@@ -1,28 +1,33 @@
-//! The replay as an SVG chart: the offered traffic and one line per subject over time, either
-//! cells per bin ([`Style::PerBin`]) or cells so far ([`Style::Cumulative`], where lines that
-//! would overlap bin by bin part as soon as one subject lets through more than another), so
-//! that what each algorithm lets through, and when, can be seen at a glance.
+//! The replay as an SVG chart of small multiples: one panel per subject, in a grid, each showing
+//! the offered traffic as a grey area and what that subject admitted as a line over time, either
+//! cells per bin ([`Style::PerBin`]) or cells so far ([`Style::Cumulative`]). Every panel has
+//! the same scales, so panels compare at a glance, and no subject's line can hide another's.
 //!
-//! The SVG is plain and stable (same replay, same bytes): a `<g class="axis">` per axis with
-//! its ticks and label, a `<g class="series" data-name="…">` per line holding one step-shaped
-//! `<polyline>`, and a `<g class="legend">`. `tests/simulate.rs` parses it and checks those.
+//! This module owns the chart's entry point, its shared scales and the text it writes (the
+//! heading, the legend, numbers and escaping); `panel` places the panels and draws each one.
+//!
+//! The SVG is plain and stable (same replay, same bytes): a `<g class="panel" data-name="…"
+//! data-total="…">` per subject holding its frame, a `<polygon class="offered">`, one
+//! step-shaped `<polyline class="admitted">` and a `<text class="panel-title">` reading
+//! `name: total`, where the total is the subject's [`Outcome::admitted_cells`] (the table's
+//! `cells`); a `<g class="axis">` per axis with the ticks of every panel and the axis label;
+//! and a `<g class="legend">`. `integration/tests/simulate.rs` parses it and checks those.
+//!
+//! [`Outcome::admitted_cells`]: super::Outcome::admitted_cells
 
 use std::fmt::Write as _;
 
+use super::panel::{self, Grid};
 use super::Replay;
-
-const WIDTH: f64 = 900.0;
-const HEIGHT: f64 = 420.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 230.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 50.0;
 
 /// Line colours, one per subject in order (then again from the start).
 const COLOURS: [&str; 10] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
     "#bcbd22", "#7f7f7f",
 ];
+
+/// The offered traffic's fill, in the legend and in every panel.
+pub(super) const OFFERED_FILL: &str = "#dddddd";
 
 /// What the y axis shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +38,7 @@ pub enum Style {
     Cumulative,
 }
 
-/// `replay` drawn under `title`.
+/// `replay` drawn under `title`: one panel per subject, in the order of `replay.outcomes`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -46,7 +51,8 @@ pub enum Style {
 /// let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
 /// let svg = chart::svg(&replay, "20/s offered to 10/s", chart::Style::PerBin);
 /// assert!(svg.starts_with("<svg"));
-/// assert!(svg.contains(r#"data-name="GCRA""#));
+/// // Its panel, titled with the cells it admitted: its burst of 10, then 10 a second.
+/// assert!(svg.contains(r#"data-name="GCRA" data-total="59""#));
 /// # Ok::<(), flowgate::QuotaError>(())
 /// ```
 pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
@@ -56,25 +62,25 @@ pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
         .iter()
         .map(|o| shape(&o.series, style))
         .collect();
-    let frame = Frame::new(replay, &offered, &series, style);
+    let scale = Scale::new(replay, &offered, &series, style);
+    let grid = Grid::new(replay.outcomes.len(), title.chars().count());
     let mut out = String::new();
-    heading(&mut out, title);
-    x_axis(&mut out, replay, &frame);
-    y_axis(&mut out, &frame);
-    let legend = lines(&mut out, replay, &offered, &series, &frame);
-    legend_box(&mut out, &legend);
+    heading(&mut out, &grid, title);
+    legend(&mut out, replay.offered.iter().sum());
+    for (i, (outcome, series)) in replay.outcomes.iter().zip(&series).enumerate() {
+        let line = panel::Line {
+            name: &outcome.name,
+            total: outcome.admitted_cells,
+            series,
+            colour: COLOURS[i % COLOURS.len()],
+        };
+        panel::draw(&mut out, &grid, &scale, i, &line, &offered);
+    }
+    panel::x_axis(&mut out, &grid, &scale, &time_label(replay));
+    panel::y_axis(&mut out, &grid, &scale);
     out.push_str("</svg>\n");
     out
 }
-
-/// The plot's width, between the y axis and the legend.
-const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
-
-/// The plot's height, between the title and the x axis.
-const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
-
-/// A line's entry in the legend: its label, its colour and its extra stroke attributes.
-type Entry = (String, String, String);
 
 /// `series` as the y axis shows it: as is per bin, or summed so far.
 fn shape(series: &[u64], style: Style) -> Vec<u64> {
@@ -90,21 +96,21 @@ fn shape(series: &[u64], style: Style) -> Vec<u64> {
     }
 }
 
-/// The scales of the picture: the bins and time the x axis spans, the value atop the y axis.
-struct Frame {
+/// The scales every panel shares: the bins and time the x axis spans, the value atop the y axis.
+pub(super) struct Scale {
     /// Bins drawn: the longest line's, at least one.
-    bins: usize,
+    pub(super) bins: usize,
     /// A bin's width in seconds.
-    bin_secs: f64,
+    pub(super) bin_secs: f64,
     /// The time the x axis spans, in seconds.
-    span: f64,
+    pub(super) span: f64,
     /// The value at the top of the y axis.
-    y_max: f64,
+    pub(super) y_max: f64,
     /// What the y axis shows.
-    style: Style,
+    pub(super) style: Style,
 }
 
-impl Frame {
+impl Scale {
     /// The scales that fit `replay`'s lines, `offered` and `series` as shaped for `style`.
     fn new(replay: &Replay, offered: &[u64], series: &[Vec<u64>], style: Style) -> Self {
         let bins = replay
@@ -132,207 +138,70 @@ impl Frame {
         }
     }
 
-    /// Where `secs` from the start falls across the picture.
-    fn x(&self, secs: f64) -> f64 {
-        LEFT + secs / self.span * PLOT_W
+    /// The y axis's label.
+    pub(super) fn y_label(&self) -> String {
+        match self.style {
+            Style::PerBin => format!("cells per {} s", number(self.bin_secs)),
+            Style::Cumulative => "cells so far".to_owned(),
+        }
     }
+}
 
-    /// Where `value` falls down the picture.
-    fn y(&self, value: f64) -> f64 {
-        TOP + PLOT_H - value / self.y_max * PLOT_H
+/// The x axis's label: seconds, from the replay's start when that is not zero.
+fn time_label(replay: &Replay) -> String {
+    if replay.start.is_zero() {
+        "time (s)".to_owned()
+    } else {
+        format!("time (s) from {}", number(replay.start.as_secs_f64()))
     }
 }
 
 /// Draws the opening of the picture: the `<svg>` element, its title, background and heading.
-fn heading(out: &mut String, title: &str) {
+fn heading(out: &mut String, grid: &Grid, title: &str) {
+    let (width, height) = (grid.width, grid.height);
     // Writing to a String cannot fail.
     let _ = writeln!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(out, "<title>{}</title>", escape(title));
     let _ = writeln!(
         out,
-        r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
+        r#"<rect width="{width}" height="{height}" fill="white"/>"#
     );
     let _ = writeln!(
         out,
-        r#"<text class="title" x="{LEFT}" y="24" font-size="15">{}</text>"#,
+        r#"<text class="title" x="{}" y="26" font-size="15">{}</text>"#,
+        panel::LEFT,
         escape(title)
     );
 }
 
-/// Draws the x axis: its line, its ticks and the time label.
-fn x_axis(out: &mut String, replay: &Replay, frame: &Frame) {
-    // The x axis: time in seconds, about eight ticks at a round step.
-    let _ = writeln!(out, r#"<g class="axis" id="x-axis">"#);
-    let _ = writeln!(
-        out,
-        r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"#,
-        TOP + PLOT_H,
-        LEFT + PLOT_W,
-        TOP + PLOT_H
-    );
-    let step = nice(frame.span / 8.0);
-    let mut tick = 0.0;
-    while tick <= frame.span + 1e-9 {
-        let tx = frame.x(tick);
-        let _ = writeln!(
-            out,
-            r#"<line class="tick" x1="{tx:.1}" y1="{:.1}" x2="{tx:.1}" y2="{:.1}" stroke="black"/><text class="tick" x="{tx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            TOP + PLOT_H,
-            TOP + PLOT_H + 5.0,
-            TOP + PLOT_H + 18.0,
-            number(tick)
-        );
-        tick += step;
-    }
-    let time = if replay.start.is_zero() {
-        "time (s)".to_owned()
-    } else {
-        format!("time (s) from {}", number(replay.start.as_secs_f64()))
-    };
-    let _ = writeln!(
-        out,
-        r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{time}</text>"#,
-        LEFT + PLOT_W / 2.0,
-        HEIGHT - 12.0
-    );
-    let _ = writeln!(out, "</g>");
-}
-
-/// Draws the y axis: its line, its ticks with their grid lines, and the label.
-fn y_axis(out: &mut String, frame: &Frame) {
-    // The y axis: cells per bin, five ticks.
-    let _ = writeln!(out, r#"<g class="axis" id="y-axis">"#);
-    let _ = writeln!(
-        out,
-        r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="black"/>"#,
-        TOP + PLOT_H
-    );
-    for i in 0..=5 {
-        let value = frame.y_max * f64::from(i) / 5.0;
-        let ty = frame.y(value);
-        let _ = writeln!(
-            out,
-            r##"<line class="tick" x1="{:.1}" y1="{ty:.1}" x2="{:.1}" y2="{ty:.1}" stroke="#ddd"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT - 5.0,
-            LEFT + PLOT_W,
-            LEFT - 8.0,
-            ty + 4.0,
-            number(value)
-        );
-    }
-    let label = match frame.style {
-        Style::PerBin => format!("cells per {} s", number(frame.bin_secs)),
-        Style::Cumulative => "cells so far".to_owned(),
-    };
-    let _ = writeln!(
-        out,
-        r#"<text class="label" transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{label}</text>"#,
-        TOP + PLOT_H / 2.0,
-    );
-    let _ = writeln!(out, "</g>");
-}
-
-/// Draws the series: a line per subject, then the offered traffic; returns their legend entries.
-fn lines(
-    out: &mut String,
-    replay: &Replay,
-    offered: &[u64],
-    series: &[Vec<u64>],
-    frame: &Frame,
-) -> Vec<Entry> {
-    // The lines: each subject, the first widest, so that a line another one covers (two
-    // algorithms admitting alike) still shows at its edges; then the offered traffic, dashed,
-    // on top. The legend gives each line's total.
-    let mut legend = Vec::new();
-    let subjects = replay.outcomes.len();
-    for (i, (outcome, series)) in replay.outcomes.iter().zip(series).enumerate() {
-        let width = 1.5 + 3.0 * (subjects - 1 - i) as f64 / (subjects.max(2) - 1) as f64;
-        legend.push(line(
-            out,
-            frame,
-            (&outcome.name, outcome.admitted_cells),
-            series,
-            COLOURS[i % COLOURS.len()],
-            &format!(r#" stroke-width="{width:.1}""#),
-        ));
-    }
-    legend.push(line(
-        out,
-        frame,
-        ("offered", replay.offered.iter().sum()),
-        offered,
-        "#555555",
-        r#" stroke-width="1.2" stroke-dasharray="4 3""#,
-    ));
-    // The legend lists the offered traffic first.
-    legend.rotate_right(1);
-    legend
-}
-
-/// Draws one series, `(name, total)`, as a step-shaped line; returns its legend entry.
-fn line(
-    out: &mut String,
-    frame: &Frame,
-    (name, total): (&str, u64),
-    series: &[u64],
-    colour: &str,
-    extra: &str,
-) -> Entry {
-    let mut points = String::new();
-    for i in 0..frame.bins {
-        // Past its end a per-bin series is 0 and a cumulative one stays at its total.
-        let last = match frame.style {
-            Style::PerBin => 0,
-            Style::Cumulative => series.last().copied().unwrap_or(0),
-        };
-        let value = series.get(i).copied().unwrap_or(last) as f64;
-        let (x0, x1) = (
-            frame.x(i as f64 * frame.bin_secs),
-            frame.x((i + 1) as f64 * frame.bin_secs),
-        );
-        let _ = write!(
-            points,
-            "{x0:.1},{:.1} {x1:.1},{:.1} ",
-            frame.y(value),
-            frame.y(value)
-        );
-    }
-    let _ = writeln!(
-        out,
-        r#"<g class="series" data-name="{}"><polyline fill="none" stroke="{colour}"{extra} points="{}"/></g>"#,
-        escape(name),
-        points.trim_end()
-    );
-    (
-        format!("{name}: {total}"),
-        colour.to_owned(),
-        extra.to_owned(),
-    )
-}
-
-/// Draws the legend: a sample of each line's stroke and its label, down the right margin.
-fn legend_box(out: &mut String, legend: &[Entry]) {
+/// Draws the legend under the heading: the offered traffic's swatch and total, and the line's.
+fn legend(out: &mut String, offered: u64) {
+    let (x, y) = (panel::LEFT, 50.0);
     let _ = writeln!(out, r#"<g class="legend">"#);
-    for (i, (name, colour, extra)) in legend.iter().enumerate() {
-        let ly = TOP + 10.0 + i as f64 * 20.0;
-        let lx = WIDTH - RIGHT + 15.0;
-        let _ = writeln!(
-            out,
-            r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{colour}"{extra}/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            lx + 20.0,
-            lx + 26.0,
-            ly + 4.0,
-            escape(name)
-        );
-    }
+    let _ = writeln!(
+        out,
+        r#"<rect x="{x}" y="{:.1}" width="20" height="10" fill="{OFFERED_FILL}"/><text x="{}" y="{:.1}">offered: {offered}</text>"#,
+        y - 9.0,
+        x + 26.0,
+        y
+    );
+    let lx = x + 150.0;
+    let _ = writeln!(
+        out,
+        r##"<line x1="{lx}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#333333" stroke-width="2"/><text x="{}" y="{y:.1}">admitted (the total follows each name)</text>"##,
+        y - 4.0,
+        lx + 20.0,
+        y - 4.0,
+        lx + 26.0
+    );
     let _ = writeln!(out, "</g>");
 }
 
-/// The smallest of 1, 2 or 5 × 10^k at or above `x` (`x` > 0).
-fn nice(x: f64) -> f64 {
+/// The smallest of 1, 2, 2.5 or 5 × 10^k at or above `x` (`x` > 0).
+pub(super) fn nice(x: f64) -> f64 {
     let x = if x.is_finite() && x > 0.0 { x } else { 1.0 };
     let mut unit = 10f64.powf(x.log10().floor());
     while unit * 5.0 < x {
@@ -347,7 +216,7 @@ fn nice(x: f64) -> f64 {
 }
 
 /// A tick label: whole numbers without a point, others with up to three decimals.
-fn number(x: f64) -> String {
+pub(super) fn number(x: f64) -> String {
     if (x - x.round()).abs() < 1e-9 {
         format!("{}", x.round() as i64)
     } else {
@@ -358,7 +227,7 @@ fn number(x: f64) -> String {
 
 /// `text` with XML's special characters escaped, and the characters XML 1.0 does not allow at
 /// all (control characters other than tab and line breaks, U+FFFE and U+FFFF) replaced by U+FFFD.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -378,6 +247,8 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simulate::{every_algorithm, replay, scenario};
+    use crate::Quota;
 
     #[test]
     fn round_steps_and_labels() {
@@ -395,5 +266,61 @@ mod tests {
             escape("a\0b\x1b\tc\u{FFFF}"),
             "a\u{FFFD}b\u{FFFD}\tc\u{FFFD}"
         );
+    }
+
+    /// `text` without its XML tags.
+    fn untagged(text: &str) -> String {
+        let mut out = String::new();
+        let mut inside = false;
+        for c in text.chars() {
+            match c {
+                '<' => inside = true,
+                '>' => inside = false,
+                c if !inside => out.push(c),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The panels' titles, `(name, total)`, in the order drawn.
+    fn titles(svg: &str) -> Vec<(String, u64)> {
+        svg.lines()
+            .filter(|l| l.contains(r#"class="panel-title""#))
+            .map(|l| {
+                let text = untagged(l);
+                let (name, total) = text.rsplit_once(": ").expect("name: total");
+                (name.to_owned(), total.parse().expect("a whole number"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_panels_totals_are_the_tables_figures() {
+        let quota = Quota::per_minute(120).unwrap();
+        let trace = scenario::named("boundary", &quota).unwrap();
+        let mut subjects = every_algorithm(&quota);
+        let replay = replay(&trace, &mut subjects, quota.period() / 60);
+        let svg = svg(&replay, "boundary", Style::Cumulative);
+        let table = replay.table(quota.period()).to_string();
+        let drawn = titles(&svg);
+        assert_eq!(drawn.len(), replay.outcomes.len());
+        for ((name, total), outcome) in drawn.iter().zip(&replay.outcomes) {
+            assert_eq!(name, &outcome.name);
+            // The table's row: admitted, refused, cells, most in a window, max delay.
+            let row = table
+                .lines()
+                .find(|l| l.strip_prefix(name.as_str()).is_some_and(|r| r.starts_with("  ")))
+                .unwrap_or_else(|| panic!("no row for {name} in\n{table}"));
+            let figures: Vec<&str> = row[name.len()..].split_whitespace().collect();
+            assert_eq!(figures[2], total.to_string(), "{name}: the table's cells");
+            assert!(svg.contains(&format!(r#"data-total="{total}""#)));
+            // The attack spans a third of a window: all a subject admits, it admits in its
+            // busiest window, so the table's two figures and the panel's agree.
+            assert_eq!(figures[3], total.to_string(), "{name}: the table's most in 60 s");
+        }
+        let totals: Vec<u64> = drawn.iter().map(|(_, t)| *t).collect();
+        assert_eq!(totals, [159, 159, 179, 179, 240, 240, 139, 120]);
+        assert_eq!(svg, self::svg(&replay, "boundary", Style::Cumulative));
     }
 }

@@ -10,8 +10,12 @@
 //! use flowgate::stream::RateLimited;
 //! use flowgate::{clock::TokioClock, Quota, RateLimiter};
 //!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let runtime = tokio::runtime::Builder::new_current_thread()
+//! #     .enable_time()
+//! #     .start_paused(true)
+//! #     .build()?;
+//! # runtime.block_on(async {
 //! // 1 000 bytes a second, a burst of 1 000: chunks cost their length.
 //! let limiter = Arc::new(RateLimiter::with_clock(Quota::per_second(1_000)?, TokioClock::new()));
 //! let chunks = futures_util::stream::iter([vec![0u8; 500], vec![0; 1_500], vec![0; 250]]);
@@ -22,7 +26,8 @@
 //! assert_eq!(start.elapsed(), Duration::from_secs(1));
 //! limited.next().await; // 250 more: a quarter second
 //! assert_eq!(start.elapsed(), Duration::from_millis(1_250));
-//! # Ok(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
 //! # }
 //! ```
 //!

@@ -9,15 +9,23 @@
 //!
 //! struct Request { user: String, endpoint: String }
 //!
-//! let config: PoliciesConfig = serde_json::from_str(r#"{
-//!     "policies": [
-//!         { "name": "per-user", "key": "user",
-//!           "quotas": ["200/10s", "5000/h", "20000/day fixed"], "jitter": ["1ms", "5ms"] },
-//!         { "name": "per-endpoint", "key": "endpoint", "quotas": ["3000/min burst 4000"],
-//!           "dry_run": true },
-//!         { "name": "server", "quotas": ["100000/10s"] }
-//!     ]
-//! }"#)?;
+//! let config: PoliciesConfig = toml::from_str(r#"
+//!     [[policies]]
+//!     name = "per-user"
+//!     key = "user"
+//!     quotas = ["200/10s", "5000/h", "20000/day fixed"]
+//!     jitter = ["1ms", "5ms"]
+//!
+//!     [[policies]]
+//!     name = "per-endpoint"
+//!     key = "endpoint"
+//!     quotas = ["3000/min burst 4000"]
+//!     dry_run = true
+//!
+//!     [[policies]]
+//!     name = "server"
+//!     quotas = ["100000/10s"]
+//! "#)?;
 //! let keys = KeyExtractors::new()
 //!     .key("user", |r: &Request, k| { k.add(&r.user); })
 //!     .key("endpoint", |r: &Request, k| { k.add(&r.endpoint); });
@@ -27,18 +35,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! In TOML the same set is an array of tables:
+//! In JSON (`serde_json::from_str`) the same set is an object with an array:
 //!
-//! ```toml
-//! [[policies]]
-//! name = "per-user"
-//! key = "user"
-//! quotas = ["200/10s", "5000/h", "20000/day fixed"]
-//! jitter = ["1ms", "5ms"]
-//!
-//! [[policies]]
-//! name = "server"
-//! quotas = ["100000/10s"]
+//! ```json
+//! { "policies": [
+//!     { "name": "per-user", "key": "user",
+//!       "quotas": ["200/10s", "5000/h", "20000/day fixed"], "jitter": ["1ms", "5ms"] },
+//!     { "name": "per-endpoint", "key": "endpoint", "quotas": ["3000/min burst 4000"],
+//!       "dry_run": true },
+//!     { "name": "server", "quotas": ["100000/10s"] }
+//! ] }
 //! ```
 
 use core::fmt;

@@ -2,7 +2,6 @@
 //! no protoc) behind the middleware in an axum router on 127.0.0.1:0, called by a tonic client
 //! over HTTP/2. The client must see `RESOURCE_EXHAUSTED`, the policy's name, and the wait in
 //! `retry-after` and in a `google.rpc.RetryInfo` detail. Quotas run on a manual clock.
-#![cfg(all(feature = "tower", feature = "axum"))]
 
 #[path = "support/http_client.rs"]
 mod http_client;

@@ -1,7 +1,7 @@
 //! Two limiters, as if on two hosts, sharing one limit through Redis.
 //!
 //! ```text
-//! cargo run --example redis --features redis
+//! cargo run -p flowgate-integration --example redis
 //! ```
 //!
 //! Uses the server at `REDIS_URL` if set; otherwise starts a private `redis-server` on a free

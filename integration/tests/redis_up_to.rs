@@ -4,15 +4,9 @@
 //! decision for decision the same counts and outcomes as the in-process `Policies::check_up_to`;
 //! the failure policies; and concurrent takers that never take more than a bucket holds.
 
-#[cfg(not(feature = "redis-cluster"))]
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
 // The cluster harness holds the server harness: one copy of it.
-#[cfg(feature = "redis-cluster")]
 #[path = "support/redis_cluster.rs"]
 mod redis_cluster;
-#[cfg(feature = "redis-cluster")]
 use redis_cluster::redis_server;
 
 use std::time::Duration;
@@ -458,7 +452,6 @@ async fn any_policies_takes_up_to_n_on_either_backend() {
 /// spans two slots, where no call sees every bucket. The count is made on each slot and taken
 /// across them: one sequence of requests gets the same counts as on one server, and racing
 /// takers never take more than the buckets hold.
-#[cfg(feature = "redis-cluster")]
 mod cluster {
     use std::time::Duration;
 

@@ -11,7 +11,6 @@ use metrics::{SharedString, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::CompositeKey;
 
-#[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -230,7 +229,6 @@ fn a_labelled_keyed_limiter_reports_its_keys() {
     assert_eq!(totals.0.len(), 2);
 }
 
-#[cfg(feature = "redis")]
 #[tokio::test]
 async fn a_redis_limiter_counts_its_failures_fallbacks_and_breaker() {
     use flowgate::policy::{Policies, Policy};
@@ -286,7 +284,6 @@ async fn a_redis_limiter_counts_its_failures_fallbacks_and_breaker() {
 /// A set decided in Redis counts its cells exactly as the same set in process does, under the
 /// same names and labels (each recorder sees one set), times every script call, and describes
 /// every metric it registers.
-#[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_decisions_are_counted_as_in_process() {
     use flowgate::redis::RedisBackend;

@@ -223,7 +223,7 @@ fn the_chart_has_the_axes_series_and_legend_it_claims() {
 #[test]
 fn the_committed_boundary_picture_is_what_the_simulator_draws() {
     let committed =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/boundary.svg"))
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/boundary.svg"))
             .expect("docs/boundary.svg");
     assert!(
         committed == boundary_chart(),

@@ -2,7 +2,6 @@
 //! admission order under reservation, the queue bound, cancellation in the middle of a wait
 //! (a reservation given back; a retry holding nothing), many waiters on one key within the
 //! quota, and a policy set.
-#![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! The HTTP middleware over real sockets: an axum (or plain hyper) server on 127.0.0.1:0 and a
 //! hyper client. Quotas run on a manual clock, so every header value is checked against the
 //! quota arithmetic and nothing depends on how fast the machine is. Every loop is bounded.
-#![cfg(all(feature = "tower", feature = "axum"))]
 
 #[path = "support/http_client.rs"]
 mod http_client;

@@ -4,8 +4,10 @@
 //! through Redis, and Prometheus metrics on `/metrics`, all from one TOML file (`app.rs`).
 //!
 //! ```text
-//! cargo run --example service --all-features            # serves until stopped
-//! cargo run --example service --all-features -- --demo  # sends itself requests, then exits
+//! # serves until stopped
+//! cargo run -p flowgate-integration --example service
+//! # sends itself requests, then exits
+//! cargo run -p flowgate-integration --example service -- --demo
 //! ```
 //!
 //! Uses the Redis at `REDIS_URL` if set; otherwise starts a private `redis-server` on a free

@@ -3,8 +3,10 @@
 //! draft's `RateLimit-Policy` / `RateLimit` headers and the legacy `X-RateLimit-*`.
 //!
 //! ```text
-//! cargo run --example http_server              # serves on 127.0.0.1:3000 (or a free port)
-//! cargo run --example http_server -- --demo    # serves, sends itself a few requests, exits
+//! # serves on 127.0.0.1:3000 (or a free port)
+//! cargo run -p flowgate-integration --example http_server
+//! # serves, sends itself a few requests, exits
+//! cargo run -p flowgate-integration --example http_server -- --demo
 //! ```
 
 use std::net::SocketAddr;

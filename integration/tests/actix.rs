@@ -2,7 +2,6 @@
 //! each behind a layer built the same way on its own manual clock, and a hyper client sending
 //! both the same requests. Every answer (status, rate-limit headers, body) must be the same:
 //! the actix middleware runs the tower service's code, so any copy that drifted would show.
-#![cfg(all(feature = "actix", feature = "axum"))]
 
 #[path = "support/http_client.rs"]
 mod http_client;
@@ -10,7 +9,6 @@ mod http_client;
 #[path = "support/axum_server.rs"]
 mod axum_server;
 
-#[cfg(feature = "redis")]
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -186,7 +184,6 @@ async fn run_script(actix: SocketAddr, axum: SocketAddr, clocks: &[&ManualClock]
 
 /// The actix middleware over a set decided in Redis answers as the tower layer in process: the
 /// same script, one clock (the Redis set decides at its readings).
-#[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actix_over_redis_answers_as_tower_in_process() {
     let server = redis_server::RedisServer::start();

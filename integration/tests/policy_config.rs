@@ -1,6 +1,5 @@
 //! Policy sets from TOML and JSON: the same file in both formats builds the same set, every
 //! mistake names its policy and field, and a reload keeps every bucket.
-#![cfg(feature = "serde")]
 
 use core::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The service of `examples/service`: its configuration (one TOML file) and its router. Shared
-//! with `tests/service.rs`, which runs two instances of it against one redis-server.
+//! with `integration/tests/service.rs`, which runs two instances of it against one redis-server.
 
 use std::sync::Arc;
 
