@@ -1,7 +1,7 @@
 //! A guide to flowgate: choosing an algorithm, a rate and a burst; keyed limits and their
 //! memory; policies; waiting; HTTP; Redis; metrics; and coming from governor. A module of
-//! documentation only: every snippet below is compiled as a doctest, and run, except the Redis
-//! one, which needs a server.
+//! documentation only: every snippet below runs as a doctest, except the Redis one (compiled
+//! only: it needs a server) and governor's (run as `integration/tests/guide_governor.rs`).
 //!
 //! # Choosing an algorithm
 //!
@@ -9,9 +9,9 @@
 //! precision, memory and burst behaviour differently; flowgate has them all, each a pure function of one 64-bit word (the [`algorithm`](crate::algorithm) module has the
 //! full table). The differences show best under the fixed-window boundary attack: 120 requests
 //! a minute allowed, a client sends 120 in the last ten seconds of a minute and 120 in the first
-//! ten of the next. This picture is what the simulator draws
-//! (`cargo run --release --example simulate -- --svg docs/boundary.svg`; its totals count one
-//! more request, sent at the end of the second minute):
+//! ten of the next. This picture is what the simulator draws (`cargo run --release --features
+//! simulate --example simulate -- --svg docs/boundary.svg`): a panel per algorithm, the cells
+//! offered in grey, the cells admitted as a line, and each total after the algorithm's name:
 //!
 #![doc = include_str!("../docs/boundary.svg")]
 //!
@@ -22,8 +22,8 @@
 //! * **Leaky bucket as a shaper** and **credit**: admit a request *to go ahead later*
 //!   ([`Allowed::delay`](crate::Allowed::delay)), up to a maximum queueing delay: 179, spread
 //!   over time. For work you can postpone (a job scheduler), not for answering a client now.
-//! * **Fixed window**: all 240 in 20 s, twice the limit: the boundary problem. Cheap and easy to
-//!   explain; fine when an occasional 2× is harmless.
+//! * **Fixed window** and **interval refill**: all 240 in 20 s, twice the limit: the boundary
+//!   problem. Cheap and easy to explain; fine when an occasional 2× is harmless.
 //! * **Sliding window counter**: 139; weighs the previous window's count, an approximation.
 //! * **Sliding log** ([`SlidingLog`](crate::SlidingLog)): exactly 120 in any 60 s, at the cost
 //!   of one slot per cell of the limit.
@@ -177,8 +177,8 @@
 //!
 //! let clock = ManualClock::new(); // sleeping on it moves it: no real time passes
 //! let limiter = RateLimiter::with_clock(Quota::per_second(2)?, clock.clone());
-//! limiter.wait(2)?;
-//! limiter.wait(1)?;
+//! let _ = limiter.wait(2)?;
+//! let _ = limiter.wait(1)?;
 //! assert_eq!(clock.get(), 500_000_000);
 //! assert!(limiter.try_wait_for(1, Duration::from_millis(100)).is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -216,17 +216,106 @@
 //!
 //! # HTTP (feature `tower`)
 //!
-//! `flowgate::http::RateLimitLayer` puts a policy set in front of any tower service: 429 with
-//! `Retry-After`, the IETF draft's `RateLimit` headers (or the legacy `X-RateLimit-*`), a
-//! problem+json body naming the policy, client addresses through trusted proxies only. See the
-//! `http` module and `cargo run -p flowgate-integration --example http_server`; the README has
-//! the setup.
+//! `flowgate::http::RateLimitLayer` puts a [policy set](#policies-several-quotas-several-layers)
+//! over `flowgate::http::Inbound` (the request's head and its client's address) in front of any
+//! tower service: axum, hyper, tonic. The feature `axum` reads axum's `ConnectInfo` (the peer
+//! address) and `MatchedPath` (the route).
 //!
-//! A gRPC call (content type `application/grpc`) behind the same layer is refused as gRPC:
-//! `RESOURCE_EXHAUSTED` with the policy's name and the wait in `RetryInfo`, which tonic
-//! clients read (`Refusal::grpc_code`). For actix-web, `RateLimitLayer::actix()` (feature
-//! `actix`) is the same layer as middleware: the same answers, header for header.
+//! * **The key** is what a policy's extractor adds from the `Inbound`: the client's address
+//!   (`client_ip()`; `by_client_ip` as a whole extractor), the route (`route_or_path()`: the
+//!   route as declared, `/users/{id}`, so that clients cannot invent keys; the raw path only
+//!   where no route matched), a header such as an API key, or several of them at once.
+//! * **The client's address** is the peer's. `X-Forwarded-For` (or `Forwarded`, `X-Real-IP`)
+//!   counts only when the peer is a proxy you trust (`ClientIp::trust` with `Cidr`s): read from
+//!   the right, the first address that is not a trusted proxy is the client, and what the
+//!   client wrote further left is ignored. IPv6 clients are keyed by their /64.
+//! * **Per route**: key a policy by the route (`per-client`, `per-route` below), skip the routes
+//!   a policy does not cover (`key.skip()` in its extractor), or give a route a layer of its
+//!   own (`/login` below). Layers nest: a request to `/login` passes both.
 //!
+//! ```
+//! use std::net::SocketAddr;
+//! use axum::{routing::{get, post}, Router};
+//! use flowgate::http::{by_client_ip, ClientIp, Inbound, RateLimitLayer};
+//! use flowgate::policy::{Policies, Policy};
+//! # use {axum::{body::Body, extract::ConnectInfo}, tower_service::Service};
+//! # let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+//! # let send = |app: &Router, request: http::Request<Body>| runtime.block_on(async {
+//! #     let mut app = app.clone();
+//! #     std::future::poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut app, cx)).await?;
+//! #     app.call(request).await }).unwrap();
+//! // Our load balancers are in 10.0.0.0/8: from them, the client is read from X-Forwarded-For.
+//! let client_ip = ClientIp::peer().trust(["10.0.0.0/8".parse()?]);
+//!
+//! let api = Policies::<Inbound>::builder()
+//!     .policy(
+//!         Policy::keyed_with("per-client", |r: &Inbound, key| {
+//!             key.add(&r.client_ip()).add(r.route_or_path());
+//!         })
+//!         .quota("60/min".parse()?),
+//!     )
+//!     .policy(Policy::keyed("per-route", |r: &Inbound| r.route_or_path()).quota("1000/s".parse()?))
+//!     .build()?;
+//! let login = Policies::<Inbound>::builder()
+//!     .policy(Policy::keyed_with("login", by_client_ip).quota("5/min".parse()?))
+//!     .build()?;
+//! let login = RateLimitLayer::new(login).client_ip(client_ip.clone());
+//!
+//! let app: Router = Router::new()
+//!     .route("/users/{id}", get(|| async { "a user" }))
+//!     .route("/login", post(|| async { "welcome" }).layer(login))
+//!     // `route_layer`: after routing, so the policies see the matched route.
+//!     .route_layer(RateLimitLayer::new(api).client_ip(client_ip));
+//!
+//! // Serve it with the peer's address in every request (`ConnectInfo<SocketAddr>`):
+//! let make_service = app.clone().into_make_service_with_connect_info::<SocketAddr>();
+//! // With axum's `http1` feature (a default one), in an async main:
+//! // let listener = tokio::net::TcpListener::bind("0.0.0.0:3000").await?;
+//! // axum::serve(listener, make_service).await?;
+//! # drop(make_service);
+//!
+//! // A client behind the load balancer (`send`: to the app, as that server would).
+//! let from_lb = |path: &str| {
+//!     let mut request = http::Request::post(path)
+//!         .header("x-forwarded-for", "6.6.6.6, 203.0.113.7") // 6.6.6.6: the client's own text
+//!         .body(Body::empty())
+//!         .unwrap();
+//!     request.extensions_mut().insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 1], 40000))));
+//!     request
+//! };
+//! for _ in 0..5 { assert_eq!(send(&app, from_lb("/login")).status(), 200); }
+//! let refused = send(&app, from_lb("/login")); // the sixth within the minute, from 203.0.113.7
+//! assert_eq!(refused.status(), 429);
+//! assert_eq!(refused.headers()["retry-after"], "12"); // 5/min: a cell every 12 s
+//! assert!(refused.headers()["ratelimit"].to_str()?.starts_with(r#""login";r=0;t=12"#));
+//!
+//! // Without `ConnectInfo` (an app served with `into_make_service()`), no client can be told.
+//! let unknown = http::Request::get("/users/7").body(Body::empty())?;
+//! assert_eq!(send(&app, unknown).status(), 500);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! **The answers.** An admitted response carries the IETF draft's headers, one item per quota
+//! that applied: `RateLimit-Policy: "per-client";q=60;w=60` (`q` cells per `w` seconds) and
+//! `RateLimit: "per-client";r=59;t=1` (`r` cells left, `t` seconds until more come); nested
+//! layers append theirs, and `HeaderStyle` adds the legacy `X-RateLimit-*` or turns them off.
+//! A refusal is `429 Too Many Requests` with `Retry-After` in whole seconds, rounded up and
+//! never 0 (a client that waits that long is admitted), the same headers, and an
+//! `application/problem+json` body naming the policy. A request costing more than a burst can
+//! never pass: `429` without `Retry-After`. **Without `ConnectInfo`** the layer cannot tell
+//! clients apart; rather than put them all in one bucket, silently, it answers `500` with a
+//! problem body before any policy runs, and counts it (`RateLimitLayer::unkeyed`); one shared
+//! bucket is an explicit choice (`ClientIp::when_missing(Unkeyed::Shared)`).
+//!
+//! **actix-web** (feature `actix`): `RateLimitLayer::actix()` is the same layer as actix-web
+//! middleware, with the same answers header for header. **gRPC**: a call (content type
+//! `application/grpc`) is refused as gRPC, `RESOURCE_EXHAUSTED` (`grpc-status: 8`) with the
+//! policy's name and the wait in `RetryInfo`, which tonic clients read. The rest (a cost per
+//! request, bodies, delayed refusals, the layer over Redis) is in the [`flowgate::http`][http]
+//! docs; `cargo run -p flowgate-integration --example http_server` serves three layers.
+//!
+#![cfg_attr(feature = "tower", doc = "[http]: crate::http")]
+#![cfg_attr(not(feature = "tower"), doc = "[http]: #http-feature-tower")]
 //! # Redis (feature `redis`)
 //!
 //! When one service runs on many hosts, a per-process limit multiplies by the number of hosts.

@@ -31,38 +31,52 @@
 //! refusal into the `Error` of the same citation, or into `Box<dyn Error + Send + Sync>`.
 //!
 //! ## Map of the crate
-//! The public modules, in the order a decision flows through them:
-//! * [`quota`]: [`Quota`], a validated rate and burst, and its string grammar.
-//! * [`clock`]: the [`Clock`](clock::Clock) trait, the default TSC clock, a coarse clock, and a
-//!   manual clock for tests.
-//! * [`algorithm`]: the [`Algorithm`] trait, pure decision math over one packed word, and the
-//!   algorithms ([`Gcra`], the default; the leaky bucket, credit, interval refill, fixed and
-//!   sliding window counters), with a table to choose from; [`AnyAlgorithm`](algorithm::AnyAlgorithm)
-//!   holds any of them as one value (what a policy quota is).
-//! * (`cell`, private: the one compare-and-swap loop every bucket word runs in, a single limiter's, a
-//!   keyed slot's and a policy quota's alike.)
-//! * [`RateLimiter`]: one bucket. [`SlidingLog`]: the exact sliding window, a lock-free ring of
-//!   request times (not one word, so it has a type of its own).
-//! * [`keyed`]: [`KeyedRateLimiter`], one bucket per key in a bounded, sharded table that
-//!   forgets idle keys (the module docs give the memory model, eviction, and a full table).
-//! * [`policy`]: [`Policies`], several quotas (any one-word algorithm) in layers, decided all
-//!   or nothing, with configuration files (feature `serde`).
-//! * [`outcome`]: what every decision reports ([`Allowed`], [`Refused`],
+//! The public modules, in the order a decision flows through them, each with the feature that
+//! compiles it (`std` is on by default and turns `alloc` on; every other feature turns `std`
+//! on):
+//! * [`quota`] (always): [`Quota`], a validated rate, burst and initial fill, its string
+//!   grammar (`"100/s burst 20"`) and its typed errors ([`QuotaError`]).
+//! * [`clock`] (always): the [`Clock`](clock::Clock) trait and [`FnClock`](clock::FnClock) over
+//!   a timer of yours; with `std` the default TSC clock, a coarse clock and the OS clock; with
+//!   `alloc` a manual clock for tests; with `tokio` a clock that follows tokio's.
+//! * [`algorithm`] (always): the [`Algorithm`] trait, pure decision math over one packed word,
+//!   and the algorithms ([`Gcra`], the default; the leaky bucket, credit, interval refill, fixed
+//!   and sliding window counters), with a table to choose from;
+//!   [`AnyAlgorithm`](algorithm::AnyAlgorithm) holds any of them as one value (what a policy
+//!   quota is).
+//! * (`cell`, private: the one compare-and-swap loop every bucket word runs in, a single
+//!   limiter's, a keyed slot's and a policy quota's alike.)
+//! * [`RateLimiter`] (always, at the crate root): one bucket. [`SlidingLog`] (`alloc`): the
+//!   exact sliding window, a lock-free ring of request times (not one word, so it has a type of
+//!   its own).
+//! * [`keyed`] (`alloc`): [`KeyedRateLimiter`], one bucket per key in a bounded, sharded table
+//!   that forgets idle keys, its [`Builder`] and tiers (the module docs give the memory model,
+//!   eviction, and a full table); with `std`, the background [`Sweeper`].
+//! * [`policy`] (`std`): [`Policies`] and [`Policy`], several quotas (any one-word algorithm)
+//!   in named layers, keyed from your request type, decided all or nothing, with dry runs,
+//!   jitter and live quota replacement; configuration files with feature `serde`.
+//! * [`outcome`] (always): what every decision reports ([`Allowed`], [`Refused`],
 //!   [`InsufficientCapacity`], [`Error`]), and how a policy outcome names its quota.
-//! * [`wait`]: waiting for cells instead of being refused: [`WaitOptions`] and the engine
-//!   behind every limiter's `wait` and `until_ready` methods.
-//! * `http` (feature `tower`): a tower middleware that answers 429 with the standard headers.
-//! * `redis` (feature `redis`): the same policy sets decided in Redis, shared by many
-//!   processes, with a failure policy and local leases.
-//! * [`backend`]: [`AnyPolicies`](backend::AnyPolicies), a policy set on either backend,
-//!   chosen when it is built (in code or in a configuration file), behind one API.
+//! * [`wait`] (`std`): waiting for cells instead of being refused: [`WaitOptions`] and the
+//!   engine behind every limiter's `wait` and `until_ready` methods (`until_ready` with feature
+//!   `tokio`).
+//! * `http` (feature `tower`; `axum` adds axum's `ConnectInfo` and `MatchedPath`, `actix` the
+//!   actix-web middleware): `RateLimitLayer`, a tower middleware that decides each request with
+//!   a policy set over `Inbound` (the request's head and its client) and answers 429 with
+//!   `Retry-After` and the `RateLimit` headers (gRPC calls as `RESOURCE_EXHAUSTED`); `ClientIp`
+//!   and `Cidr` tell the client's address, through trusted proxies only.
+//! * `redis` (feature `redis`; `redis-cluster` for Redis Cluster): the same policy sets decided
+//!   in Redis, shared by many processes, with a failure policy, a circuit breaker and local
+//!   leases.
+//! * [`backend`] (`std`): [`AnyPolicies`](backend::AnyPolicies), a policy set on either
+//!   backend, chosen when it is built (in code or in a configuration file), behind one API.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
 //! * `stream` (feature `futures`): a rate-limited `Stream` and `Sink`, items weighted by a
 //!   cost function.
-//! * [`guide`]: documentation only, the walk-through above.
-//! * Feature `metrics`: counters and gauges through the `metrics` facade (see
-//!   [Metrics](#metrics)).
+//! * [`guide`] (`std`): documentation only, the walk-through above.
+//! * Feature `metrics` (no module of its own): counters and gauges through the `metrics` facade
+//!   (see [Metrics](#metrics)).
 //!
 //! ## Without `std`
 //! With `default-features = false` the crate is `#![no_std]`: [`Quota`], every one-word
@@ -91,6 +105,7 @@
 //! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`), or were not sent because the circuit breaker was open (`breaker`) |
 //! | `flowgate_redis_breaker_state` | gauge | `prefix` | the circuit breaker: 0 closed, 1 half open (probing), 2 open |
 //! | `flowgate_redis_fallbacks_total` | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
+//! | `flowgate_http_unkeyed_total` | counter | none | HTTP requests whose client's address could not be told (feature `tower`: refused or not, as the layer's rule says) |
 //!
 //! `quota` is the quota as written (`"200/10s"`, `"20000/d fixed"`), as the set was built: a
 //! quota replaced at run time keeps counting under its first label. A set decided in Redis

@@ -21,6 +21,9 @@ use super::Clock;
 /// The origin is the moment of construction; clones share it. A reading below the origin (a
 /// counter on another core lagging by a few cycles) reads as 0, and past 584 years readings stay
 /// at `u64::MAX`.
+///
+/// [`quanta`]: https://docs.rs/quanta/0.12
+/// [`quanta::Clock::now`]: https://docs.rs/quanta/0.12/quanta/struct.Clock.html#method.now
 #[derive(Debug, Clone)]
 pub struct QuantaClock {
     clock: ::quanta::Clock,

@@ -13,6 +13,8 @@ use super::Clock;
 ///
 /// For production use the default [`QuantaClock`](super::QuantaClock) is cheaper; the waits work
 /// with any clock.
+///
+/// [`tokio::time::Instant`]: https://docs.rs/tokio/1/tokio/time/struct.Instant.html
 #[derive(Debug, Clone, Copy)]
 pub struct TokioClock {
     origin: tokio::time::Instant,

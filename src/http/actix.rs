@@ -3,6 +3,8 @@
 //! rule, cost function, headers, refusal bodies (gRPC included) and delay — the tower service's
 //! code, run over a copy of the request's head in the `http` crate's types (actix-web 4 uses
 //! `http` 0.2), and its answers copied back.
+//!
+//! [`Transform`]: https://docs.rs/actix-web/4/actix_web/dev/trait.Transform.html
 
 use core::future::{ready, Future, Ready};
 use core::pin::Pin;

@@ -1,5 +1,5 @@
 //! HTTP middleware in tower's shape (feature `tower`): [`RateLimitLayer`] wraps any service of
-//! `http` requests whose response body can be made from [`Bytes`] (axum's `Body`,
+//! `http` requests whose response body can be made from `Bytes` (axum's `Body`,
 //! `http_body_util::Full`), as axum and plain hyper serve them, and decides each request with a
 //! policy set over [`Inbound`], the request's head: a [`Policies`] set in process, or the same
 //! set decided in Redis (see [Over Redis](#over-redis)); for actix-web, [`RateLimitLayer::actix`].

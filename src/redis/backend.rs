@@ -181,6 +181,8 @@ impl RedisBackend {
     /// "flowgate", with a 50 ms timeout, failing open, without leases, behind the default
     /// circuit breaker ([`Breaker::default`]: open after 3 consecutive failures, probe every
     /// 100 ms).
+    ///
+    /// [`redis::Client::open`]: https://docs.rs/redis/1/redis/struct.Client.html#method.open
     pub fn new(client: ::redis::Client) -> Self {
         Self::on(Server::One(client))
     }
