@@ -45,10 +45,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The default clock is the CPU's counter; the same limiter in real time:
     let live = RateLimiter::new(quota);
     let first_three = (0..3).all(|_| live.check().is_ok());
-    println!(
-        "live limiter: first 3 admitted: {first_three}, 4th: {:?}",
-        live.check().map(|_| ())
-    );
+    // A decision prints as one line (`Display`), admitted or refused.
+    let fourth = match live.check() {
+        Ok(allowed) => allowed.to_string(),
+        Err(refused) => refused.to_string(),
+    };
+    println!("live limiter: first 3 admitted: {first_three}, 4th: {fourth}");
     assert!(first_three);
     Ok(())
 }

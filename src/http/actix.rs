@@ -104,6 +104,7 @@ where
 }
 
 /// The service [`ActixRateLimit`] wraps around an actix service.
+#[must_use = "services do nothing unless called"]
 pub struct ActixRateLimitService<S, C: Clock> {
     inner: Rc<S>,
     shared: Arc<Shared<C>>,

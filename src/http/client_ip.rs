@@ -83,6 +83,7 @@ impl Default for Unkeyed {
 /// assert_eq!(v6, Some("2001:db8:1:2::".parse()?));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "a ClientIp does nothing until a layer is given it (`RateLimitLayer::client_ip`)"]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientIp {
     trusted: Box<[Cidr]>,

@@ -29,6 +29,7 @@ pin_project! {
     /// The future of [`RateLimitService`](super::RateLimitService)'s response: `F` the inner
     /// service's future; `S` the inner service and `Q` the request body, held while a decision
     /// is made in Redis.
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct ResponseFuture<F, B, S, Q> {
         #[pin]
         kind: Kind<F, B, S, Q>,

@@ -241,8 +241,7 @@ impl<C: Clock> Shared<C> {
         Ok(answer.map(|()| Some(Box::new(headers.finish()))))
     }
 
-    /// The quota headers of every enforcing quota of `policies` that applies to `inbound`, as
-    /// they stand.
+    /// The quota headers of every enforcing quota of `policies` applying to `inbound`, now.
     fn inspect(&self, policies: &Policies<Inbound, C>, inbound: &Inbound) -> Ready {
         let mut headers = QuotaHeaders::new(self.style, &self.cache);
         policies.inspect(inbound, |state| self.push(&mut headers, &state));
@@ -269,6 +268,7 @@ impl<C: Clock> Shared<C> {
 
 /// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`] set;
 /// see the [module docs](self).
+#[must_use = "a layer does nothing until it wraps a service"]
 pub struct RateLimitLayer<C: Clock = QuantaClock> {
     shared: Arc<Shared<C>>,
 }

@@ -1,7 +1,7 @@
 //! [`Refusal`]: why the middleware answered instead of the service, and the response it builds
 //! for it (status, headers, and the default `application/problem+json` body).
 
-use core::fmt::Write as _;
+use core::fmt::{self, Write as _};
 use core::time::Duration;
 
 use bytes::Bytes;
@@ -101,33 +101,41 @@ impl Refusal {
     /// assert_eq!(refusal.detail(), "the client's address could not be determined");
     /// ```
     pub fn detail(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// The refusal as one sentence, as [`detail`](Refusal::detail) gives it: `rate limited by policy
+/// 'per-client': retry after 2 s` (whole seconds, rounded up, as `Retry-After` says).
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Limited(refused) if refused.cause() == Cause::TableFull => format!(
+            Self::Limited(refused) if refused.cause() == Cause::TableFull => write!(
+                f,
                 "policy '{}' has no room for another client now",
                 refused.policy().unwrap_or_default()
             ),
             Self::Limited(refused) => {
                 let policy = refused.policy().unwrap_or_default();
+                write!(f, "rate limited by policy '{policy}'")?;
                 match self.retry_after_secs() {
-                    Some(secs) => {
-                        format!("rate limited by policy '{policy}': retry after {secs} s")
-                    }
-                    None => format!("rate limited by policy '{policy}'"),
+                    Some(secs) => write!(f, ": retry after {secs} s"),
+                    None => Ok(()),
                 }
             }
-            Self::Oversized(capacity) => format!(
+            Self::Oversized(capacity) => write!(
+                f,
                 "the request costs {} cells, more than the {} a quota of policy '{}' ever holds: \
                  it can never be admitted",
                 capacity.requested,
                 capacity.burst,
                 capacity.policy().unwrap_or_default(),
             ),
-            Self::Unkeyed(status) if status.is_server_error() => {
+            Self::Unkeyed(status) if status.is_server_error() => f.write_str(
                 "the client's address could not be determined: the server does not see the \
-                 connection's peer address"
-                    .into()
-            }
-            Self::Unkeyed(_) => "the client's address could not be determined".into(),
+                 connection's peer address",
+            ),
+            Self::Unkeyed(_) => f.write_str("the client's address could not be determined"),
         }
     }
 }
@@ -175,4 +183,47 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
         quotas.write(headers);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+
+    use super::Refusal;
+    use crate::outcome::{Cited, Gauge, InsufficientCapacity, PolicyQuota, Refused};
+
+    /// `Display` is the `detail` sentence, whole seconds rounded up as `Retry-After` says.
+    #[test]
+    fn a_refusal_reads_as_its_detail() {
+        let by = PolicyQuota::intern("per-client", 0, 0);
+        let refused = Refused::new(Gauge::new(5, 1, 5, 0), 1_200_000_000).cite(Cited {
+            by: Some(by),
+            ..Cited::default()
+        });
+        let limited = Refusal::Limited(refused);
+        assert_eq!(
+            limited.to_string(),
+            "rate limited by policy 'per-client': retry after 2 s"
+        );
+        assert_eq!(limited.detail(), limited.to_string());
+        let capacity = InsufficientCapacity {
+            requested: 9,
+            burst: 5,
+            by: Some(by),
+        };
+        assert_eq!(
+            Refusal::Limited(capacity.never()).to_string(),
+            "rate limited by policy 'per-client'"
+        );
+        assert_eq!(
+            Refusal::Oversized(capacity).to_string(),
+            "the request costs 9 cells, more than the 5 a quota of policy 'per-client' ever \
+             holds: it can never be admitted"
+        );
+        assert_eq!(
+            Refusal::Unkeyed(StatusCode::INTERNAL_SERVER_ERROR).to_string(),
+            "the client's address could not be determined: the server does not see the \
+             connection's peer address"
+        );
+    }
 }

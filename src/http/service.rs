@@ -21,6 +21,7 @@ use crate::policy::Policies;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
 /// inner service sees it.
+#[must_use = "services do nothing unless called"]
 pub struct RateLimitService<S, C: Clock = QuantaClock> {
     pub(super) inner: S,
     pub(super) shared: Arc<Shared<C>>,

@@ -121,6 +121,7 @@ impl<A: Algorithm> Tiers for TierSet<A> {
 /// assert_eq!(limiter.check_key("pro-1").unwrap().limit(), 50);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct Builder<K: ?Sized, C, A> {
     tiers: Vec<A>,
     classify: Option<Classify<K>>,

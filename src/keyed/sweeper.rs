@@ -14,6 +14,7 @@ use crate::clock::Clock;
 
 /// A background sweeper, from [`KeyedRateLimiter::spawn_sweeper`]. Dropping it stops the thread
 /// (and waits for the step under way, 256 slots); so does dropping the limiter.
+#[must_use = "dropping a Sweeper stops the sweeping at once"]
 #[derive(Debug)]
 pub struct Sweeper {
     stop: Option<Sender<()>>,

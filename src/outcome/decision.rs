@@ -5,7 +5,6 @@
 //! `Result<Allowed, Refused>` is seven whole words, and the quota, dry run and jitter of a
 //! policy set ([`Cited`]).
 
-use core::fmt;
 use core::time::Duration;
 
 #[cfg(doc)]
@@ -27,6 +26,10 @@ use super::{Cause, Gauge};
 ///
 /// `C` is what the admission cites besides its bucket: nothing (`()`, the default) for a single
 /// or keyed limiter, [`Cited`] for a policy set.
+///
+/// An admission left unread is a warning (`#[must_use]`, as a refusal is), since a shaper's
+/// must be waited out: `let _ = limiter.check()?;` goes ahead without reading it.
+#[must_use = "an admission may come with a delay to wait before going ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allowed<C = ()> {
     pub(crate) gauge: Gauge,
@@ -135,6 +138,7 @@ impl<C: Citation> Allowed<C> {
 ///
 /// `C` is what the refusal cites besides its bucket: nothing (`()`, the default) for a single
 /// or keyed limiter, [`Cited`] for a policy set.
+#[must_use = "a refused request must not go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refused<C = ()> {
     pub(crate) gauge: Gauge,
@@ -288,25 +292,7 @@ impl<C: Citation> Refused<C> {
     }
 }
 
-impl<C: Citation> fmt::Display for Refused<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.by(), self.cause()) {
-            (Some(by), Cause::TableFull) => write!(
-                f,
-                "rate limited: policy '{}' has no room for another key now",
-                by.policy()
-            ),
-            (None, Cause::TableFull) => f.write_str("rate limited: no room for another key now"),
-            (Some(by), _) => write!(
-                f,
-                "rate limited by {by}: retry after {:?}",
-                self.retry_after()
-            ),
-            (None, _) => write!(f, "rate limited: retry after {:?}", self.retry_after()),
-        }
-    }
-}
-
+// The message is the refusal's `Display`, in `display.rs` with the other outcomes'.
 impl<C: Citation> core::error::Error for Refused<C> {}
 
 #[cfg(all(test, not(flowgate_loom)))]

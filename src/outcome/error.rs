@@ -8,6 +8,7 @@ use super::Gauge;
 
 /// A request for more cells than a bucket can ever hold: it will never succeed, however long
 /// the caller waits. Nothing was consumed.
+#[must_use = "a request above the capacity must not go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InsufficientCapacity {
     /// Cells requested.
@@ -92,6 +93,7 @@ impl core::error::Error for InsufficientCapacity {}
 ///
 /// `C` is what the refusal cites: nothing (`()`, the default) for a single or keyed limiter,
 /// [`Cited`] for a policy set.
+#[must_use = "a request that got no cells must not go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Error<C = ()> {
     /// Refused for now: the refusal says when to retry. From a wait: the wait would be longer
@@ -135,3 +137,44 @@ impl<C: Citation> fmt::Display for Error<C> {
 
 /// Transparent: the message is the inner error's, so an error chain does not repeat it.
 impl<C: Citation> core::error::Error for Error<C> {}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::{Error, InsufficientCapacity};
+    use crate::outcome::{Cited, Refused};
+
+    /// Compiles only for an error that crosses threads and goes into
+    /// `Box<dyn Error + Send + Sync + 'static>`, as every public error of the crate must.
+    fn assert_send_sync<T: core::error::Error + Send + Sync + 'static>() {}
+
+    /// Every public error type, generic ones in each citation: a change that makes one of them
+    /// hold an `Rc`, a `Cell` or a borrow fails to compile here.
+    #[test]
+    fn every_public_error_is_send_sync_and_static() {
+        assert_send_sync::<Error>();
+        assert_send_sync::<Error<Cited>>();
+        assert_send_sync::<Refused>();
+        assert_send_sync::<Refused<Cited>>();
+        assert_send_sync::<InsufficientCapacity>();
+        assert_send_sync::<crate::quota::QuotaError>();
+        assert_send_sync::<crate::quota::ParseQuotaError>();
+        #[cfg(feature = "alloc")]
+        assert_send_sync::<crate::keyed::KeyedError>();
+        #[cfg(feature = "std")]
+        {
+            assert_send_sync::<crate::policy::PolicyError>();
+            assert_send_sync::<crate::backend::BuildError>();
+        }
+        #[cfg(feature = "serde")]
+        assert_send_sync::<crate::policy::ConfigError>();
+        #[cfg(feature = "tower")]
+        assert_send_sync::<crate::http::CidrError>();
+        #[cfg(feature = "redis")]
+        {
+            assert_send_sync::<crate::redis::RedisConfigError>();
+            assert_send_sync::<crate::redis::Failure>();
+        }
+        #[cfg(feature = "simulate")]
+        assert_send_sync::<crate::simulate::trace::TraceError>();
+    }
+}

@@ -25,6 +25,7 @@ pub const DEFAULT_POLICY_KEYS: usize = 1 << 16;
 
 /// One named policy: a key extractor (or none, for a global policy), its quotas, and how it
 /// behaves. Add it to a set with [`PoliciesBuilder::policy`].
+#[must_use = "a policy does nothing until a set is given it (`PoliciesBuilder::policy`)"]
 pub struct Policy<R: ?Sized> {
     pub(crate) name: String,
     pub(crate) extract: Option<Extract<R>>,
@@ -177,6 +178,7 @@ impl<R: ?Sized> fmt::Debug for Policy<R> {
 }
 
 /// Builds a [`Policies`] set: the policies in evaluation order, and the clock.
+#[must_use = "a builder does nothing until it builds a set (`build`, `build_redis`, `build_on`)"]
 pub struct PoliciesBuilder<R: ?Sized, C: Clock = QuantaClock> {
     policies: Vec<Policy<R>>,
     clock: C,

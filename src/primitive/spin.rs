@@ -26,6 +26,7 @@ pub(crate) struct Mutex<T> {
 unsafe impl<T: Send> Sync for Mutex<T> {}
 
 /// Proof that the holder owns the lock: the data, until it drops.
+#[must_use = "if unused the lock is released at once"]
 pub(crate) struct MutexGuard<'a, T> {
     mutex: &'a Mutex<T>,
 }

@@ -73,6 +73,7 @@ pub enum Initial {
 /// ```
 ///
 /// See [`Quota::from_str`](#impl-FromStr-for-Quota) for the string grammar.
+#[must_use = "a quota does nothing until a limiter or a policy is given it"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     count: u32,

@@ -152,6 +152,7 @@ impl From<PolicyError> for RedisConfigError {
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "a RedisBackend does nothing until a policy set is built on it"]
 #[derive(Clone)]
 pub struct RedisBackend {
     pub(super) server: Server,

@@ -109,3 +109,18 @@ impl Source {
         }
     }
 }
+
+/// How the decision was made, as the end of a [`Verdict`](super::Verdict)'s line: `decided by
+/// Redis`, `decided from a lease`, `failed open: no connection to Redis`, `failed closed: ...`,
+/// `decided locally: ...`.
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Redis => f.write_str("decided by Redis"),
+            Self::Lease => f.write_str("decided from a lease"),
+            Self::FailedOpen(failure) => write!(f, "failed open: {failure}"),
+            Self::FailedClosed(failure) => write!(f, "failed closed: {failure}"),
+            Self::Local(failure) => write!(f, "decided locally: {failure}"),
+        }
+    }
+}

@@ -2,6 +2,8 @@
 //! failure policy becomes one: the same outcomes, naming the same quotas, as a policy set
 //! decided in process.
 
+use core::fmt;
+
 use super::failure::{Failure, OnFailure, Source};
 use super::plan::Plan;
 use super::script::{Dry, Reply};
@@ -15,6 +17,7 @@ use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, QuotaState, Refus
 use crate::policy::Policies;
 
 /// The outcome of one decision, and where it came from.
+#[must_use = "a verdict says whether the request may go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     pub(super) outcome: Result<Allowed<Cited>, Refused<Cited>>,
@@ -39,6 +42,19 @@ impl Verdict {
     /// Where the decision came from: Redis, a lease, or the failure policy.
     pub fn source(&self) -> Source {
         self.source
+    }
+}
+
+/// The outcome's line, then where it came from: `allowed: 2 of 3 left in policy 'per-user',
+/// quota #0 (decided by Redis)`, `rate limited: retry after 1s (failed closed: Redis did not
+/// answer in time)`.
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.outcome {
+            Ok(allowed) => allowed.fmt(f)?,
+            Err(refused) => refused.fmt(f)?,
+        }
+        write!(f, " ({})", self.source)
     }
 }
 
@@ -349,5 +365,60 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::{Failure, Source, Verdict};
+    use crate::outcome::{Allowed, Cited, Gauge, PolicyQuota, Refused};
+    use crate::redis::UNLIMITED;
+
+    #[test]
+    fn a_verdict_reads_as_its_outcome_and_its_source() {
+        let by = PolicyQuota::intern("per-user", 0, 0);
+        let allowed = Allowed::new(Gauge::new(1, 1, 3, 1_000)).cite(Cited {
+            by: Some(by),
+            ..Cited::default()
+        });
+        let verdict = Verdict {
+            outcome: Ok(allowed),
+            source: Source::Redis,
+        };
+        assert_eq!(
+            verdict.to_string(),
+            "allowed: 2 of 3 left in policy 'per-user', quota #0 (decided by Redis)"
+        );
+        let lease = Verdict {
+            source: Source::Lease,
+            ..verdict
+        };
+        assert!(lease.to_string().ends_with(" (decided from a lease)"));
+        let open = Verdict {
+            outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
+            source: Source::FailedOpen(Failure::Connection),
+        };
+        assert_eq!(
+            open.to_string(),
+            "allowed: no quota applies (failed open: no connection to Redis)"
+        );
+        let refused = Refused::new(Gauge::new(1, 1, 1, 0), 1_000_000_000);
+        let closed = Verdict {
+            outcome: Err(refused.cite(Cited::default())),
+            source: Source::FailedClosed(Failure::Timeout),
+        };
+        assert_eq!(
+            closed.to_string(),
+            "rate limited: retry after 1s (failed closed: Redis did not answer in time)"
+        );
+        let local = Verdict {
+            source: Source::Local(Failure::BreakerOpen),
+            ..closed
+        };
+        assert_eq!(
+            local.to_string(),
+            "rate limited: retry after 1s (decided locally: Redis not called: the circuit \
+             breaker is open)"
+        );
     }
 }

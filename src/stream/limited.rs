@@ -19,6 +19,7 @@ pin_project! {
     ///
     /// An item is pulled from `S` only when the next one is asked for, and yielded once it is
     /// paid for; `S` ending ends this stream.
+    #[must_use = "streams do nothing unless polled"]
     pub struct RateLimited<S, C, A, F>
     where
         S: Stream,

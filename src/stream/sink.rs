@@ -20,6 +20,7 @@ pin_project! {
     /// `start_send` keeps the item; `poll_ready`, `poll_flush` and `poll_close` pay for it and
     /// hand it to `Si`. So `poll_ready` is pending while the last item waits for its cells,
     /// which is the back-pressure a producer (`SinkExt::send`, `StreamExt::forward`) waits on.
+    #[must_use = "sinks do nothing unless polled"]
     pub struct RateLimitedSink<Si, T, C, A, F>
     where
         C: Clock,

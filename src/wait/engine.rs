@@ -20,6 +20,7 @@ use crate::outcome::{Allowed, Cause, Citation, Error, InsufficientCapacity, Refu
 ///     .jitter(Duration::ZERO, Duration::from_millis(50));
 /// # let _ = patient;
 /// ```
+#[must_use = "options do nothing until a wait is given them"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitOptions {
     max_wait: u64,
