@@ -131,7 +131,7 @@ async fn run() {
         let mut r = [0.0; SIDES];
         for k in 0..SIDES {
             let side = (round + k) % SIDES;
-            let of = if side % 2 == 0 { &one } else { &many };
+            let of = if side.is_multiple_of(2) { &one } else { &many };
             r[side] = match side / 2 {
                 0 => sequential(&of.keyed, batch).await,
                 1 => concurrent(&of.keyed, batch).await,

@@ -177,8 +177,8 @@
 //!
 //! let clock = ManualClock::new(); // sleeping on it moves it: no real time passes
 //! let limiter = RateLimiter::with_clock(Quota::per_second(2)?, clock.clone());
-//! let _ = limiter.wait(2)?;
-//! let _ = limiter.wait(1)?;
+//! limiter.wait(2)?;
+//! limiter.wait(1)?;
 //! assert_eq!(clock.get(), 500_000_000);
 //! assert!(limiter.try_wait_for(1, Duration::from_millis(100)).is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -171,7 +171,7 @@ fn exact_bound_under_threads() {
                     let now = clock.get();
                     let n = 1 + (i % 3 == 0) as u32;
                     if let Ok(Ok(_)) = log.check_n_at(n, now) {
-                        admitted.extend(std::iter::repeat(now).take(n as usize));
+                        admitted.extend(std::iter::repeat_n(now, n as usize));
                     }
                 }
                 admitted

@@ -20,10 +20,10 @@ fn spent(per_second: u32) -> (ManualClock, RateLimiter<ManualClock>) {
 #[test]
 fn a_wait_sleeps_exactly_until_the_cell_returns() {
     let (clock, limiter) = spent(1);
-    let _ = limiter.wait(1).unwrap();
+    limiter.wait(1).unwrap();
     assert_eq!(clock.get(), SECOND);
     // The cell it waited for is taken: the next one is another second away.
-    let _ = limiter.wait(1).unwrap();
+    limiter.wait(1).unwrap();
     assert_eq!(clock.get(), 2 * SECOND);
 }
 
@@ -36,7 +36,7 @@ fn a_bounded_wait_that_would_be_too_long_fails_at_once_and_takes_nothing() {
     assert_eq!(refused.retry_after(), Duration::from_secs(1));
     assert_eq!(clock.get(), 0, "it did not sleep");
     // Nothing was taken: the cell still comes back after exactly one second.
-    let _ = limiter.try_wait_for(1, Duration::from_secs(1)).unwrap();
+    limiter.try_wait_for(1, Duration::from_secs(1)).unwrap();
     assert_eq!(clock.get(), SECOND);
 }
 
@@ -60,7 +60,7 @@ fn waits_keep_the_rate_over_a_long_run() {
     let limiter = RateLimiter::with_clock(Quota::per_second(10).unwrap(), clock.clone());
     let mut admitted_at = Vec::new();
     for _ in 0..100 {
-        let _ = limiter.wait(1).unwrap();
+        limiter.wait(1).unwrap();
         admitted_at.push(clock.get());
     }
     assert_eq!(admitted_at[9], 0);
@@ -140,14 +140,14 @@ fn keyed_waits_are_per_key() {
     .max_keys(16)
     .build()
     .unwrap();
-    let _ = limiter.wait_key("alice", 1).unwrap();
-    let _ = limiter.wait_key("bob", 1).unwrap();
+    limiter.wait_key("alice", 1).unwrap();
+    limiter.wait_key("bob", 1).unwrap();
     assert_eq!(clock.get(), 0, "two keys, one cell each: no wait");
     let Err(Error::Refused(_)) = limiter.try_wait_key_for("alice", 1, Duration::from_millis(10))
     else {
         panic!("alice's next cell is a second away");
     };
-    let _ = limiter.wait_key("alice", 1).unwrap();
+    limiter.wait_key("alice", 1).unwrap();
     assert_eq!(clock.get(), SECOND);
 }
 
@@ -162,8 +162,8 @@ fn policy_waits_wait_for_the_last_quota() {
         .policy(Policy::global("global").quota(Quota::per_minute(2).unwrap()))
         .build()
         .unwrap();
-    let _ = policies.wait(&1, 1).unwrap();
-    let _ = policies.wait(&2, 1).unwrap();
+    policies.wait(&1, 1).unwrap();
+    policies.wait(&2, 1).unwrap();
     assert_eq!(clock.get(), 0);
     // User 1's own cell is back after 1 s, the global one after 30 s: it waits 30 s.
     let Err(Error::Refused(rejected)) = policies.try_wait_for(&1, 1, Duration::from_secs(29))
@@ -171,7 +171,7 @@ fn policy_waits_wait_for_the_last_quota() {
         panic!("the global quota is 30 s away");
     };
     assert_eq!(rejected.policy(), Some("global"));
-    let _ = policies.wait(&1, 1).unwrap();
+    policies.wait(&1, 1).unwrap();
     assert_eq!(clock.get(), 30 * SECOND);
     let Err(Error::Capacity(oversized)) = policies.wait(&1, 3) else {
         panic!("3 cells never fit a burst of 1");
@@ -188,7 +188,7 @@ fn retries_add_jitter_within_the_bound() {
     seed_jitter(7);
     let jittery = WaitOptions::new().jitter(Duration::from_millis(100), Duration::from_millis(200));
     let (clock, limiter) = spent(1);
-    let _ = limiter.wait_with(1, jittery).unwrap();
+    limiter.wait_with(1, jittery).unwrap();
     let at = clock.get();
     assert!(
         (1_100_000_000..=1_200_000_000).contains(&at),
@@ -198,7 +198,7 @@ fn retries_add_jitter_within_the_bound() {
     // whatever the draw, the sleep stops at the bound, where the cell is there.
     let start = clock.get();
     let bounded = jittery.at_most(Duration::from_millis(1_050));
-    let _ = limiter.wait_with(1, bounded).unwrap();
+    limiter.wait_with(1, bounded).unwrap();
     assert!(
         clock.get() - start <= 1_050_000_000,
         "waited {} ns",
@@ -221,12 +221,12 @@ fn a_full_keyed_table_is_waited_out_not_taken_for_a_full_queue() {
     .when_full(flowgate::WhenFull::Refuse)
     .build()
     .unwrap();
-    let _ = limiter.wait_key("alice", 1).unwrap();
+    limiter.wait_key("alice", 1).unwrap();
     assert_eq!(
         limiter.check_key("bob").unwrap_err().cause(),
         flowgate::Cause::TableFull
     );
-    let _ = limiter
+    limiter
         .try_wait_key_for("bob", 1, Duration::from_millis(2_500))
         .unwrap();
     assert_eq!(clock.get(), SECOND, "admitted once alice's bucket was idle");
@@ -249,10 +249,10 @@ fn a_policy_jitter_never_fails_a_wait_that_fits() {
         .unwrap();
     for seed in 0..20 {
         seed_jitter(seed);
-        let _ = policies.wait(&(), 1).unwrap();
+        policies.wait(&(), 1).unwrap();
         let start = clock.get();
         // The next cell is at most a second away; jitter up to a second more would not fit.
-        let _ = policies
+        policies
             .try_wait_for(&(), 1, Duration::from_millis(1_500))
             .unwrap();
         assert!(clock.get() - start <= 1_500_000_000);

@@ -31,7 +31,7 @@ async fn reservations_go_ahead_in_arrival_order() {
         .map(|i| {
             let (limiter, order) = (limiter.clone(), order.clone());
             tokio::spawn(async move {
-                let _ = limiter.until_ready(1).await.unwrap();
+                limiter.until_ready(1).await.unwrap();
                 order.lock().unwrap().push((i, start.elapsed()));
             })
         })
@@ -137,7 +137,7 @@ async fn many_waiters_on_one_key_stay_within_the_quota() {
         .map(|_| {
             let (limiter, times) = (limiter.clone(), times.clone());
             tokio::spawn(async move {
-                let _ = limiter.until_key_ready("k", 1).await.unwrap();
+                limiter.until_key_ready("k", 1).await.unwrap();
                 times
                     .lock()
                     .unwrap()
@@ -184,7 +184,7 @@ async fn policy_waits_respect_every_layer() {
             let (policies, times) = (policies.clone(), times.clone());
             tokio::spawn(async move {
                 let user = i % 2;
-                let _ = policies.until_ready(&user, 1).await.unwrap();
+                policies.until_ready(&user, 1).await.unwrap();
                 times.lock().unwrap().push((user, start.elapsed()));
             })
         })

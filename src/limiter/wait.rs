@@ -35,8 +35,8 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     ///
     /// let clock = ManualClock::new();
     /// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, clock.clone());
-    /// let _ = limiter.wait(2)?; // the burst, at once
-    /// let _ = limiter.wait(1)?; // half a second later: a manual clock moves instead of sleeping
+    /// limiter.wait(2)?; // the burst, at once
+    /// limiter.wait(1)?; // half a second later: a manual clock moves instead of sleeping
     /// assert_eq!(clock.get(), Duration::from_millis(500).as_nanos() as u64);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -129,8 +129,8 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// let clock = TokioClock::new();
     /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, clock);
     /// let start = tokio::time::Instant::now();
-    /// let _ = limiter.until_ready(1).await?; // at once
-    /// let _ = limiter.until_ready(1).await?; // a second later, on tokio's (here paused) clock
+    /// limiter.until_ready(1).await?; // at once
+    /// limiter.until_ready(1).await?; // a second later, on tokio's (here paused) clock
     /// assert_eq!(start.elapsed(), std::time::Duration::from_secs(1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # })

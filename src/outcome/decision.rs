@@ -27,9 +27,9 @@ use super::{Cause, Gauge};
 /// `C` is what the admission cites besides its bucket: nothing (`()`, the default) for a single
 /// or keyed limiter, [`Cited`] for a policy set.
 ///
-/// An admission left unread is a warning (`#[must_use]`, as a refusal is), since a shaper's
-/// must be waited out: `let _ = limiter.check()?;` goes ahead without reading it.
-#[must_use = "an admission may come with a delay to wait before going ahead"]
+/// Not `#[must_use]` on its own: the `Result` it comes in is, so a decision cannot be dropped
+/// unread, and `limiter.check()?;` (go ahead when admitted) stays quiet. With a shaping
+/// algorithm, read [`delay`](Self::delay) before going ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allowed<C = ()> {
     pub(crate) gauge: Gauge,

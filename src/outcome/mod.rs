@@ -22,8 +22,8 @@
 //! fn handle(limiter: &RateLimiter<ManualClock>, policies: &Policies<str, ManualClock>)
 //!     -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 //! {
-//!     let _ = limiter.check()?;
-//!     let _ = policies.check("alice")?; // a refusal names its policy and quota
+//!     limiter.check()?;
+//!     policies.check("alice")?; // a refusal names its policy and quota
 //!     Ok(())
 //! }
 //!
