@@ -1,27 +1,47 @@
-//! Replays traffic through every algorithm at the trace's own times (no waiting: a minute of
-//! traffic takes milliseconds), prints what each admitted, and draws it as an SVG.
+//! Replays traffic through every algorithm at the trace's own times (read from a manual clock:
+//! nothing waits), prints what each admitted, and draws it as an SVG: one small panel per
+//! algorithm, all on the same scales.
 //!
 //! ```text
-//! cargo run --release --example simulate -- [--scenario NAME | --trace FILE.csv]
+//! cargo run --release --features simulate --example simulate -- [--scenario NAME | --trace FILE.csv]
 //!     [--quota "120/min"] [--bin SECONDS] [--svg FILE] [--per-bin]
 //! ```
 //!
 //! * `--scenario`: `boundary` (the default: the fixed-window boundary attack, a window's limit
-//!   at the end of one window and again at the start of the next), `steady`, `bursts` or `zipf`, each sized to the quota
-//!   (`flowgate::simulate::scenario::named`);
+//!   at the end of one window and again at the start of the next), `steady`, `bursts` or
+//!   `zipf`, each sized to the quota (`flowgate::simulate::scenario::named`);
 //! * `--trace`: a CSV of `time,key,cost` lines instead (`flowgate::simulate::trace`);
 //! * `--quota`: the quota every algorithm runs, per key (default `120/min`);
 //! * `--bin`: the chart's bin in seconds (default: a sixtieth of the quota's period);
-//! * `--svg`: where to write the chart (cells so far; `--per-bin` for cells per bin).
+//! * `--svg`: where to write the chart (cells so far; `--per-bin` for cells per bin);
+//! * `-h`, `--help`: prints this usage and exits.
 //!
 //! `docs/boundary.svg` is `--scenario boundary --svg docs/boundary.svg` with the defaults
-//! (`tests/simulate.rs` checks that it still is).
+//! (`integration/tests/simulate.rs` checks that it still is).
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use flowgate::simulate::{self, chart, scenario, trace};
 use flowgate::Quota;
+
+/// What `--help` prints, and what follows an argument's error.
+const USAGE: &str = "\
+usage: simulate [--scenario NAME | --trace FILE.csv] [--quota QUOTA] [--bin SECONDS]
+                [--svg FILE] [--per-bin]
+
+Replays traffic through every algorithm at the trace's own times, prints what each
+admitted, and draws it as an SVG (one panel per algorithm).
+
+  --scenario NAME   boundary (the default), steady, bursts or zipf, sized to the quota
+  --trace FILE.csv  replay a CSV of time,key,cost lines instead of a scenario
+  --quota QUOTA     the quota every algorithm runs, per key (default 120/min)
+  --bin SECONDS     the chart's bin (default: a sixtieth of the quota's period)
+  --svg FILE        write the chart to FILE (cells so far)
+  --per-bin         chart cells per bin instead of cells so far
+  -h, --help        print this and exit
+";
 
 struct Options {
     scenario: String,
@@ -32,7 +52,8 @@ struct Options {
     style: chart::Style,
 }
 
-fn options() -> Result<Options, String> {
+/// The options in `args`, or `None` when they ask for the usage.
+fn options(args: impl Iterator<Item = OsString>) -> Result<Option<Options>, String> {
     let mut options = Options {
         scenario: "boundary".to_owned(),
         trace: None,
@@ -41,11 +62,21 @@ fn options() -> Result<Options, String> {
         svg: None,
         style: chart::Style::Cumulative,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+    let mut args = args.map(|a| a.into_string().map_err(|a| format!("{a:?} is not UTF-8")));
+    while let Some(flag) = args.next().transpose()? {
+        let mut value = || args.next().unwrap_or(Err(format!("{flag} needs a value")));
         match flag.as_str() {
-            "--scenario" => options.scenario = value()?,
+            "-h" | "--help" => return Ok(None),
+            "--scenario" => {
+                options.scenario = value()?;
+                if !scenario::NAMES.contains(&options.scenario.as_str()) {
+                    return Err(format!(
+                        "unknown scenario {}; one of {}",
+                        options.scenario,
+                        scenario::NAMES.join(", ")
+                    ));
+                }
+            }
             "--trace" => options.trace = Some(value()?),
             "--quota" => {
                 let text = value()?;
@@ -63,14 +94,13 @@ fn options() -> Result<Options, String> {
             }
             "--svg" => options.svg = Some(value()?),
             "--per-bin" => options.style = chart::Style::PerBin,
-            other => return Err(format!("unknown argument {other} (see the example's docs)")),
+            other => return Err(format!("unknown argument {other}")),
         }
     }
-    Ok(options)
+    Ok(Some(options))
 }
 
-fn run() -> Result<(), String> {
-    let options = options()?;
+fn run(options: Options) -> Result<(), String> {
     let quota = options.quota;
     let (trace, what) = match &options.trace {
         Some(path) => {
@@ -117,7 +147,18 @@ fn run() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let options = match options(std::env::args_os().skip(1)) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprint!("simulate: {error}\n\n{USAGE}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("simulate: {error}");

@@ -1,6 +1,6 @@
 //! The simulator: replays that count what the algorithms promise, and charts checked by their
-//! structure (they parse as XML; they have the axes, series and legend they claim), including
-//! the committed `docs/boundary.svg`.
+//! structure (they parse as XML; they have the axes, panels and legend they claim, the panels
+//! apart and each line inside its panel), including the committed `docs/boundary.svg`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -42,22 +42,24 @@ fn the_boundary_attack_passes_a_fixed_window_twice_and_a_sliding_log_never() {
             .find(|o| o.name == name)
             .unwrap_or_else(|| panic!("{name}"))
     };
-    assert_eq!(replay.requests, 241);
-    assert_eq!(replay.offered.iter().sum::<u64>(), 241);
+    assert_eq!(replay.requests, 240);
+    assert_eq!(replay.offered.iter().sum::<u64>(), 240);
     // 240 cells in 20 s: twice the limit around the edge.
     assert_eq!(outcome("fixed window").peak(MINUTE), 240);
     // Never more than the limit in any minute (at the bins' resolution).
     assert_eq!(outcome("sliding log").peak(MINUTE), 120);
     // The token bucket: its burst, then its rate (2/s) for 20 s.
     let gcra = outcome("GCRA");
-    assert_eq!((gcra.admitted, gcra.refused), (160, 81));
+    assert_eq!((gcra.admitted, gcra.refused), (159, 81));
     // The shaper admits more, later: cells proceed after their delay.
     let shaper = outcome("leaky bucket (shaper)");
     assert_eq!(shaper.max_delay, Duration::from_secs(10));
     let late = |o: &simulate::Outcome| o.series[70..].iter().sum::<u64>();
     assert!(late(shaper) > late(gcra), "{} {}", late(shaper), late(gcra));
     for o in &replay.outcomes {
-        assert_eq!(o.admitted + o.refused, 241, "{}", o.name);
+        assert_eq!(o.admitted + o.refused, 240, "{}", o.name);
+        // The attack spans 20 s: all a subject admits, it admits within a minute.
+        assert_eq!(o.admitted_cells, o.peak(MINUTE), "{}", o.name);
     }
 }
 
@@ -94,7 +96,7 @@ fn a_custom_subject_sees_every_request_in_time_order_at_its_reading() {
         "even seconds",
         move |r: &Request, now| {
             log.borrow_mut().push((r.key.clone(), now));
-            (r.at.as_secs() % 2 == 0).then_some(Duration::ZERO)
+            r.at.as_secs().is_multiple_of(2).then_some(Duration::ZERO)
         },
     )];
     let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
@@ -115,17 +117,30 @@ fn a_custom_subject_sees_every_request_in_time_order_at_its_reading() {
     assert_eq!(replay.outcomes[0].series, vec![0, 0, 1]);
 }
 
-/// Checks `svg`'s structure and returns its series' names.
-fn check_structure(svg: &str) -> BTreeSet<String> {
-    let doc = roxmltree::Document::parse(svg).expect("the chart is well-formed XML");
-    let root = doc.root_element();
-    assert_eq!(root.tag_name().name(), "svg");
-    assert_eq!(
-        root.tag_name().namespace(),
-        Some("http://www.w3.org/2000/svg")
-    );
-    let (width, height) = (900.0, 420.0);
-    assert_eq!(root.attribute("viewBox"), Some("0 0 900 420"));
+/// A rectangle: left, top, width, height.
+type Rect = (f64, f64, f64, f64);
+
+/// `node`'s attribute `name` as a number.
+fn number(node: roxmltree::Node<'_, '_>, name: &str) -> f64 {
+    node.attribute(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} of {node:?}"))
+}
+
+/// The `x,y` points of a polyline or polygon.
+fn points(node: roxmltree::Node<'_, '_>) -> Vec<(f64, f64)> {
+    node.attribute("points")
+        .unwrap()
+        .split(' ')
+        .map(|p| {
+            let (x, y) = p.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Checks that the axes have numeric ticks (`12`, `0.5`, `400k`, `1.6M`) and a label.
+fn check_axes(doc: &roxmltree::Document<'_>) {
     for id in ["x-axis", "y-axis"] {
         let axis = doc
             .descendants()
@@ -138,75 +153,124 @@ fn check_structure(svg: &str) -> BTreeSet<String> {
             .filter_map(|n| n.text())
             .collect();
         assert!(ticks.len() >= 3, "{id}: {ticks:?}");
-        assert!(
-            ticks.iter().all(|t| t.parse::<f64>().is_ok()),
-            "{id}: {ticks:?}"
-        );
+        let numeric = |t: &&str| {
+            t.trim_end_matches(['k', 'M', 'G', 'T'])
+                .parse::<f64>()
+                .is_ok()
+        };
+        assert!(ticks.iter().all(numeric), "{id}: {ticks:?}");
         let label = axis
             .children()
             .find(|n| n.attribute("class") == Some("label"))
             .and_then(|n| n.text());
         assert!(label.is_some(), "{id} has a label");
     }
-    let mut names = BTreeSet::new();
+}
+
+/// Checks `svg`'s structure and returns its panels' `(name, total)`s, in the order drawn.
+fn check_structure(svg: &str) -> Vec<(String, u64)> {
+    let doc = roxmltree::Document::parse(svg).expect("the chart is well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    assert_eq!(
+        root.tag_name().namespace(),
+        Some("http://www.w3.org/2000/svg")
+    );
+    let (width, height) = (number(root, "width"), number(root, "height"));
+    assert_eq!(
+        root.attribute("viewBox"),
+        Some(format!("0 0 {width} {height}").as_str())
+    );
+    check_axes(&doc);
+    let mut panels = Vec::new();
+    let mut frames: Vec<Rect> = Vec::new();
     let mut lengths = BTreeSet::new();
-    for series in doc
+    for panel in doc
         .descendants()
-        .filter(|n| n.attribute("class") == Some("series"))
+        .filter(|n| n.attribute("class") == Some("panel"))
     {
-        let name = series.attribute("data-name").expect("a named series");
-        let polyline = series
-            .children()
-            .find(|n| n.has_tag_name("polyline"))
-            .expect("one polyline");
-        let points: Vec<(f64, f64)> = polyline
-            .attribute("points")
-            .unwrap()
-            .split(' ')
-            .map(|p| {
-                let (x, y) = p.split_once(',').unwrap();
-                (x.parse().unwrap(), y.parse().unwrap())
-            })
+        let name = panel.attribute("data-name").expect("a named panel");
+        let total: u64 = number(panel, "data-total") as u64;
+        let child = |class: &str| {
+            panel
+                .children()
+                .find(|n| n.attribute("class") == Some(class))
+                .unwrap_or_else(|| panic!("{name}: no {class}"))
+        };
+        let frame = child("frame");
+        let (x, y, w, h) = (
+            number(frame, "x"),
+            number(frame, "y"),
+            number(frame, "width"),
+            number(frame, "height"),
+        );
+        assert!(
+            x >= 0.0 && y >= 0.0 && x + w <= width && y + h <= height,
+            "{name}"
+        );
+        // Its title, `name: total`, just above its frame.
+        let title = child("panel-title");
+        let text: String = title
+            .descendants()
+            .filter(|n| n.is_text())
+            .filter_map(|n| n.text())
             .collect();
-        for &(x, y) in &points {
-            assert!((0.0..=width).contains(&x) && (0.0..=height).contains(&y));
+        assert!(text.ends_with(&format!(": {total}")), "{name}: {text}");
+        assert!(name.starts_with(text.rsplit_once(": ").unwrap().0.trim_end_matches('…')));
+        assert!((y - 24.0..y).contains(&number(title, "y")), "{name}");
+        // The offered area and the admitted line stay inside the frame, left to right, one
+        // step (two points) per bin.
+        for line in [child("offered"), child("admitted")] {
+            let points = points(line);
+            for &(px, py) in &points {
+                let inside = (x - 0.05..=x + w + 0.05).contains(&px)
+                    && (y - 0.05..=y + h + 0.05).contains(&py);
+                assert!(inside, "{name}: ({px}, {py}) outside {x} {y} {w} {h}");
+            }
+            assert!(points.windows(2).all(|p| p[0].0 <= p[1].0), "{name}");
         }
-        // Left to right, one step (two points) per bin.
-        assert!(points.windows(2).all(|w| w[0].0 <= w[1].0), "{name}");
-        lengths.insert(points.len());
-        assert!(names.insert(name.to_owned()), "{name} twice");
+        lengths.insert(points(child("admitted")).len());
+        // No panel overlaps another, with its title and ticks.
+        for (fx, fy, fw, fh) in &frames {
+            let apart_x = x >= fx + fw || fx >= &(x + w);
+            let apart_y = y - 24.0 >= fy + fh + 16.0 || fy - 24.0 >= y + h + 16.0;
+            assert!(apart_x || apart_y, "{name} overlaps a panel");
+        }
+        frames.push((x, y, w, h));
+        assert!(panels.iter().all(|(n, _)| n != name), "{name} twice");
+        panels.push((name.to_owned(), total));
     }
-    assert_eq!(lengths.len(), 1, "every series spans every bin");
+    assert!(lengths.len() <= 1, "every line spans every bin drawn");
     let legend = doc
         .descendants()
         .find(|n| n.attribute("class") == Some("legend"))
         .expect("a legend");
-    let entries: BTreeSet<String> = legend
+    assert!(legend
         .children()
-        .filter(|n| n.has_tag_name("text"))
         .filter_map(|n| n.text())
-        .map(|t| t.rsplit_once(": ").unwrap().0.to_owned())
-        .collect();
-    assert_eq!(entries, names, "one legend entry per series");
-    names
+        .any(|t| t.starts_with("offered: ")));
+    panels
 }
 
 #[test]
-fn the_chart_has_the_axes_series_and_legend_it_claims() {
+fn the_chart_has_the_axes_panels_and_legend_it_claims() {
     let svg = boundary_chart();
-    let names = check_structure(&svg);
-    let expected: BTreeSet<String> = ["offered"]
-        .into_iter()
-        .map(str::to_owned)
-        .chain(
-            simulate::every_algorithm(&quota())
-                .iter()
-                .map(|s| s.name().to_owned()),
-        )
-        .collect();
-    assert_eq!(names, expected);
-    // Names are escaped; a per-bin chart of a custom subject has the same structure.
+    let panels = check_structure(&svg);
+    // A panel per algorithm, in order, each titled with the cells it admitted.
     let quota = quota();
+    let mut subjects = simulate::every_algorithm(&quota);
+    let replay = simulate::replay(
+        &scenario::named("boundary", &quota).unwrap(),
+        &mut subjects,
+        quota.period() / 60,
+    );
+    let expected: Vec<(String, u64)> = replay
+        .outcomes
+        .iter()
+        .map(|o| (o.name.clone(), o.admitted_cells))
+        .collect();
+    assert_eq!(panels, expected);
+    // Names are escaped; a per-bin chart of a custom subject has the same structure.
     let mut subjects = vec![simulate::algorithm(
         "<fixed & \"window\">",
         FixedWindow::new(&quota).unwrap(),
@@ -216,8 +280,8 @@ fn the_chart_has_the_axes_series_and_legend_it_claims() {
         &mut subjects,
         Duration::from_secs(5),
     );
-    let names = check_structure(&chart::svg(&replay, "a & b", chart::Style::PerBin));
-    assert!(names.contains("<fixed & \"window\">"));
+    let panels = check_structure(&chart::svg(&replay, "a & b", chart::Style::PerBin));
+    assert_eq!(panels, [("<fixed & \"window\">".to_owned(), 120)]);
 }
 
 #[test]
@@ -227,7 +291,7 @@ fn the_committed_boundary_picture_is_what_the_simulator_draws() {
             .expect("docs/boundary.svg");
     assert!(
         committed == boundary_chart(),
-        "docs/boundary.svg is stale: cargo run --release --example simulate -- --svg docs/boundary.svg"
+        "docs/boundary.svg is stale: cargo run --release --features simulate --example simulate -- --scenario boundary --svg docs/boundary.svg"
     );
 }
 

@@ -98,12 +98,18 @@ fn shape(series: &[u64], style: Style) -> Vec<u64> {
 
 /// The scales every panel shares: the bins and time the x axis spans, the value atop the y axis.
 pub(super) struct Scale {
-    /// Bins drawn: the longest line's, at least one.
+    /// The first bin drawn: a round time shortly before anything happens (quiet bins before it
+    /// are left out, so that what happens fills the panels' width).
+    pub(super) first: usize,
+    /// The end of the bins drawn: the longest line's, past `first`.
     pub(super) bins: usize,
     /// A bin's width in seconds.
     pub(super) bin_secs: f64,
-    /// The time the x axis spans, in seconds.
+    /// Where the x axis starts (bin `first`'s start) and the time it spans, in seconds.
+    pub(super) from: f64,
     pub(super) span: f64,
+    /// The x axis's step between ticks, in seconds.
+    pub(super) step: f64,
     /// The value at the top of the y axis.
     pub(super) y_max: f64,
     /// What the y axis shows.
@@ -113,14 +119,17 @@ pub(super) struct Scale {
 impl Scale {
     /// The scales that fit `replay`'s lines, `offered` and `series` as shaped for `style`.
     fn new(replay: &Replay, offered: &[u64], series: &[Vec<u64>], style: Style) -> Self {
-        let bins = replay
-            .outcomes
-            .iter()
-            .map(|o| o.series.len())
-            .chain([replay.offered.len()])
+        let lines = || replay.outcomes.iter().map(|o| &o.series[..]);
+        let bins = lines()
+            .chain([&replay.offered[..]])
+            .map(<[u64]>::len)
             .max()
             .unwrap_or(0)
             .max(1);
+        let active = lines()
+            .chain([&replay.offered[..]])
+            .filter_map(|s| s.iter().position(|&v| v > 0))
+            .min();
         let top = series
             .iter()
             .flatten()
@@ -129,10 +138,16 @@ impl Scale {
             .max()
             .unwrap_or(0);
         let bin_secs = replay.bin.as_secs_f64();
+        let first = lead_in(active, bins, bin_secs);
+        let span = (bins - first) as f64 * bin_secs;
         Self {
+            first,
             bins,
             bin_secs,
-            span: bins as f64 * bin_secs,
+            from: first as f64 * bin_secs,
+            span,
+            // About five ticks, at a round step.
+            step: nice(span / 4.0),
             y_max: nice(top.max(1) as f64),
             style,
         }
@@ -145,6 +160,20 @@ impl Scale {
             Style::Cumulative => "cells so far".to_owned(),
         }
     }
+}
+
+/// The first bin to draw when bin `active` is the first with anything in it, of `bins`: the
+/// bin at the last round time before it (on the scale of the time from it to the end), so
+/// that a quiet start is cut but some of it shows.
+fn lead_in(active: Option<usize>, bins: usize, bin_secs: f64) -> usize {
+    let Some(active) = active.filter(|&a| a < bins) else {
+        return 0;
+    };
+    let start = active as f64 * bin_secs;
+    let step = nice((bins - active) as f64 * bin_secs / 4.0);
+    let from = ((start / step).ceil() - 1.0).max(0.0) * step;
+    // The bin that time falls in.
+    ((from / bin_secs + 1e-9).floor().max(0.0) as usize).min(active)
 }
 
 /// The x axis's label: seconds, from the replay's start when that is not zero.
@@ -162,7 +191,7 @@ fn heading(out: &mut String, grid: &Grid, title: &str) {
     // Writing to a String cannot fail.
     let _ = writeln!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width: 100%; height: auto" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(out, "<title>{}</title>", escape(title));
     let _ = writeln!(
@@ -225,6 +254,16 @@ pub(super) fn number(x: f64) -> String {
     }
 }
 
+/// A tick label: [`number`], counted in thousands (`k`), millions (`M`), billions (`G`) or
+/// trillions (`T`) from 10 000 on, so that labels stay short.
+pub(super) fn tick(x: f64) -> String {
+    let units = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
+    match units.iter().find(|(unit, _)| x.abs() >= 1e4_f64.max(*unit)) {
+        Some((unit, suffix)) => format!("{}{suffix}", number(x / unit)),
+        None => number(x),
+    }
+}
+
 /// `text` with XML's special characters escaped, and the characters XML 1.0 does not allow at
 /// all (control characters other than tab and line breaks, U+FFFE and U+FFFF) replaced by U+FFFD.
 pub(super) fn escape(text: &str) -> String {
@@ -261,7 +300,18 @@ mod tests {
         assert_eq!(nice(0.0), 1.0);
         assert_eq!(number(15.0), "15");
         assert_eq!(number(0.25), "0.25");
+        assert_eq!(tick(2500.0), "2500");
+        assert_eq!(tick(10_000.0), "10k");
+        assert_eq!(tick(400_000.0), "400k");
+        assert_eq!(tick(1_600_000.0), "1.6M");
+        assert_eq!(tick(2.5e10), "25G");
         assert_eq!(escape(r#"a<b & "c""#), "a&lt;b &amp; &quot;c&quot;");
+        // The boundary attack starts at 50 s of 80: drawn from 40 s; an early start from 0.
+        assert_eq!(lead_in(Some(50), 80, 1.0), 40);
+        assert_eq!(lead_in(Some(53), 80, 1.0), 50);
+        assert_eq!(lead_in(Some(2), 100, 1.0), 0);
+        assert_eq!(lead_in(Some(7), 10, 0.3), 6);
+        assert_eq!((lead_in(None, 10, 1.0), lead_in(Some(10), 10, 1.0)), (0, 0));
         assert_eq!(
             escape("a\0b\x1b\tc\u{FFFF}"),
             "a\u{FFFD}b\u{FFFD}\tc\u{FFFD}"
@@ -310,14 +360,21 @@ mod tests {
             // The table's row: admitted, refused, cells, most in a window, max delay.
             let row = table
                 .lines()
-                .find(|l| l.strip_prefix(name.as_str()).is_some_and(|r| r.starts_with("  ")))
+                .find(|l| {
+                    l.strip_prefix(name.as_str())
+                        .is_some_and(|r| r.starts_with("  "))
+                })
                 .unwrap_or_else(|| panic!("no row for {name} in\n{table}"));
             let figures: Vec<&str> = row[name.len()..].split_whitespace().collect();
             assert_eq!(figures[2], total.to_string(), "{name}: the table's cells");
             assert!(svg.contains(&format!(r#"data-total="{total}""#)));
             // The attack spans a third of a window: all a subject admits, it admits in its
             // busiest window, so the table's two figures and the panel's agree.
-            assert_eq!(figures[3], total.to_string(), "{name}: the table's most in 60 s");
+            assert_eq!(
+                figures[3],
+                total.to_string(),
+                "{name}: the table's most in 60 s"
+            );
         }
         let totals: Vec<u64> = drawn.iter().map(|(_, t)| *t).collect();
         assert_eq!(totals, [159, 159, 179, 179, 240, 240, 139, 120]);

@@ -50,22 +50,16 @@ pub fn bursts(key: &str, size: u32, every: Duration, bursts: u32) -> Vec<Request
         .collect()
 }
 
-/// The fixed-window boundary attack: `limit` requests spread over the
-/// last sixth of one `window` and `limit` more over the first sixth of the next, then quiet
-/// until the end of the second window. A fixed window admits all `2 × limit`, in a third of a
-/// window; a limiter that holds `limit` per any window does not.
+/// The fixed-window boundary attack: `limit` requests spread over the last sixth of one
+/// `window` and `limit` more over the first sixth of the next, and nothing else. A fixed window
+/// admits all `2 × limit`, in a third of a window; a limiter that holds `limit` per any window
+/// does not. The whole attack spans a third of a window, so the cells a subject admits in all
+/// are those it admits in its busiest window ([`Outcome::peak`](super::Outcome::peak)), unless
+/// it delays them by more than half a window.
 pub fn boundary(limit: u32, window: Duration) -> Vec<Request> {
     let sixth = window / 6;
     let mut trace = spaced("attacker", f64::from(limit), window - sixth, sixth);
     trace.extend(spaced("attacker", f64::from(limit), window, sixth));
-    // One request just before the end (1 ms, or a thousandth of a short window), so that the
-    // trace (and its chart) spans both windows.
-    let gap = (window / 1000).clamp(Duration::from_nanos(1), Duration::from_millis(1));
-    trace.push(Request::new(
-        window.saturating_mul(2).saturating_sub(gap),
-        "attacker",
-        1,
-    ));
     trace
 }
 
@@ -153,17 +147,18 @@ mod tests {
         assert_eq!(bursts.len(), 15);
         assert_eq!(bursts[14].at, Duration::from_secs(20));
         let edge = boundary(120, Duration::from_secs(60));
-        assert_eq!(edge.len(), 241);
+        assert_eq!(edge.len(), 240);
         assert_eq!(edge[0].at, Duration::from_secs(50));
-        assert!(edge[..240].iter().all(|r| r.at < Duration::from_secs(70)));
-        assert_eq!(edge[240].at, Duration::from_millis(119_999));
+        assert_eq!(edge[120].at, Duration::from_secs(60));
+        assert!(edge.iter().all(|r| r.at < Duration::from_secs(70)));
         // Rounding does not lose a request; short windows and huge patterns stay in bounds.
         assert_eq!(
             super::steady("a", 21.0 / 60.0, Duration::from_secs(360)).len(),
             126
         );
         let tiny = boundary(1, Duration::from_micros(100));
-        assert_eq!(tiny.last().unwrap().at, Duration::from_nanos(199_900));
+        assert_eq!(tiny.len(), 2);
+        assert_eq!(tiny.last().unwrap().at, Duration::from_micros(100));
         assert_eq!(
             super::steady("a", 1e9, Duration::from_secs(60)).len() as u64,
             MAX_REQUESTS
