@@ -30,7 +30,9 @@ fn governor_and_flowgate_decide_alike() -> Result<(), Box<dyn std::error::Error>
 fn guide_block_is_this_test() {
     let guide = include_str!("../../src/guide.rs");
     let this = include_str!("guide_governor.rs");
-    let start = guide.find("//! ```ignore\n//! use std::num::NonZeroU32;").expect("the guide's block");
+    let start = guide
+        .find("//! ```ignore\n//! use std::num::NonZeroU32;")
+        .expect("the guide's block");
     let block: Vec<&str> = guide[start..]
         .lines()
         .skip(1)
@@ -38,7 +40,9 @@ fn guide_block_is_this_test() {
         .map(|l| l.strip_prefix("//!").unwrap_or(l).trim())
         .filter(|l| !l.starts_with('#'))
         .collect();
-    let body_start = this.find("-> Result<(), Box<dyn std::error::Error>> {\n").expect("the test");
+    let body_start = this
+        .find("-> Result<(), Box<dyn std::error::Error>> {\n")
+        .expect("the test");
     let body: Vec<&str> = this[body_start..]
         .lines()
         .skip(1)
