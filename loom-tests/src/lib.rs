@@ -17,19 +17,23 @@ pub fn model(f: impl Fn() + Sync + Send + 'static) {
 /// nothing. Prints how many interleavings it explored.
 #[cfg(flowgate_loom)]
 pub fn model_with_preemptions(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    // One counter per model: a static shared by the tests of one binary, which cargo runs on
+    // parallel threads, let one test's reset land in another's count (a model seen at one
+    // interleaving in CI, where it explores many).
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
     let mut builder = loom::model::Builder::new();
     let bound = builder
         .preemption_bound
         .map_or(preemptions, |b| b.min(preemptions));
     builder.preemption_bound = Some(bound);
-    // Relaxed: a count read after the model, on this thread (loom runs iterations in turn).
-    RUNS.store(0, Ordering::Relaxed);
+    let counter = runs.clone();
     builder.check(move || {
-        RUNS.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: a count read after the model, on this thread (loom runs iterations in turn).
+        counter.fetch_add(1, Ordering::Relaxed);
         f();
     });
-    let runs = RUNS.load(Ordering::Relaxed);
+    // Relaxed: the model's iterations all ran on this thread before `check` returned.
+    let runs = runs.load(Ordering::Relaxed);
     eprintln!("loom: {runs} interleavings, at most {bound} preemptions");
     assert!(
         runs > 1,
