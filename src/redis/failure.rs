@@ -124,3 +124,60 @@ impl fmt::Display for Source {
         }
     }
 }
+
+#[cfg(all(test, not(flowgate_loom)))]
+mod tests {
+    use super::{Failure, Source};
+    use crate::outcome::{Allowed, Cited, Gauge, PolicyQuota, Refused};
+    use crate::redis::verdict::Verdict;
+    use crate::redis::UNLIMITED;
+
+    /// A verdict prints its outcome, then its source in parentheses.
+    #[test]
+    fn a_verdict_reads_as_its_outcome_and_its_source() {
+        let by = PolicyQuota::intern("per-user", 0, 0);
+        let allowed = Allowed::new(Gauge::new(1, 1, 3, 1_000)).cite(Cited {
+            by: Some(by),
+            ..Cited::default()
+        });
+        let verdict = Verdict {
+            outcome: Ok(allowed),
+            source: Source::Redis,
+        };
+        assert_eq!(
+            verdict.to_string(),
+            "allowed: 2 of 3 left in policy 'per-user', quota #0 (decided by Redis)"
+        );
+        let lease = Verdict {
+            source: Source::Lease,
+            ..verdict
+        };
+        assert!(lease.to_string().ends_with(" (decided from a lease)"));
+        let open = Verdict {
+            outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
+            source: Source::FailedOpen(Failure::Connection),
+        };
+        assert_eq!(
+            open.to_string(),
+            "allowed: no quota applies (failed open: no connection to Redis)"
+        );
+        let refused = Refused::new(Gauge::new(1, 1, 1, 0), 1_000_000_000);
+        let closed = Verdict {
+            outcome: Err(refused.cite(Cited::default())),
+            source: Source::FailedClosed(Failure::Timeout),
+        };
+        assert_eq!(
+            closed.to_string(),
+            "rate limited: retry after 1s (failed closed: Redis did not answer in time)"
+        );
+        let local = Verdict {
+            source: Source::Local(Failure::BreakerOpen),
+            ..closed
+        };
+        assert_eq!(
+            local.to_string(),
+            "rate limited: retry after 1s (decided locally: Redis not called: the circuit \
+             breaker is open)"
+        );
+    }
+}
