@@ -7,6 +7,13 @@
 //! applies such a function atomically, and the exact undo of a write ([`Cell::restore_as`]), so
 //! no algorithm and no table contains a compare-and-swap of a bucket word of its own.
 //!
+//! # Giving cells back
+//! The undo is the crate's only way to give cells back, and it is exact: it puts back the word
+//! a decision replaced only if the bucket still holds the word the decision wrote. What a user
+//! holds of a decision for that is a [`Receipt`]. There is no arithmetic refund ("add `n`
+//! cells"): once the refunded cells' time has passed, such a refund frees cells that other
+//! requests were admitted against.
+//!
 //! # Owners
 //! A keyed table's slot passes from key to key under its shard's lock while checks run without
 //! it (see `keyed::slot`). The loop is therefore generic over an [`Owner`]: what must still hold
@@ -40,6 +47,89 @@ use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
 /// A bucket's word before and after a decision's write, if it wrote one: what the exact undo
 /// ([`Cell::restore_as`]) needs.
 pub(crate) type Wrote = Option<(u64, u64)>;
+
+/// What an admission wrote to its bucket, to give its cells back exactly: from
+/// [`RateLimiter::reserve`](crate::RateLimiter::reserve) and
+/// [`KeyedRateLimiter::reserve_key`](crate::KeyedRateLimiter::reserve_key), given back with
+/// their `give_back`.
+///
+/// Giving a receipt back puts back the word the admission replaced, and only if the bucket
+/// still holds the word the admission wrote. If any other request changed the bucket since,
+/// nothing is given back: its cells stay taken (fewer admissions, never more), because that
+/// request was decided against them. This is why there is no "add `n` cells": with a quota of
+/// 1/s, a cell taken at 0 s and "added back" at 1.5 s, after another request took the cell of
+/// 1 s, would admit a third request at 1.5 s, two admissions half a second apart.
+///
+/// A receipt names its bucket's word (and a keyed bucket's tag), not its limiter: give it back
+/// to the limiter that issued it. After a `reset` (or an evicted key's return), the bucket may
+/// come to hold the very word the receipt names through other bookings; giving it back then
+/// gives back one of those instead. Give back before resetting.
+///
+/// ```
+/// use core::time::Duration;
+/// use flowgate::{clock::ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, clock.clone());
+/// let (_, receipt) = limiter.reserve(1)?.expect("a fresh bucket");
+/// assert!(limiter.give_back(receipt)); // nothing happened since: the cell is back
+/// let (_, receipt) = limiter.reserve(1)?.expect("the cell given back");
+///
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.check().is_ok()); // another request takes the next cell, after this one
+/// assert!(!limiter.give_back(receipt)); // so this one stays taken
+/// assert!(limiter.check().is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// An empty receipt (`Receipt::default()`) stands for nothing taken, a start for
+/// [`then`](Self::then).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    /// A keyed bucket's tag (0 for a single limiter's).
+    tag: u64,
+    before: u64,
+    after: u64,
+}
+
+impl Receipt {
+    /// The receipt of a decision on the bucket `tag` that wrote `wrote`.
+    #[inline(always)]
+    pub(crate) fn new(tag: u64, wrote: Wrote) -> Self {
+        let (before, after) = wrote.unwrap_or((0, 0));
+        Self { tag, before, after }
+    }
+
+    /// The bucket's tag, and its words before and after the write; `None` if nothing was
+    /// written.
+    pub(crate) fn wrote(self) -> Option<(u64, u64, u64)> {
+        (self.before != self.after).then_some((self.tag, self.before, self.after))
+    }
+
+    /// Whether the admission wrote nothing, so that there is nothing to give back: a request of
+    /// 0 cells, or a new key that a full table admitted without tracking it.
+    pub fn is_empty(&self) -> bool {
+        self.wrote().is_none()
+    }
+
+    /// One receipt for this admission and a `later` one from the same bucket: both, if `later`
+    /// was written on top of this one (the bucket still held this one's word); otherwise
+    /// `later` alone, since this one can no longer be given back once another request built on
+    /// it. For cells taken in several steps.
+    #[must_use]
+    pub fn then(self, later: Receipt) -> Receipt {
+        if later.is_empty() {
+            self
+        } else if !self.is_empty() && later.tag == self.tag && later.before == self.after {
+            Receipt {
+                before: self.before,
+                ..later
+            }
+        } else {
+            later
+        }
+    }
+}
 
 /// Who may decide on a cell's word, checked on every pass of the update loop.
 pub(crate) trait Owner {
@@ -249,9 +339,24 @@ impl Cell {
     }
 }
 
-/// `algorithm.check` of `n` cells at `now`, noting in `wrote` the word it saw and the word it
-/// asked to write (the last run is the one that took effect): a step for [`Cell::update_as`]
-/// whose write can be undone.
+/// `step`, noting in `wrote` the word it saw and the word it asked to write (the last run is
+/// the one that took effect): a step for [`Cell::update_as`] whose write can be undone.
+#[inline(always)]
+pub(crate) fn noting<'a, T>(
+    mut step: impl FnMut(u64) -> Step<T> + 'a,
+    wrote: &'a mut Wrote,
+) -> impl FnMut(u64) -> Step<T> + 'a {
+    move |word| {
+        let step = step(word);
+        *wrote = match step {
+            Step::Write(new, _) => Some((word, new)),
+            Step::Keep(_) => None,
+        };
+        step
+    }
+}
+
+/// `algorithm.check` of `n` cells at `now`, [`noting`] what it wrote.
 #[inline(always)]
 pub(crate) fn recording<'a, A: Algorithm>(
     algorithm: &'a A,
@@ -259,14 +364,7 @@ pub(crate) fn recording<'a, A: Algorithm>(
     n: u32,
     wrote: &'a mut Wrote,
 ) -> impl FnMut(u64) -> Step<Result<Allowed, Refused>> + 'a {
-    move |word| {
-        let step = algorithm.check(word, now, n);
-        *wrote = match step {
-            Step::Write(new, _) => Some((word, new)),
-            Step::Keep(_) => None,
-        };
-        step
-    }
+    noting(move |word| algorithm.check(word, now, n), wrote)
 }
 
 /// `algorithm.take` of `n` cells at `now` (see [`Algorithm::take`]), noting in `wrote` the word

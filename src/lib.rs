@@ -184,6 +184,7 @@ pub mod stream;
 pub mod wait;
 
 pub use algorithm::{Algorithm, Gcra};
+pub use cell::Receipt;
 #[cfg(feature = "std")]
 pub use keyed::Sweeper;
 #[cfg(feature = "alloc")]

@@ -4,8 +4,9 @@
 //! shaper and
 //! credit; the stepped counter for the interval refill and the fixed window; the sliding window
 //! counter), driven by the same operations: clock moves forwards, backwards and anywhere,
-//! `check_n` at the clock's reading and at stale ones, peeks, refunds (also at stale
-//! readings), resets, and the cells available.
+//! `check_n` at the clock's reading and `reserve` at stale ones, peeks, give-backs of any
+//! earlier admission's receipt (exact: only while the bucket is as that admission left it),
+//! resets, and the cells available.
 //!
 //! Asserts: every answer is the model's (decision, remaining, limit, retry-after, reset-after,
 //! delay, and the "never" error), as 64 bits report it (times saturate at the 584-year
@@ -29,7 +30,9 @@ use libfuzzer_sys::fuzz_target;
 mod models;
 
 use models::schedule::{self, Kind};
-use models::{answer_of, sliding_window, stepped, Answer, AnyModel, Op};
+use models::{
+    answer_of, answer_of_reserved, sliding_window, stepped, Answer, AnyModel, Op, Receipts,
+};
 
 #[derive(Arbitrary, Debug)]
 struct Spec {
@@ -102,6 +105,7 @@ fuzz_target!(|input: Input| {
         Family::Sliding => AnyModel::Sliding(sliding_window::Model::new(&quota, now.into())),
     };
     let mut model = fresh(start);
+    let mut receipts = Receipts::new();
     let capacity = limiter.capacity();
     for (i, &op) in input.ops.iter().take(512).enumerate() {
         let op = scaled(op, unit, capacity);
@@ -121,21 +125,14 @@ fuzz_target!(|input: Input| {
             Op::Check(n) => (answer_of(limiter.check_n(n)), model.check(now, now, n)),
             Op::CheckAt(n, behind) => {
                 let at = stale(behind);
-                (
-                    answer_of(limiter.check_n_at(n, at)),
-                    model.check(at, now, n),
-                )
+                let before = model.clone();
+                let reserved = limiter.reserve_at(n, at);
+                let want = model.check(at, now, n);
+                receipts.note(&reserved, before, &model);
+                (answer_of_reserved(&reserved), want)
             }
             Op::Peek(n) => (answer_of(limiter.peek(n)), model.peek(now, n)),
-            Op::Refund(n) => {
-                limiter.refund(n);
-                (Answer::Done, model.refund(now, n))
-            }
-            Op::RefundAt(n, behind) => {
-                let at = stale(behind);
-                limiter.refund_at(n, at);
-                (Answer::Done, model.refund(at, n))
-            }
+            Op::GiveBack(k) => receipts.give_back(k, |r| limiter.give_back(r), &mut model),
             Op::Reset => {
                 limiter.reset();
                 model = fresh(now);
@@ -276,8 +273,6 @@ fn scaled(op: Op, unit: u64, capacity: u32) -> Op {
         Op::Check(n) => Op::Check(cells(n)),
         Op::CheckAt(n, behind) => Op::CheckAt(cells(n), time(behind)),
         Op::Peek(n) => Op::Peek(cells(n)),
-        Op::Refund(n) => Op::Refund(cells(n)),
-        Op::RefundAt(n, behind) => Op::RefundAt(cells(n), time(behind)),
-        Op::Reset | Op::Available => op,
+        Op::GiveBack(_) | Op::Reset | Op::Available => op,
     }
 }

@@ -144,7 +144,7 @@ fn clock_near_the_horizon_refuses_and_never_panics() {
         );
     }
     assert!(l.check_n(0).unwrap().is_ok());
-    l.refund(u32::MAX);
+    assert!(!l.give_back(flowgate::Receipt::default()));
     l.reset();
     assert!(
         l.check().is_err(),
@@ -211,10 +211,38 @@ fn initial_fills() {
     assert_eq!(admitted, 10);
 }
 
+/// A give-back never frees a cell another request was admitted against: at 1/s, cells taken at
+/// 0 s and at 1 s, and the first given back at 1.5 s, a request at 1.5 s is refused (an
+/// arithmetic refund admitted it: two admissions half a second apart). On a single limiter and
+/// on a keyed one.
 #[test]
-fn refund_peek_reset() {
+fn a_give_back_never_frees_a_cell_others_were_admitted_against() {
+    let (l, clock) = limiter("1/s", 0);
+    let keyed = flowgate::KeyedRateLimiter::<u8, _>::builder_with_clock(
+        flowgate::Gcra::new(&"1/s".parse().unwrap()),
+        clock.clone(),
+    )
+    .max_keys(16)
+    .build()
+    .unwrap();
+    let (_, first) = l.reserve(1).unwrap().unwrap();
+    let (_, keyed_first) = keyed.reserve_key(&7, 1).unwrap().unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert!(l.check().is_ok() && keyed.check_key(&7).is_ok());
+    clock.advance(Duration::from_millis(500));
+    assert!(!l.give_back(first) && !keyed.give_back(keyed_first));
+    assert!(l.check().is_err() && keyed.check_key(&7).is_err());
+    // Given back before anything else happened, the cell does come back.
+    clock.advance(Duration::from_millis(500));
+    let (_, second) = keyed.reserve_key(&7, 1).unwrap().unwrap();
+    assert!(keyed.give_back(second) && keyed.check_key(&7).is_ok());
+}
+
+#[test]
+fn give_back_peek_reset() {
     let (l, clock) = limiter("4/s", 0);
-    l.check_n(3).unwrap().unwrap();
+    let (_, two) = l.reserve(2).unwrap().unwrap();
+    let (_, one) = l.reserve(1).unwrap().unwrap();
     assert_eq!(l.available(), 1);
     assert_eq!(
         l.peek(2).unwrap().unwrap_err().retry_after(),
@@ -222,10 +250,21 @@ fn refund_peek_reset() {
     );
     assert_eq!(l.peek(1).unwrap().unwrap().remaining(), 0);
     assert_eq!(l.available(), 1, "peek takes nothing");
-    l.refund(2);
-    assert_eq!(l.available(), 3);
-    l.refund(u32::MAX);
-    assert_eq!(l.available(), 4, "never above the burst");
+    assert!(!l.give_back(two), "the later reservation was built on it");
+    assert_eq!(l.available(), 1);
+    assert!(l.give_back(one));
+    assert_eq!(l.available(), 2);
+    assert!(!l.give_back(one), "given back once");
+    assert_eq!(l.available(), 2);
+    let (_, both) = l.reserve(1).unwrap().unwrap();
+    let (_, next) = l.reserve(1).unwrap().unwrap();
+    assert!(l.give_back(both.then(next)), "one receipt for both");
+    assert_eq!(l.available(), 2);
+    assert_eq!(l.check_n(2).unwrap().unwrap().remaining(), 0);
+    assert!(!l.give_back(two.then(one)));
+    assert_eq!(l.available(), 0, "an old receipt frees nothing");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(l.available(), 4);
     assert_eq!(l.check_n(4).unwrap().unwrap().remaining(), 0);
     clock.advance(Duration::from_millis(10));
     l.reset();
@@ -356,10 +395,7 @@ fn stale_readings_never_free_cells() {
     clock.set(t);
     assert_eq!((0..10).filter(|_| l.check_at(t).is_ok()).count(), 10);
     assert!(l.check_at(t - 500_000_000).is_err());
-    l.refund_at(0, t - 1_000_000_000);
-    l.refund_at(1, t - 1_000_000_000);
-    let after = (0..10).filter(|_| l.check_at(t).is_ok()).count();
-    assert_eq!(after, 1, "only the one refunded cell may come back");
+    assert_eq!((0..10).filter(|_| l.check_at(t).is_ok()).count(), 0);
 
     // At 10⁹/s, readings a few hundred ns stale.
     let (l, clock) = limiter("1000000000/s burst 1000", 1 << 40);

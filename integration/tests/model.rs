@@ -9,14 +9,14 @@ use std::time::Duration;
 use flowgate::algorithm::{Credit, LeakyBucket};
 use flowgate::clock::{Clock, ManualClock};
 use flowgate::{
-    Algorithm, Allowed, Gcra, Initial, InsufficientCapacity, Quota, RateLimiter, Refused,
+    Algorithm, Allowed, Gcra, Initial, InsufficientCapacity, Quota, RateLimiter, Receipt, Refused,
 };
 use proptest::prelude::*;
 
 mod common;
 use common::models::schedule::{Kind, Model};
 use common::models::Op;
-use common::{answer_of, Answer};
+use common::{answer_of, answer_of_reserved, Answer, Receipts};
 
 /// Any of the schedule algorithms, behind one `check_n`/`peek`/... surface.
 enum Limiter {
@@ -56,17 +56,14 @@ impl Limiter {
     fn check_n(&self, n: u32) -> Decision {
         each!(self, l => l.check_n(n))
     }
-    fn check_n_at(&self, n: u32, at: u64) -> Decision {
-        each!(self, l => l.check_n_at(n, at))
+    fn reserve_at(&self, n: u32, at: u64) -> common::Reserved {
+        each!(self, l => l.reserve_at(n, at))
+    }
+    fn give_back(&self, receipt: Receipt) -> bool {
+        each!(self, l => l.give_back(receipt))
     }
     fn peek(&self, n: u32) -> Decision {
         each!(self, l => l.peek(n))
-    }
-    fn refund(&self, n: u32) {
-        each!(self, l => l.refund(n))
-    }
-    fn refund_at(&self, n: u32, at: u64) {
-        each!(self, l => l.refund_at(n, at))
     }
     fn reset(&self) {
         each!(self, l => l.reset())
@@ -113,9 +110,7 @@ fn op(interval: u64) -> impl Strategy<Value = Op> {
         3 => (0u32..=70, prop_oneof![0..=interval.saturating_mul(3), any::<u64>()])
             .prop_map(|(n, behind)| Op::CheckAt(n, behind)),
         2 => (0u32..=70).prop_map(Op::Peek),
-        1 => (prop_oneof![0u32..=4, Just(u32::MAX)], 0..=interval.saturating_mul(3))
-            .prop_map(|(n, behind)| Op::RefundAt(n, behind)),
-        2 => prop_oneof![0u32..=4, Just(u32::MAX)].prop_map(Op::Refund),
+        3 => any::<u8>().prop_map(Op::GiveBack),
         1 => Just(Op::Reset),
         1 => Just(Op::Available),
     ]
@@ -159,6 +154,7 @@ proptest! {
         let clock = ManualClock::starting_at(start);
         let limiter = Limiter::new(kind, &quota, &clock);
         let mut model = Model::new(kind, &quota, u128::from(start));
+        let mut receipts = Receipts::new();
         for (i, op) in ops.iter().enumerate() {
             match *op {
                 Op::Advance(d) => clock.advance_nanos(d),
@@ -171,18 +167,14 @@ proptest! {
                 Op::Check(n) => (answer_of(limiter.check_n(n)), model.check(now, now, n.into())),
                 Op::CheckAt(n, behind) => {
                     let at = clock.get().saturating_sub(behind);
-                    (answer_of(limiter.check_n_at(n, at)), model.check(at.into(), now, n.into()))
-                }
-                Op::RefundAt(n, behind) => {
-                    let at = clock.get().saturating_sub(behind);
-                    limiter.refund_at(n, at);
-                    (Answer::Done, model.refund(at.into(), n.into()))
+                    let before = model.clone();
+                    let reserved = limiter.reserve_at(n, at);
+                    let want = model.check(at.into(), now, n.into());
+                    receipts.note(&reserved, before, &model);
+                    (answer_of_reserved(&reserved), want)
                 }
                 Op::Peek(n) => (answer_of(limiter.peek(n)), model.decide(now, n.into())),
-                Op::Refund(n) => {
-                    limiter.refund(n);
-                    (Answer::Done, model.refund(now, n.into()))
-                }
+                Op::GiveBack(k) => receipts.give_back(k, |r| limiter.give_back(r), &mut model),
                 Op::Reset => {
                     limiter.reset();
                     model.reset(&quota, now);

@@ -38,7 +38,7 @@ fn scenario() -> impl Strategy<Value = (Quota, u64, Vec<Op>)> {
                 8 => (0u32..=l.min(5) + 1).prop_map(Op::Check),
                 2 => (0u32..=l + 1).prop_map(Op::Check),
                 3 => (0u32..=l + 1, 0..=w.saturating_mul(2)).prop_map(|(n, b)| Op::CheckAt(n, b)),
-                2 => (0u32..=l + 1).prop_map(Op::Refund),
+                2 => any::<u8>().prop_map(Op::GiveBack),
             ];
             (Just(q), start, prop::collection::vec(op, 1..60))
         })
@@ -53,7 +53,7 @@ proptest! {
         let sw = SlidingWindow::new(&quota).unwrap();
         let limiter = RateLimiter::with_algorithm(sw, clock.clone());
         let mut model = Model::new(&quota, start.into());
-        common::drive(&clock, &ops, |n, at| limiter.check_n_at(n, at), |n, at| limiter.refund_at(n, at), &mut model)?;
+        common::drive(&clock, &ops, |n, at| limiter.reserve_at(n, at), |r| limiter.give_back(r), &mut model)?;
     }
 }
 

@@ -98,6 +98,44 @@ async fn dropping_mid_payment_gives_the_cells_back() {
     assert_eq!(shared.available(), 3);
 }
 
+/// A payment taken in several steps is given back whole while nothing was built on it, and not
+/// at all once another request took a cell after it: giving back then would free cells that
+/// request was admitted against (here 3 cells and the other's at one instant, with a burst of 3).
+#[tokio::test(start_paused = true)]
+async fn a_dropped_payment_gives_back_exactly() {
+    let shared = limiter("10/s burst 3");
+    let five = || {
+        RateLimited::new(futures_util::stream::iter([5u32]), shared.clone())
+            .with_cost(|cells: &u32| *cells)
+    };
+    // 3 cells at 0 ms, the fourth at 100 ms, then waiting for the fifth until 200 ms.
+    let mut limited = five();
+    let poll = tokio::time::timeout(Duration::from_millis(150), limited.next()).await;
+    assert!(poll.is_err());
+    assert_eq!(shared.available(), 0);
+    drop(limited);
+    assert_eq!(
+        shared.available(),
+        3,
+        "both steps given back: the bucket as before"
+    );
+
+    let mut limited = five();
+    let poll = tokio::time::timeout(Duration::from_millis(50), limited.next()).await;
+    assert!(poll.is_err());
+    // The payment took 3 cells at 150 ms, booked until 450 ms. While the stream is not polled,
+    // another request takes a cell at 460 ms, on top of the payment's word. Giving the payment
+    // back now (3 cells) would admit 4 at one instant, with a burst of 3.
+    tokio::time::sleep(Duration::from_millis(260)).await;
+    assert!(shared.check().is_ok());
+    drop(limited);
+    assert_eq!(
+        shared.available(),
+        2,
+        "nothing given back under another's admission"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_sink_passes_items_on_at_the_rate() {
     let start = Instant::now();

@@ -18,7 +18,7 @@ use proptest::prelude::*;
 mod common;
 use common::models::schedule::{self, Kind};
 use common::models::{sliding_window, stepped, AnyModel};
-use common::{answer_of, Answer};
+use common::{answer_of, answer_of_reserved, Answer, Receipts};
 
 /// "Up to `n`" from the model alone: the most `k` its `check` admits (asked on copies through
 /// `peek`), then that check, or a check of one cell when none is admitted.
@@ -40,7 +40,8 @@ enum Op {
     Advance(u64),
     Check(u32),
     UpTo(u32),
-    Refund(u32),
+    /// Gives back the `k`-th newest admission's receipt (`check_n`'s).
+    GiveBack(u8),
 }
 
 /// The algorithm (`kind`: 0–6, as the fuzz target numbers them) for `quota`, and its model.
@@ -99,7 +100,7 @@ fn op(unit: u64) -> impl Strategy<Value = Op> {
         4 => (0..=unit.saturating_mul(3)).prop_map(Op::Advance),
         3 => (0u32..=20).prop_map(Op::Check),
         6 => prop_oneof![0u32..=20, Just(u32::MAX)].prop_map(Op::UpTo),
-        1 => (0u32..=6).prop_map(Op::Refund),
+        1 => any::<u8>().prop_map(Op::GiveBack),
     ]
 }
 
@@ -135,6 +136,7 @@ proptest! {
         let clock = ManualClock::starting_at(start);
         let limiter = RateLimiter::with_algorithm(algorithm, clock.clone());
         let capacity = limiter.capacity();
+        let mut receipts = Receipts::new();
         for (i, op) in ops.iter().enumerate() {
             let now = clock.get();
             let (got, want) = match *op {
@@ -142,12 +144,17 @@ proptest! {
                     clock.advance_nanos(d);
                     continue;
                 }
-                Op::Check(n) => ((n, answer_of(limiter.check_n(n))), (n, model.check(now, now, n))),
+                Op::Check(n) => {
+                    let before = model.clone();
+                    let reserved = limiter.reserve(n);
+                    let want = model.check(now, now, n);
+                    receipts.note(&reserved, before, &model);
+                    ((n, answer_of_reserved(&reserved)), (n, want))
+                }
                 Op::UpTo(n) => (up_to_answer(limiter.check_up_to(n)), model_up_to(&mut model, now, n, capacity)),
-                Op::Refund(n) => {
-                    limiter.refund(n);
-                    model.refund(now, n);
-                    continue;
+                Op::GiveBack(k) => {
+                    let (got, want) = receipts.give_back(k, |r| limiter.give_back(r), &mut model);
+                    ((0, got), (0, want))
                 }
             };
             // `check_n` above the capacity answers "never", which the model does not know.
@@ -194,10 +201,7 @@ proptest! {
                     up_to_answer(single.check_up_to(n)),
                     "{:?} on key {}", op, key
                 ),
-                Op::Refund(n) => {
-                    keyed.refund_key(key, n);
-                    single.refund(n);
-                }
+                Op::GiveBack(_) => {}
             }
         }
     }

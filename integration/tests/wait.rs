@@ -93,7 +93,7 @@ fn shaper(max_delay: Duration) -> (ManualClock, RateLimiter<ManualClock, LeakyBu
 fn reservations_are_first_come_first_served_and_bounded() {
     let (_clock, limiter) = shaper(Duration::from_secs(3));
     let delays: Vec<Duration> = (0..4)
-        .map(|_| limiter.reserve(1).unwrap().unwrap().delay())
+        .map(|_| limiter.reserve(1).unwrap().unwrap().0.delay())
         .collect();
     assert_eq!(
         delays,
@@ -115,7 +115,7 @@ fn a_reservation_beyond_the_budget_is_given_back() {
     let (clock, limiter) = shaper(Duration::from_secs(10));
     assert_eq!(limiter.wait(1).unwrap().delay(), Duration::ZERO);
     assert_eq!(
-        limiter.reserve(1).unwrap().unwrap().delay(),
+        limiter.reserve(1).unwrap().unwrap().0.delay(),
         Duration::from_secs(1)
     );
     // The next slot is 2 s away: more than 1.5 s.

@@ -46,7 +46,7 @@ async fn reservations_go_ahead_in_arrival_order() {
     }
     // Completed reservations are kept, not given back: the next slot follows the last one.
     assert_eq!(
-        limiter.reserve(1).unwrap().unwrap().delay(),
+        limiter.reserve(1).unwrap().unwrap().0.delay(),
         Duration::from_millis(100)
     );
 }
@@ -59,7 +59,7 @@ async fn a_full_queue_refuses_at_once() {
     // Delays 0, 100 ms, …, 1 s: eleven reservations fit.
     for k in 0..11u64 {
         let allowed = limiter.reserve(1).unwrap().unwrap();
-        assert_eq!(allowed.delay(), Duration::from_millis(100 * k));
+        assert_eq!(allowed.0.delay(), Duration::from_millis(100 * k));
     }
     let start = Instant::now();
     let Err(Error::Refused(refused)) = limiter.until_ready(1).await else {
@@ -74,13 +74,13 @@ async fn a_full_queue_refuses_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_reservation_is_given_back() {
     let limiter = shaper(Duration::from_secs(10));
-    assert_eq!(limiter.reserve(1).unwrap().unwrap().delay(), Duration::ZERO);
+    assert_eq!(limiter.reserve(1).unwrap().unwrap().0.delay(), Duration::ZERO);
     // This waiter books the slot at 100 ms, and is dropped at 50 ms.
     let cancelled = tokio::time::timeout(Duration::from_millis(50), limiter.until_ready(1)).await;
     assert!(cancelled.is_err(), "timed out while waiting");
     // Its slot (at 100 ms, 50 ms from now) is the next caller's, not the one after (200 ms).
     let next = limiter.reserve(1).unwrap().unwrap();
-    assert_eq!(next.delay(), Duration::from_millis(50));
+    assert_eq!(next.0.delay(), Duration::from_millis(50));
 }
 
 /// The same on a keyed table: a waiter dropped while it sleeps on its key's reservation gives

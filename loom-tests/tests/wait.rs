@@ -28,18 +28,18 @@ fn a_given_back_reservation_never_frees_another_callers_slot() {
             shaper,
             ManualClock::starting_at(1_000),
         ));
-        assert_eq!(limiter.reserve(1).unwrap().unwrap().delay(), Duration::ZERO);
+        assert_eq!(limiter.reserve(1).unwrap().unwrap().0.delay(), Duration::ZERO);
         let other = {
             let limiter = limiter.clone();
             thread::spawn(move || limiter.try_wait_for(1, Duration::ZERO))
         };
-        let mine = limiter.reserve(1).unwrap().unwrap().delay();
+        let mine = limiter.reserve(1).unwrap().unwrap().0.delay();
         let Err(Error::Refused(_)) = other.join().unwrap() else {
             panic!("a reservation 1 s or 2 s away does not fit a zero budget");
         };
         assert!(mine == second || mine == 2 * second, "B's slot: {mine:?}");
         // The next slot follows B's directly: A's give-back freed nothing B holds.
-        let next = limiter.reserve(1).unwrap().unwrap().delay();
+        let next = limiter.reserve(1).unwrap().unwrap().0.delay();
         assert_eq!(next, mine + second);
     });
 }

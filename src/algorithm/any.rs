@@ -167,11 +167,6 @@ impl Algorithm for AnyAlgorithm {
     }
 
     #[inline]
-    fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
-        each!(self, a => a.refund(word, now, n))
-    }
-
-    #[inline]
     fn is_idle(&self, word: u64, now: u64) -> bool {
         each!(self, a => a.is_idle(word, now))
     }

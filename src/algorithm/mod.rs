@@ -128,9 +128,6 @@ pub trait Algorithm {
     /// The bucket `word` as seen at `now`, taking nothing (what a request of 0 cells reports).
     fn state(&self, word: u64, now: u64) -> Allowed;
 
-    /// Gives `n` cells back to the bucket `word` at `now`, never beyond its capacity.
-    fn refund(&self, word: u64, now: u64, n: u32) -> Step<()>;
-
     /// Whether the bucket `word` is full at `now` and stays full at every later reading until
     /// something is taken: then it answers every request exactly as a bucket created full at
     /// `now` would, and a keyed table may forget it without changing any decision (see
@@ -240,11 +237,6 @@ macro_rules! delegate_algorithm {
             #[inline(always)]
             fn state(&self, word: u64, now: u64) -> $crate::Allowed {
                 self.$field.state(word, now)
-            }
-
-            #[inline]
-            fn refund(&self, word: u64, now: u64, n: u32) -> $crate::algorithm::Step<()> {
-                self.$field.refund(word, now, n)
             }
 
             #[inline]

@@ -342,21 +342,4 @@ impl Schedule {
         let (tat, _) = self.clamp(tat, now);
         Allowed::new(self.gauge(tat.saturating_sub(now)))
     }
-
-    /// Gives `n` cells back: the TAT moves back by at most `n·T` and never below `now`, so a
-    /// refund frees no more than the cells it returns, whatever `now` is (no clamp here, so a
-    /// stale reading is harmless).
-    #[inline]
-    pub(crate) fn refund(&self, tat: u64, now: u64, n: u32) -> Step<()> {
-        if tat <= now {
-            return Step::Keep(());
-        }
-        let cost = u64::from(n.min(self.capacity)) * self.interval;
-        let new_tat = tat.saturating_sub(cost).max(now);
-        if new_tat == tat {
-            Step::Keep(())
-        } else {
-            Step::Write(new_tat, ())
-        }
-    }
 }

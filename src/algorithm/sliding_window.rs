@@ -299,19 +299,6 @@ impl super::Algorithm for SlidingWindow {
         c.previous == 0 && c.current == 0 && c.lead == 0
     }
 
-    /// Gives back up to `n` of the present window's cells (the previous window's are not
-    /// refundable: they already only weigh partly).
-    fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
-        let c = self.counted(word, now);
-        if c.current == 0 {
-            return Step::Keep(());
-        }
-        Step::Write(
-            Self::pack(c.index, c.previous, c.current.saturating_sub(n)),
-            (),
-        )
-    }
-
     fn catch_up(&self, word: u64, fresh: u64, skew: u64) -> Option<u64> {
         let (stored, previous, current) = Self::unpack(word);
         let (latest, _) = self.windows.locate(fresh.saturating_add(skew));

@@ -212,14 +212,6 @@ impl Stepped {
         c.used == 0 && c.ahead == 0
     }
 
-    pub(crate) fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
-        let c = self.counted(word, now);
-        if c.used == 0 {
-            return Step::Keep(());
-        }
-        Step::Write(Self::pack(c.index, c.used.saturating_sub(n)), ())
-    }
-
     /// After a refusal against a window ahead of the reading: if the stored window is still
     /// ahead of `fresh + skew`, the clock stepped back; count on in `fresh`'s window.
     pub(crate) fn catch_up(&self, word: u64, fresh: u64, skew: u64) -> Option<u64> {

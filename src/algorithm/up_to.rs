@@ -98,9 +98,6 @@ mod tests {
             let limit = self.0.capacity();
             Allowed::new(Gauge::new(u64::from(limit - self.1), 1, limit, 0))
         }
-        fn refund(&self, word: u64, now: u64, n: u32) -> Step<()> {
-            self.0.refund(word, now, n)
-        }
     }
 
     fn taken(algorithm: &Claims, word: u64, n: u32) -> Option<u32> {

@@ -70,8 +70,8 @@
 //! few adjacent slots (usually one cache line), and the same compare-and-swap on the bucket word
 //! as [`RateLimiter`](crate::RateLimiter). Inserting, evicting and moving keys takes the shard's
 //! lock; see `keyed::slot` for how a lock-free check and a locked move of the same key agree.
-//! A request about a key the table does not hold (a new key, or a peek or refund of an unknown
-//! one) confirms the miss under the shard's lock, so a flood of unknown keys serializes per
+//! A request about a key the table does not hold (a new key, or a peek or give-back of an
+//! unknown one) confirms the miss under the shard's lock, so a flood of unknown keys serializes per
 //! shard while known keys go on without waiting.
 
 mod builder;
@@ -81,7 +81,7 @@ mod sweep;
 #[cfg(feature = "std")]
 mod sweeper;
 mod table;
-mod up_to;
+mod take;
 #[cfg(feature = "std")]
 mod wait;
 
@@ -98,6 +98,7 @@ pub(crate) use self::slot::Tag;
 pub use self::store::KeyedStats;
 pub(crate) use self::store::{One, Options, Store, Tiers};
 use crate::algorithm::{Algorithm, Gcra};
+use crate::cell::Wrote;
 use crate::clock::{Clock, DefaultClock};
 use crate::outcome::{Allowed, InsufficientCapacity, Refused};
 
@@ -165,7 +166,8 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         key: &K,
         n: u32,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.check_key_n_with(key, n, || self.store.clock().now())
+        let now = || self.store.clock().now();
+        Ok(self.check_key_n_with(key, n, now, &mut None)?.0)
     }
 
     /// [`check_key_n`](Self::check_key_n) at `now` (a reading of this limiter's clock).
@@ -179,22 +181,25 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         n: u32,
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.check_key_n_with(key, n, || now)
+        Ok(self.check_key_n_with(key, n, || now, &mut None)?.0)
     }
 
+    /// `n` cells of `key`'s bucket at the reading `now()`, noting in `wrote` what was written;
+    /// the answer and the bucket's tag.
     #[inline(always)]
     fn check_key_n_with(
         &self,
         key: &K,
         n: u32,
         now: impl FnOnce() -> u64,
-    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
+        wrote: &mut Wrote,
+    ) -> Result<(Result<Allowed, Refused>, Tag), InsufficientCapacity> {
         if n == 0 {
-            return self.peek_key_at(key, 0, now());
+            return Ok((self.peek_key_at(key, 0, now())?, 0));
         }
         let (tag, algorithm) = self.locate(key);
         InsufficientCapacity::check(n, algorithm.capacity())?;
-        Ok(self.decide(tag, algorithm, n, now, &mut None))
+        Ok((self.decide(tag, algorithm, n, now, wrote), tag))
     }
 
     /// The decision [`check_key_n`](Self::check_key_n) would make now, without taking anything
@@ -232,19 +237,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         Ok(algorithm.peek(word, now, n))
     }
 
-    /// Gives `n` cells back to `key`'s bucket, never beyond its capacity; nothing if the table
-    /// does not hold the key (a new bucket is already as full as it starts).
-    pub fn refund_key(&self, key: &K, n: u32) {
-        self.refund_key_at(key, n, self.store.clock().now());
-    }
-
-    /// [`refund_key`](Self::refund_key) at `now`.
-    pub fn refund_key_at(&self, key: &K, n: u32, now: u64) {
-        let (tag, algorithm) = self.locate(key);
-        self.store
-            .update(tag, |word| algorithm.refund(word, now, n));
-    }
-
     /// Forgets `key`'s bucket: its next request finds a new one, as [`Quota::initial`](crate::Quota::initial) says.
     /// Whether the table held the key.
     pub fn reset_key(&self, key: &K) -> bool {
@@ -275,7 +267,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         algorithm: &A,
         n: u32,
         now: impl FnOnce() -> u64,
-        wrote: &mut crate::cell::Wrote,
+        wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
         let clamp = || self.store.catch_up(tag, &self.tiers);
         self.store

@@ -5,24 +5,16 @@ use core::future::Future;
 use core::hash::Hash;
 use core::time::Duration;
 
-use super::{KeyedRateLimiter, Store, Tag};
+use super::KeyedRateLimiter;
 use crate::algorithm::Algorithm;
+use crate::cell::Receipt;
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Error, InsufficientCapacity};
-use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
+use crate::outcome::{Allowed, Error};
+use crate::wait::{block, judge_reservation, until, Attempt, GiveBack, WaitOptions};
 
-/// A reservation on a key's bucket: its tag (not the key hashed again), and the words before
-/// and after its write.
-pub(crate) struct Booked<'a, C: Clock> {
-    store: &'a Store<C>,
-    tag: Tag,
-    before: u64,
-    after: u64,
-}
-
-impl<C: Clock> GiveBack for Booked<'_, C> {
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> GiveBack for (&KeyedRateLimiter<K, C, A>, Receipt) {
     fn give_back(self) {
-        self.store.restore(self.tag, self.before, self.after);
+        self.0.give_back(self.1);
     }
 }
 
@@ -76,25 +68,15 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         )
     }
 
-    fn attempt_key(&self, key: &K, n: u32, now: u64, left: u64) -> Attempt<Booked<'_, C>> {
-        if n == 0 {
-            return as_is(self.peek_key_at(key, 0, now));
-        }
-        let (tag, algorithm) = self.locate(key);
-        if let Err(capacity) = InsufficientCapacity::check(n, algorithm.capacity()) {
-            return Attempt::Fail(Error::Capacity(capacity));
-        }
-        let mut wrote = None;
-        let answer = self.decide(tag, algorithm, n, || now, &mut wrote);
-        let reserved = wrote.map(|(before, after)| Booked {
-            store: &self.store,
-            tag,
-            before,
-            after,
-        });
+    fn attempt_key(&self, key: &K, n: u32, now: u64, left: u64) -> Attempt<(&Self, Receipt)> {
         // A shaping algorithm refuses on its quota only when its queue is full.
-        let shaping = algorithm.max_delay_nanos() > 0;
-        judge(answer, reserved, left, |_| shaping)
+        let shaping = self.locate(key).1.max_delay_nanos() > 0;
+        judge_reservation(
+            self.reserve_key_at(key, n, now),
+            |receipt| (self, receipt),
+            left,
+            shaping,
+        )
     }
 }
 

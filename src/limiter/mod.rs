@@ -6,7 +6,7 @@ mod wait;
 use core::time::Duration;
 
 use crate::algorithm::{Algorithm, Gcra};
-use crate::cell::Cell;
+use crate::cell::{noting, recording, Cell, Receipt, Wrote};
 #[cfg(feature = "std")]
 use crate::clock::QuantaClock;
 use crate::clock::{Clock, DefaultClock};
@@ -178,12 +178,29 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// [`check_up_to`](Self::check_up_to) at `now` (a reading of this limiter's clock).
     #[inline]
     pub fn check_up_to_at(&self, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
+        self.up_to(n, now, &mut None)
+    }
+
+    /// [`check_up_to`](Self::check_up_to) with a [`Receipt`] of what it took, to give it back
+    /// exactly ([`give_back`](Self::give_back)); as [`reserve`](Self::reserve) is to
+    /// [`check_n`](Self::check_n).
+    ///
+    /// # Errors
+    /// As [`check_up_to`](Self::check_up_to).
+    pub fn reserve_up_to(&self, n: u32) -> Result<(u32, Allowed, Receipt), Refused> {
+        let mut wrote = None;
+        let (k, allowed) = self.up_to(n, self.clock.now(), &mut wrote)?;
+        Ok((k, allowed, Receipt::new(0, wrote)))
+    }
+
+    /// Up to `n` cells at `now`, noting in `wrote` what was written.
+    #[inline(always)]
+    fn up_to(&self, n: u32, now: u64, wrote: &mut Wrote) -> Result<(u32, Allowed), Refused> {
         if n == 0 {
             return Ok((0, self.algorithm.state(self.cell.load(), now)));
         }
-        let answer = self
-            .cell
-            .update(|word| crate::algorithm::up_to(&self.algorithm, word, now, n));
+        let step = |word| crate::algorithm::up_to(&self.algorithm, word, now, n);
+        let answer = self.cell.update(noting(step, wrote));
         if let Err(refused) = &answer {
             if refused.clock_behind() {
                 self.catch_up();
@@ -192,18 +209,56 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         answer
     }
 
-    /// Reserves `n` cells, possibly for later: [`check_n`](Self::check_n) under the name the
-    /// shaping algorithms use. With [`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper)
-    /// or [`Credit`](crate::algorithm::Credit), an `Ok` may carry a delay the caller must wait
-    /// before going ahead ([`Allowed::delay`]); a request that would wait longer than the
-    /// algorithm's maximum is refused, and nothing is reserved for it. With any other algorithm
-    /// the delay is always zero.
+    /// Takes `n` cells as [`check_n`](Self::check_n) does, with a [`Receipt`] of what the
+    /// admission wrote, so that the cells can be given back exactly if the work they were for
+    /// is not done ([`give_back`](Self::give_back)). With
+    /// [`LeakyBucket::shaper`](crate::algorithm::LeakyBucket::shaper) or
+    /// [`Credit`](crate::algorithm::Credit), the admission may carry a delay the caller must
+    /// wait before going ahead ([`Allowed::delay`]): a place in the queue, which the receipt
+    /// gives up.
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
     #[inline]
-    pub fn reserve(&self, n: u32) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        self.check_n(n)
+    pub fn reserve(
+        &self,
+        n: u32,
+    ) -> Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity> {
+        self.reserve_at(n, self.clock.now())
+    }
+
+    /// [`reserve`](Self::reserve) at `now` (a reading of this limiter's clock).
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub fn reserve_at(
+        &self,
+        n: u32,
+        now: u64,
+    ) -> Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity> {
+        if n == 0 {
+            return Ok(Ok((
+                self.algorithm.state(self.cell.load(), now),
+                Receipt::default(),
+            )));
+        }
+        self.within_burst(n)?;
+        let mut wrote = None;
+        let answer = self.answer(
+            self.cell
+                .update(recording(&self.algorithm, now, n, &mut wrote)),
+        );
+        Ok(answer.map(|allowed| (allowed, Receipt::new(0, wrote))))
+    }
+
+    /// Gives back the cells of the admission `receipt` describes, exactly: the bucket returns
+    /// to the word the admission replaced if it still holds the word the admission wrote.
+    /// Whether it did; if another request changed the bucket since, it is left as it is and the
+    /// cells stay taken (see [`Receipt`]).
+    pub fn give_back(&self, receipt: Receipt) -> bool {
+        receipt
+            .wrote()
+            .is_some_and(|(_, before, after)| self.cell.restore(after, before))
     }
 
     /// The decision [`check_n`](Self::check_n) would make now, without taking anything.
@@ -229,17 +284,6 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
             return Ok(Ok(self.algorithm.state(tat, now)));
         }
         Ok(self.algorithm.peek(tat, now, n))
-    }
-
-    /// Gives `n` cells back (e.g. for work that was admitted but not done), never filling the
-    /// bucket beyond its burst.
-    pub fn refund(&self, n: u32) {
-        self.refund_at(n, self.clock.now());
-    }
-
-    /// [`refund`](Self::refund) at `now` (a reading of this limiter's clock).
-    pub fn refund_at(&self, n: u32, now: u64) {
-        self.cell.update(|tat| self.algorithm.refund(tat, now, n));
     }
 
     /// Forgets past requests: the bucket starts over as [`Quota::initial`] says, as of now

@@ -6,21 +6,14 @@ use core::time::Duration;
 
 use super::RateLimiter;
 use crate::algorithm::Algorithm;
-use crate::cell::{recording, Cell};
+use crate::cell::Receipt;
 use crate::clock::Clock;
 use crate::outcome::{Allowed, Error};
-use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
+use crate::wait::{block, judge_reservation, until, Attempt, GiveBack, WaitOptions};
 
-/// A reservation on a single bucket: the words before and after its write.
-pub(crate) struct Booked<'a> {
-    cell: &'a Cell,
-    before: u64,
-    after: u64,
-}
-
-impl GiveBack for Booked<'_> {
+impl<C: Clock, A: Algorithm> GiveBack for (&RateLimiter<C, A>, Receipt) {
     fn give_back(self) {
-        self.cell.restore(self.after, self.before);
+        self.0.give_back(self.1);
     }
 }
 
@@ -87,28 +80,17 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         )
     }
 
-    fn attempt(&self, n: u32, now: u64, left: u64) -> Attempt<Booked<'_>> {
-        if n == 0 {
-            return as_is(self.check_n_at(0, now));
-        }
-        if let Err(capacity) = self.within_burst(n) {
-            return Attempt::Fail(Error::Capacity(capacity));
-        }
-        // The words are noted whatever the algorithm says of itself: any admission with a delay
-        // is a reservation that may have to be given back.
-        let mut wrote = None;
-        let answer = self.answer(
-            self.cell
-                .update(recording(&self.algorithm, now, n, &mut wrote)),
-        );
-        let reserved = wrote.map(|(before, after)| Booked {
-            cell: &self.cell,
-            before,
-            after,
-        });
-        // A shaping algorithm refuses on its quota only when its queue is full.
+    fn attempt(&self, n: u32, now: u64, left: u64) -> Attempt<(&Self, Receipt)> {
+        // The receipt is kept whatever the algorithm says of itself: any admission with a delay
+        // is a reservation that may have to be given back. A shaping algorithm refuses on its
+        // quota only when its queue is full.
         let shaping = self.algorithm.max_delay_nanos() > 0;
-        judge(answer, reserved, left, |_| shaping)
+        judge_reservation(
+            self.reserve_at(n, now),
+            |receipt| (self, receipt),
+            left,
+            shaping,
+        )
     }
 }
 

@@ -47,9 +47,10 @@
 //! each with one compare-and-swap on the quota's bucket word, through the same loop and
 //! algorithm code as a single limiter. If a quota refuses, the decision undoes what it took,
 //! in reverse order, each undo being one compare-and-swap **from the exact word it wrote back
-//! to the word it replaced**. It never gives cells back with an arithmetic refund: a refund
-//! that lands after the refunded cell's time has passed would free a cell another request has
-//! since been admitted against (GCRA books cells on a timeline, so "one cell back" is not the
+//! to the word it replaced**, the crate's one way of giving cells back (a
+//! [`Receipt`](crate::Receipt)'s too). It never gives cells back with an arithmetic refund: a
+//! refund that lands after the refunded cell's time has passed would free a cell another
+//! request has since been admitted against (GCRA books cells on a timeline, so "one cell back" is not the
 //! same cell later; a window counter's cell given back after its window ended comes off the
 //! next window's count), which is how chained limiters that "release" on failure can
 //! over-admit. The exact undo is the same for every one-word algorithm.

@@ -46,9 +46,10 @@
 //! appears (as happens when each waits for all its cells at once).
 //!
 //! **Cancellation-safe.** Dropping the stream or sink, or a future that drives it, between two
-//! polls loses nothing: an item that has taken part of its cost gives them back
-//! ([`RateLimiter::refund`]), and an item pulled from the inner stream but not yet yielded stays
-//! inside the adapter for the next poll.
+//! polls loses nothing: an item that has taken part of its cost gives it back exactly
+//! ([`RateLimiter::give_back`]: the whole of it while no other request took cells after it,
+//! nothing once one did, since that request was decided against them), and an item pulled from
+//! the inner stream but not yet yielded stays inside the adapter for the next poll.
 //!
 //! # Time
 //! The adapters sleep on tokio's timer, so the limiter's clock must agree with it:

@@ -1,6 +1,6 @@
 //! [`Payment`]: one item's cost being paid to a limiter, cell batch by cell batch, sleeping on
-//! tokio's timer in between; what both adapters drive, and what gives the cells back if the
-//! adapter is dropped before the item goes on.
+//! tokio's timer in between; what both adapters drive, and what gives the cells back, exactly
+//! (a [`Receipt`]), if the adapter is dropped before the item goes on.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::RateLimiter;
+use crate::{RateLimiter, Receipt};
 
 /// An item's cost, partly paid.
 #[derive(Debug)]
@@ -18,8 +18,10 @@ pub(super) struct Payment<C: Clock, A: Algorithm> {
     limiter: Arc<RateLimiter<C, A>>,
     /// Cells still owed by the item under way (0: nothing under way, or paid).
     owed: u32,
-    /// Cells the item under way has taken (given back if it never goes on).
-    taken: u32,
+    /// What the item under way has taken (given back if it never goes on): the batches taken
+    /// one on top of the other, as one receipt; a batch taken after another request took cells
+    /// replaces the earlier ones, which can no longer be given back exactly.
+    taken: Receipt,
     /// The sleep before the next attempt (a refusal's wait), or before the item goes on (a
     /// shaper's delay). Boxed: tokio's `Sleep` is not `Unpin`.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -30,7 +32,7 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
         Self {
             limiter,
             owed: 0,
-            taken: 0,
+            taken: Receipt::default(),
             sleep: None,
         }
     }
@@ -44,12 +46,12 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
     pub(super) fn start(&mut self, cost: u32) {
         debug_assert!(self.owed == 0 && self.sleep.is_none());
         self.owed = cost;
-        self.taken = 0;
+        self.taken = Receipt::default();
     }
 
     /// The item paid for has gone on: its cells are spent, and nothing is given back.
     pub(super) fn settle(&mut self) {
-        self.taken = 0;
+        self.taken = Receipt::default();
     }
 
     /// Pays what is owed: `Ready` once every cell is taken and any delay slept, `Pending` while
@@ -66,10 +68,10 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
             if self.owed == 0 {
                 return Poll::Ready(());
             }
-            let wait = match self.limiter.check_up_to(self.owed) {
-                Ok((k, allowed)) => {
+            let wait = match self.limiter.reserve_up_to(self.owed) {
+                Ok((k, allowed, receipt)) => {
                     self.owed -= k;
-                    self.taken = self.taken.saturating_add(k);
+                    self.taken = self.taken.then(receipt);
                     allowed.delay()
                 }
                 Err(refused) => refused.retry_after(),
@@ -83,9 +85,7 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
 
 impl<C: Clock, A: Algorithm> Drop for Payment<C, A> {
     fn drop(&mut self) {
-        // An item that never went on gives back what it took.
-        if self.taken > 0 {
-            self.limiter.refund(self.taken);
-        }
+        // An item that never went on gives back what it took, if nothing was built on it.
+        self.limiter.give_back(self.taken);
     }
 }

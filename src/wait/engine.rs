@@ -5,6 +5,7 @@
 use core::future::Future;
 use core::time::Duration;
 
+use crate::cell::Receipt;
 use crate::clock::Clock;
 use crate::jitter;
 use crate::outcome::{Allowed, Cause, Citation, Error, InsufficientCapacity, Refused};
@@ -90,6 +91,24 @@ pub(crate) enum Attempt<G, C = ()> {
     Retry(u64),
     /// The wait ends without cells.
     Fail(Error<C>),
+}
+
+/// The attempt a reservation makes ([`RateLimiter::reserve`](crate::RateLimiter::reserve) and
+/// its keyed twin), with `left` ns of the budget left: as [`judge`], the receipt held by
+/// `holder` (if the admission wrote anything) giving the cells back. `shaping`: the algorithm
+/// admits with delays, so that its refusals mean a full queue.
+pub(crate) fn judge_reservation<G: GiveBack>(
+    reservation: Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>,
+    holder: impl FnOnce(Receipt) -> G,
+    left: u64,
+    shaping: bool,
+) -> Attempt<G> {
+    let (answer, reserved) = match reservation {
+        Err(capacity) => return Attempt::Fail(Error::Capacity(capacity)),
+        Ok(Err(refused)) => (Err(refused), None),
+        Ok(Ok((allowed, receipt))) => (Ok(allowed), (!receipt.is_empty()).then(|| holder(receipt))),
+    };
+    judge(answer, reserved, left, |_| shaping)
 }
 
 /// The attempt an answer makes, with `left` ns of the budget left. `reserved` gives back what

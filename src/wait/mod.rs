@@ -70,7 +70,7 @@
 mod engine;
 
 pub use engine::WaitOptions;
-pub(crate) use engine::{as_is, block, judge, until, Attempt, GiveBack};
+pub(crate) use engine::{as_is, block, judge, judge_reservation, until, Attempt, GiveBack};
 #[cfg(feature = "redis")]
 pub(crate) use engine::{until_remote, Unreserved};
 

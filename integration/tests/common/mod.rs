@@ -4,8 +4,9 @@
 
 pub mod models;
 
-use flowgate::{Allowed, InsufficientCapacity, Refused};
-pub use models::{answer_of, Answer, WindowModel};
+use flowgate::{Allowed, InsufficientCapacity, Receipt, Refused};
+#[allow(unused_imports)] // Each test binary uses some of them.
+pub use models::{answer_of, answer_of_reserved, Answer, Receipts, WindowModel};
 
 /// The property tests' configuration: 10 000 cases, failures saved beside the test file (in
 /// `<test>.proptest-regressions`, committed) and replayed first.
@@ -25,20 +26,25 @@ pub enum Op {
     Advance(u64),
     Rewind(u64),
     Check(u32),
-    /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
+    /// `reserve_at(n, now − behind)`: a stale reading while the clock reads `now`.
     CheckAt(u32, u64),
-    Refund(u32),
+    /// Gives back the `k`-th newest admission's receipt.
+    GiveBack(u8),
 }
 
-/// Runs `ops` on `clock`, asking the limiter (through `check_n_at` and `refund_at`) and `model`
+/// What a limiter under test reserves cells with.
+pub type Reserved = Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>;
+
+/// Runs `ops` on `clock`, asking the limiter (through `reserve_at` and `give_back`) and `model`
 /// the same things; fails on the first answer that differs.
-pub fn drive(
+pub fn drive<M: WindowModel>(
     clock: &flowgate::clock::ManualClock,
     ops: &[Op],
-    check_n_at: impl Fn(u32, u64) -> Result<Result<Allowed, Refused>, InsufficientCapacity>,
-    refund_at: impl Fn(u32, u64),
-    model: &mut impl WindowModel,
+    reserve_at: impl Fn(u32, u64) -> Reserved,
+    give_back: impl Fn(Receipt) -> bool,
+    model: &mut M,
 ) -> Result<(), proptest::test_runner::TestCaseError> {
+    let mut receipts = Receipts::new();
     for (i, op) in ops.iter().enumerate() {
         match *op {
             Op::Advance(d) => clock.advance_nanos(d),
@@ -47,21 +53,18 @@ pub fn drive(
         }
         let now = clock.get();
         let (got, want) = match *op {
-            Op::Check(n) => (
-                answer_of(check_n_at(n, now)),
-                model.check(now.into(), now.into(), n.into()),
-            ),
-            Op::CheckAt(n, behind) => {
-                let at = now.saturating_sub(behind);
-                (
-                    answer_of(check_n_at(n, at)),
-                    model.check(at.into(), now.into(), n.into()),
-                )
+            Op::Check(n) | Op::CheckAt(n, _) => {
+                let at = match *op {
+                    Op::CheckAt(_, behind) => now.saturating_sub(behind),
+                    _ => now,
+                };
+                let before = model.clone();
+                let reserved = reserve_at(n, at);
+                let want = model.check(at.into(), now.into(), n.into());
+                receipts.note(&reserved, before, model);
+                (answer_of_reserved(&reserved), want)
             }
-            Op::Refund(n) => {
-                refund_at(n, now);
-                (Answer::Done, model.refund(now.into(), n.into()))
-            }
+            Op::GiveBack(k) => receipts.give_back(k, &give_back, model),
             Op::Advance(_) | Op::Rewind(_) => continue,
         };
         proptest::prop_assert_eq!(got, want, "op #{} {:?} at {}", i, op, now);

@@ -52,7 +52,7 @@ impl<C: Clock> Store<C> {
 
     /// Takes a cell from the quota on new keys, if there is one. Asked only once a new key is
     /// certain to be created or admitted untracked, so that no cell ever has to be given back
-    /// (a GCRA refund is exact only while the cell's reservation has not run out).
+    /// (it could be given back only exactly, and the gate's word moves on with every new key).
     fn new_key(&self, now: u64) -> Result<(), Refused> {
         match &self.new_keys {
             Some(gate) => gate

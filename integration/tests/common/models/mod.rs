@@ -9,7 +9,7 @@ pub mod schedule;
 pub mod sliding_window;
 pub mod stepped;
 
-use flowgate::{Allowed, InsufficientCapacity, Refused};
+use flowgate::{Allowed, InsufficientCapacity, Receipt, Refused};
 
 /// One step of a differential run: what the property test (`tests/model.rs`) draws and the
 /// fuzz target (`fuzz/fuzz_targets/algorithms.rs`) decodes, each then applied to a limiter and
@@ -24,9 +24,8 @@ pub enum Op {
     /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
     CheckAt(u32, u64),
     Peek(u32),
-    Refund(u32),
-    /// `refund_at(n, now − behind)`.
-    RefundAt(u32, u64),
+    /// Gives back the receipt of the `k`-th newest admission (modulo how many there were).
+    GiveBack(u8),
     Reset,
     Available,
 }
@@ -42,7 +41,9 @@ pub enum Answer {
     Never(u128, u128),
     /// Cells available.
     Available(u128),
-    /// An operation without an answer (refund, reset).
+    /// Whether a give-back gave the cells back.
+    GaveBack(bool),
+    /// An operation without an answer (a reset).
     Done,
 }
 
@@ -65,18 +66,70 @@ pub fn answer_of(r: Result<Result<Allowed, Refused>, InsufficientCapacity>) -> A
     }
 }
 
+/// The answer of a `reserve`, without its receipt.
+pub fn answer_of_reserved(
+    r: &Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>,
+) -> Answer {
+    answer_of(r.map(|r| r.map(|(allowed, _)| allowed)))
+}
+
+/// The admissions of a scenario, each with its receipt and the model as it was before and
+/// after it: what a give-back is checked against. The model gives back exactly as the limiter
+/// must: it returns to its state before the admission only if it is still in its state after.
+pub struct Receipts<M>(Vec<(Receipt, M, M)>);
+
+impl<M: Clone + PartialEq> Receipts<M> {
+    pub fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// Notes the receipt of `reserved` (if it admitted), the model being `before` it and
+    /// `after` it.
+    pub fn note(
+        &mut self,
+        reserved: &Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>,
+        before: M,
+        after: &M,
+    ) {
+        if let Ok(Ok((_, receipt))) = reserved {
+            self.0.push((*receipt, before, after.clone()));
+        }
+    }
+
+    /// Gives back the receipt of the `k`-th newest admission (modulo how many) through
+    /// `give_back`, and to `model`: the limiter's answer and the model's.
+    pub fn give_back(
+        &self,
+        k: u8,
+        give_back: impl FnOnce(Receipt) -> bool,
+        model: &mut M,
+    ) -> (Answer, Answer) {
+        if self.0.is_empty() {
+            return (
+                Answer::GaveBack(give_back(Receipt::default())),
+                Answer::GaveBack(false),
+            );
+        }
+        let (receipt, before, after) = &self.0[self.0.len() - 1 - usize::from(k) % self.0.len()];
+        let got = give_back(*receipt);
+        let want = !receipt.is_empty() && model == after;
+        if want {
+            *model = before.clone();
+        }
+        (Answer::GaveBack(got), Answer::GaveBack(want))
+    }
+}
+
 /// A window algorithm's reference model.
-pub trait WindowModel {
+pub trait WindowModel: Clone + PartialEq {
     /// Decides `n` at the reading `at`, the clock's fresh reading being `fresh`.
     fn check(&mut self, at: u128, fresh: u128, n: u128) -> Answer;
-    /// Gives back `n` at `now`.
-    fn refund(&mut self, now: u128, n: u128) -> Answer;
 }
 
 /// Any one-word algorithm's model behind one surface: the schedule's (GCRA, the leaky bucket,
 /// credit), the stepped counter's (the interval refill, the fixed window) or the sliding
 /// window counter's. Shared by the fuzz target and `tests/up_to.rs`.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub enum AnyModel {
     Schedule(schedule::Model),
     Stepped(stepped::Model),
@@ -99,16 +152,6 @@ impl AnyModel {
         match self {
             Self::Schedule(m) => m.decide(now.into(), n.into()),
             _ => self.clone().check(now, now, n),
-        }
-    }
-
-    /// Gives back `n` at `at`.
-    pub fn refund(&mut self, at: u64, n: u32) -> Answer {
-        let (at, n) = (at.into(), n.into());
-        match self {
-            Self::Schedule(m) => m.refund(at, n),
-            Self::Stepped(m) => m.refund(at, n),
-            Self::Sliding(m) => m.refund(at, n),
         }
     }
 

@@ -8,7 +8,7 @@ use super::Answer;
 const MAX: u128 = u64::MAX as u128;
 
 /// Which schedule algorithm, and its slack (maximum delay or debt) in ns.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
     Gcra,
     Meter,
@@ -19,7 +19,7 @@ pub enum Kind {
 /// GCRA written the obvious way: a theoretical arrival time, wide integers, no shortcuts; with
 /// a slack beyond the burst admitted with a delay (shaper: until the request conforms; credit:
 /// until the debt before it is paid).
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct Model {
     tat: u128,
     interval: u128,
@@ -128,14 +128,5 @@ impl Model {
             _ => {}
         }
         answer
-    }
-
-    /// Moves the schedule back by at most n cells, never below `now` (never above the burst).
-    pub fn refund(&mut self, now: u128, n: u128) -> Answer {
-        if self.tat > now {
-            let back = n.min(self.capacity) * self.interval;
-            self.tat = self.tat.saturating_sub(back).max(now);
-        }
-        Answer::Done
     }
 }

@@ -8,7 +8,7 @@ use super::{Answer, WindowModel};
 
 /// The documented rule: admitted iff ⌈previous × weight / unit⌉ + current + n ≤ limit, with
 /// weight = (W − elapsed) >> shift and unit = W >> shift (shift = 0 for windows up to 2^42 ns).
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct Model {
     window: u128,
     shift: u32,
@@ -112,13 +112,5 @@ impl WindowModel for Model {
             self.stored = fresh_index;
         }
         answer
-    }
-
-    fn refund(&mut self, now: u128, n: u128) -> Answer {
-        let (index, p, c, ..) = self.counted(now);
-        if c > 0 {
-            (self.stored, self.previous, self.current) = (index, p, c - n.min(c));
-        }
-        Answer::Done
     }
 }

@@ -10,7 +10,7 @@ use super::{Answer, WindowModel};
 /// seen; a reading in an earlier window (stale, or a clock that stepped back) counts against
 /// that latest window, and when it is refused there, a fresh reading that is still earlier
 /// moves the count to the fresh reading's window.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct Model {
     window: u128,
     burst: u128,
@@ -76,13 +76,5 @@ impl WindowModel for Model {
         }
         let retry = self.until(index, now, used + n - self.burst);
         Answer::Refused(self.burst - used, self.burst, retry, reset)
-    }
-
-    fn refund(&mut self, now: u128, n: u128) -> Answer {
-        let (index, used) = self.counted(now);
-        if used > 0 {
-            (self.stored, self.used) = (index, used - n.min(used));
-        }
-        Answer::Done
     }
 }

@@ -1,11 +1,14 @@
-//! [`KeyedRateLimiter::check_key_up_to`]: as many cells as a key's bucket holds, up to a limit.
+//! What a key's bucket gives besides a plain check: as many cells as it holds, up to a limit
+//! ([`KeyedRateLimiter::check_key_up_to`]), and cells with a [`Receipt`] to give them back
+//! exactly ([`KeyedRateLimiter::reserve_key`], [`KeyedRateLimiter::give_back`]).
 
 use core::hash::Hash;
 
 use super::KeyedRateLimiter;
 use crate::algorithm::{up_to, Algorithm};
+use crate::cell::Receipt;
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Cause, Refused};
+use crate::outcome::{Allowed, Cause, InsufficientCapacity, Refused};
 
 /// # Taking up to `n`
 impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
@@ -66,5 +69,46 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
                 Err(refused) => return Err(refused),
             }
         }
+    }
+}
+
+/// # Giving cells back
+impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
+    /// Takes `n` cells from `key`'s bucket as [`check_key_n`](Self::check_key_n) does, with a
+    /// [`Receipt`] of what the admission wrote, to give them back exactly
+    /// ([`give_back`](Self::give_back)); as [`RateLimiter::reserve`](crate::RateLimiter::reserve).
+    ///
+    /// # Errors
+    /// As [`check_key_n`](Self::check_key_n).
+    pub fn reserve_key(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity> {
+        self.reserve_key_at(key, n, self.store.clock().now())
+    }
+
+    /// [`reserve_key`](Self::reserve_key) at `now` (a reading of this limiter's clock).
+    ///
+    /// # Errors
+    /// As [`check_key_n`](Self::check_key_n).
+    pub fn reserve_key_at(
+        &self,
+        key: &K,
+        n: u32,
+        now: u64,
+    ) -> Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity> {
+        let mut wrote = None;
+        let (answer, tag) = self.check_key_n_with(key, n, || now, &mut wrote)?;
+        Ok(answer.map(|allowed| (allowed, Receipt::new(tag, wrote))))
+    }
+
+    /// Gives back the cells of the admission `receipt` describes, exactly, as
+    /// [`RateLimiter::give_back`](crate::RateLimiter::give_back); nothing to a key evicted or
+    /// reset since (its new bucket started full).
+    pub fn give_back(&self, receipt: Receipt) -> bool {
+        receipt
+            .wrote()
+            .is_some_and(|(tag, before, after)| self.store.restore(tag, before, after))
     }
 }
