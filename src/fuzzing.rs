@@ -72,15 +72,14 @@ mod reply {
             self.capacity
         }
 
-        /// The reply check on `value`, answering a call for `n` cells (up to `want`, with `give`
-        /// given back first, `dry` naming the dry-run buckets); `None` if it is refused.
+        /// The reply check on `value`, answering a call for `n` cells (up to `want`, `dry`
+        /// naming the dry-run buckets); `None` if it is refused.
         pub fn parse(
             &self,
             value: &Value,
             dry: &str,
             n: u32,
             want: u32,
-            give: u32,
         ) -> Option<ParsedReply> {
             let call = Call {
                 keys: &self.keys,
@@ -89,7 +88,6 @@ mod reply {
                 now: None,
                 n,
                 want,
-                give,
             };
             Some(match Reply::parse(value, &call)? {
                 Reply::Admitted {

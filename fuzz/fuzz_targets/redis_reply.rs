@@ -6,7 +6,7 @@
 //!
 //! Asserts: the check never panics; it accepts every reply the script can send, and reads it as
 //! sent; whatever it accepts is a reply the script can send for that call: an integer only for
-//! the common call (one schedule without slack, no lease, nothing given back, no dry run), a
+//! the common call (one schedule without slack, no lease, no dry run), a
 //! table only of integers laid out as documented, `n ≤ granted ≤ want`, the refusing bucket's
 //! state where the states say, a refusal's wait positive or "never", dry-run refusals rising
 //! and starting with the first one named, every state one its bucket can be in.
@@ -74,7 +74,7 @@ struct Input {
     buckets: Vec<Spec>,
     n: u32,
     want: u32,
-    give: u32,
+    lease: bool,
     dry_run: bool,
     reply: Reply,
 }
@@ -86,22 +86,20 @@ struct Call {
     dry: &'static str,
     n: u32,
     want: u32,
-    give: u32,
 }
 
 impl Call {
-    /// One schedule without slack, no lease, nothing given back, no dry run: answered with one
+    /// One schedule without slack, no lease, no dry run: answered with one
     /// integer when the script needed no repair.
     fn is_common(&self) -> bool {
         matches!(self.args[..], [[0, _, _, 0]])
             && self.want == self.n
-            && self.give == 0
             && self.dry.is_empty()
     }
 
     fn parse(&self, value: &Value) -> Option<ParsedReply> {
         self.buckets
-            .parse(value, self.dry, self.n, self.want, self.give)
+            .parse(value, self.dry, self.n, self.want)
     }
 
     /// Whether `state` is one bucket `i` can be in.
@@ -162,18 +160,13 @@ fn call(input: &Input) -> Option<Call> {
     let buckets = Buckets::new(&algorithms)?;
     let n = 1 + input.n % buckets.capacity();
     let want = n.saturating_add(input.want % (flowgate::redis::MAX_LEASE_CELLS + 1));
-    let (want, give) = if input.give.is_multiple_of(2) {
-        (n, 0)
-    } else {
-        (want, input.give / 2)
-    };
+    let want = if input.lease { want } else { n };
     Some(Call {
         args: buckets.args(),
         buckets,
         dry: if input.dry_run { "1" } else { "" },
         n,
         want,
-        give,
     })
 }
 

@@ -1157,6 +1157,43 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     assert_eq!(limiter.return_leases().await, 4);
 }
 
+/// A lease's unused cells go back only while its buckets hold what the lease wrote. At 1/s with
+/// a burst of 2: a lease of 2 at 0 s (1 spent), another process's cell at 2 s on top of it, the
+/// lease returned at 2.5 s: nothing comes back, so at 2.5 s one more request is admitted, not
+/// two (an arithmetic give-back freed the other's cell: 3 admissions in half a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_given_back_only_if_nothing_was_decided_on_top_of_it() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let quota = Quota::per_second(1).unwrap().with_burst(2).unwrap();
+    let backend = || RedisBackend::new(server.client());
+    let leased = Policies::<str>::builder()
+        .policy(per_key("k").quota(quota))
+        .on(backend().lease(2, Duration::from_secs(1)), &clock);
+    let plain = Policies::<str>::builder()
+        .policy(per_key("k").quota(quota))
+        .on(backend(), &clock);
+    let admitted = |outcomes: Vec<Verdict>| outcomes.iter().filter(|v| v.is_allowed()).count();
+
+    // Nothing on top: the unused cell comes back, and the bucket is as if only one was taken.
+    assert_eq!(leased.check("a").await.unwrap().source(), Source::Redis);
+    assert_eq!(leased.return_leases().await, 1);
+    assert_eq!(allowed(&plain.check("a").await.unwrap()).remaining(), 0);
+
+    assert_eq!(leased.check("b").await.unwrap().source(), Source::Redis);
+    clock.advance(Duration::from_secs(2));
+    assert!(plain.check("b").await.unwrap().is_allowed());
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(leased.return_leases().await, 0);
+    let mut after = Vec::new();
+    for _ in 0..3 {
+        after.push(plain.check("b").await.unwrap());
+    }
+    assert_eq!(admitted(after), 1);
+    let stats = leased.stats();
+    assert_eq!((stats.returned_cells, stats.dropped_cells), (1, 1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
     let mut server = RedisServer::start();
@@ -1190,7 +1227,7 @@ async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
     let server = RedisServer::start();
-    // 10^9 µs, and T = 100 s = 10^8 µs: every TAT and every give-back is a multiple of 10^8.
+    // 10^9 µs, and T = 100 s = 10^8 µs: every TAT is a multiple of 10^8.
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let quota = Quota::with_period(Duration::from_secs(100))
         .unwrap()
@@ -1215,9 +1252,9 @@ async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
     assert!(leased.check("a").await.unwrap().is_allowed());
     let stats = leased.stats();
     assert_eq!((stats.returned_cells, stats.reply_failures), (2, 0));
-    // Given back 2, then a new lease of 3: 1.3·10^9 − 2·10^8 + 3·10^8 (one SET).
+    // Given back 2 (undo.lua, from 1.3·10^9 to 1.1·10^9), then a new lease of 3: 1.4·10^9.
     assert_eq!(get("{flowgate:a}:l:0"), "1400000000");
-    // Its 2 unused cells given back alone: INCRBY −2·10^8, which keeps the TTL.
+    // Its 2 unused cells given back alone, the TTL kept.
     assert_eq!(leased.return_leases().await, 2);
     assert_eq!(get("{flowgate:a}:l:0"), "1200000000");
     assert_eq!(leased.stats().reply_failures, 0);

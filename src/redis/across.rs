@@ -52,11 +52,6 @@ fn take_script() -> &'static Script {
     })
 }
 
-fn undo_script() -> &'static Script {
-    static UNDO: OnceLock<Script> = OnceLock::new();
-    UNDO.get_or_init(|| Script::of(include_str!("undo.lua")))
-}
-
 /// What one slot's take wrote: each key it changed, the value it wrote, and the value it
 /// replaced (`None`: the key was missing).
 #[derive(Debug, Default)]
@@ -213,7 +208,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             now: self.reading(),
             n,
             want: n,
-            give: 0,
         };
         let mut connection = cluster.clone();
         let counters = &shared.counters;
@@ -250,7 +244,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         async move {
             for wrote in written {
                 let mut connection = cluster.clone();
-                let value = undo_script()
+                let value = script::undo()
                     .eval(&mut connection, |verb, s| wrote.command(verb, s), &counters)
                     .await;
                 if let Ok(Value::Int(keys)) = value {

@@ -20,7 +20,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     pub(super) async fn call(
         &self,
         plan: &Plan,
-        (n, want, give): (u32, u32, u32),
+        (n, want): (u32, u32),
         deadline: Instant,
     ) -> Result<Reply, Failure> {
         let shared = &*self.shared;
@@ -32,7 +32,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             now: self.reading(),
             n,
             want,
-            give,
         };
         // Boxed: the call's future (the connection's, redis-rs's) is large, and every decision's
         // future holding it inline was moved whole, several times, at more cost than the box.

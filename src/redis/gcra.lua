@@ -27,11 +27,10 @@
 -- ARGV[3]  want >= n: take as many cells as every bucket of every enforcing policy holds, up to
 --          `want` and at least n (a lease; `check_up_to`, with n = 1); a dry-run policy then
 --          takes that many only if every one of its buckets admits them
--- ARGV[4]  give, cells given back to every bucket before deciding (an expired lease's rest)
--- ARGV[5]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
+-- ARGV[4]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
 --          separated, one per policy ('' if none). A dry-run policy takes its cells only if
 --          every one of its buckets admits, and never refuses.
--- ARGV[4i+2] to ARGV[4i+5]  bucket i's kind and three numbers: 0, a schedule: its emission
+-- ARGV[4i+1] to ARGV[4i+4]  bucket i's kind and three numbers: 0, a schedule: its emission
 --          interval T, its window tau = burst * T, and its slack, the debt admitted beyond tau
 --          (with a delay, which the client works out: a shaper's queue, credit's debt; 0 for
 --          GCRA); a request is admitted when the TAT it leaves lies at most tau + slack ahead.
@@ -91,7 +90,7 @@ end
 local general = #ARGV > 4
 
 -- The common call. Anything unusual (a value to repair or clamp, a schedule past the horizon)
--- falls through to the general path below, which reads the key again with want = n, give = 0
+-- falls through to the general path below, which reads the key again with want = n
 -- and the bucket's T and tau where a general call has them.
 if not general then
   local raw = redis.pcall('GET', KEYS[1])
@@ -129,15 +128,15 @@ if not general then
 end
 
 local n = tonumber(ARGV[o + 2])
--- Bucket i's kind and numbers are ARGV[4i + 2] to ARGV[4i + 5]; the common call's one bucket
+-- Bucket i's kind and numbers are ARGV[4i + 1] to ARGV[4i + 4]; the common call's one bucket
 -- is a schedule with T = ARGV[o + 3], tau = ARGV[o + 4] and no slack.
-local want, give, dry = n, 0, ''
+local want, dry = n, ''
 if general then
-  want, give, dry = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+  want, dry = tonumber(ARGV[3]), ARGV[4]
 end
 local function quota(i)
   if not general then return 0, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), 0 end
-  local k = 4 * i + 2
+  local k = 4 * i + 1
   return tonumber(ARGV[k]), tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3])
 end
 local m = #KEYS
@@ -237,7 +236,7 @@ local function schedule_wait(tat, interval, lead, k)
 end
 
 -- Per call, tables of the TATs read (when they were TATs) and of the states as they stand
--- after repair, clamp and give-back (a TAT, or a window counter's table), of the waits of
+-- after repair and clamp (a TAT, or a window counter's table), of the waits of
 -- buckets that refuse, and, only when a bucket needs writing on a refusal, one of flags.
 local olds, tats, waits = {}, {}, {}
 local writes
@@ -277,13 +276,6 @@ for i = 1, m do
       tat = latest
       write = true
       olds[i] = nil
-    end
-    if give > 0 and tat > now then
-      -- An expired lease's unused cells: the TAT moves back by at most give * T and never
-      -- below now, so no more is freed than was given (as a refund in-process).
-      tat = tat - give * interval
-      if tat < now then tat = now end
-      write = true
     end
     tats[i] = tat
     wait = schedule_wait(tat, interval, lead, n)
@@ -376,7 +368,7 @@ local function store_counts(i, kind, len, refill, st)
   end
 end
 
--- Writes bucket i as it stands (repaired, clamped or given back), or after taking `cells`.
+-- Writes bucket i as it stands (repaired or clamped), or after taking `cells`.
 local function put(i, cells)
   local kind, a, b, c = quota(i)
   if kind == 0 then
@@ -420,7 +412,7 @@ local function value(i, cells)
 end
 
 if refused > 0 then
-  -- Nothing is taken; clamped, repaired or given-back buckets are written as they now stand,
+  -- Nothing is taken; clamped or repaired buckets are written as they now stand,
   -- and so are window counters refused against a window ahead of the reading.
   for i = 1, m do
     local kind, a = quota(i)

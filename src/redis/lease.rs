@@ -21,11 +21,13 @@ use crossbeam_utils::CachePadded;
 use crate::lease_word::LeaseWord;
 pub use crate::lease_word::MAX_LEASE_CELLS;
 
-/// One lease: its word, and a lock that lets one task at a time ask Redis for the next one.
+/// One lease: its word, and a lock that lets one task at a time ask Redis for the next one,
+/// holding the TAT (µs) the last lease call wrote to each bucket: what the lease's unused cells
+/// are given back against, only where a bucket still holds it (`undo.lua`).
 #[derive(Debug, Default)]
 pub(crate) struct Lease {
     pub(crate) word: LeaseWord,
-    pub(crate) renewing: tokio::sync::Mutex<()>,
+    pub(crate) renewing: tokio::sync::Mutex<Vec<u64>>,
 }
 
 /// One entry: the buckets' keys and quotas (to give cells back) and the lease.

@@ -1,9 +1,10 @@
 //! Decisions through a lease: cells taken from Redis in a batch and spent from a local atomic
 //! word until they run out or the lease expires, and given back when the lease is returned.
 
+use super::connection::Connection;
 use super::failure::Failure;
 use super::lease::{self, Leases};
-use super::script::Reply;
+use super::script::{self, Bucket, Reply};
 use super::stats::add;
 use super::{Decided, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
@@ -35,6 +36,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let mut returned = 0;
         let mut unreachable = false;
         for entry in self.shared.leases.drain(pick) {
+            // Free: no decision holds a drained entry, so none is renewing it.
+            let Ok(wrote) = entry.lease.renewing.try_lock() else {
+                continue;
+            };
             let rest = entry.lease.word.take_rest();
             if rest == 0 {
                 continue;
@@ -43,19 +48,11 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 add(&counters.dropped_cells, u64::from(rest));
                 continue;
             }
-            let plan = Plan {
-                keys: entry.keys.iter().cloned().collect(),
-                quotas: entry.quotas.iter().copied().collect(),
-                ..Plan::default()
-            };
             // Each call its own timeout: a lease given back is no decision anyone waits on.
-            match self.call(&plan, (0, 0, rest), self.deadline()).await {
-                Ok(_) => {
-                    add(&counters.returned_cells, u64::from(rest));
-                    returned += u64::from(rest);
-                }
+            match self.give_rest(&entry, &wrote, rest, self.deadline()).await {
+                Ok(true) => returned += u64::from(rest),
+                Ok(false) => {}
                 Err(failure) => {
-                    add(&counters.dropped_cells, u64::from(rest));
                     unreachable = matches!(
                         failure,
                         Failure::Timeout | Failure::Connection | Failure::BreakerOpen
@@ -64,6 +61,62 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
         }
         returned
+    }
+
+    /// Gives back `rest` unused cells of the lease of `entry`, which wrote the TATs `wrote`, by
+    /// `deadline`: each bucket's TAT moves back over them only if it is still the one the lease
+    /// wrote (`undo.lua`); if another decision was taken on top of the lease since, its cells
+    /// stay booked, since that decision was admitted against them. Whether every bucket took
+    /// them back; counted as returned if so, as dropped otherwise.
+    async fn give_rest(
+        &self,
+        entry: &lease::Entry,
+        wrote: &[u64],
+        rest: u32,
+        deadline: tokio::time::Instant,
+    ) -> Result<bool, Failure> {
+        let counters = &self.shared.counters;
+        let mut command = Vec::with_capacity(entry.keys.len());
+        for ((key, &tat), quota) in entry.keys.iter().zip(wrote).zip(&entry.quotas) {
+            // A lease is only taken from schedules (`leasable`).
+            if let Bucket::Schedule { interval, .. } = *quota {
+                let back = tat.saturating_sub(u64::from(rest).saturating_mul(interval));
+                command.push((key, tat.to_string(), format!("1{back}")));
+            }
+        }
+        let undo = |verb: &str, script: &str| {
+            let mut cmd = ::redis::Cmd::new();
+            cmd.arg(verb).arg(script).arg(command.len());
+            for (key, _, _) in &command {
+                cmd.arg(key);
+            }
+            for (_, tat, back) in &command {
+                cmd.arg(tat).arg(back);
+            }
+            cmd
+        };
+        let sent = async {
+            match &self.shared.connection {
+                Connection::One(manager) => {
+                    script::undo().eval(&mut manager.clone(), undo, counters).await
+                }
+                #[cfg(feature = "redis-cluster")]
+                Connection::Cluster(cluster) => {
+                    script::undo().eval(&mut cluster.clone(), undo, counters).await
+                }
+            }
+        };
+        let all = match self.guarded(deadline, Box::pin(sent)).await {
+            Ok(::redis::Value::Int(given)) => given == command.len() as i64 && !command.is_empty(),
+            Ok(_) => false,
+            Err(failure) => {
+                add(&counters.dropped_cells, u64::from(rest));
+                return Err(failure);
+            }
+        };
+        let counter = if all { &counters.returned_cells } else { &counters.dropped_cells };
+        add(counter, u64::from(rest));
+        Ok(all)
     }
 
     /// The cells to lease for a decision of `n`, or `None` to decide without a lease (also
@@ -119,7 +172,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         // The wait for the lock and the call share the decision's deadline: when Redis is
         // slow, waiters fail by the policy after one timeout, not one timeout per task ahead of
         // them, and the task that then calls has only what is left.
-        let Ok(_renewing) = timeout_at(deadline, entry.lease.renewing.lock()).await else {
+        let Ok(mut wrote) = timeout_at(deadline, entry.lease.renewing.lock()).await else {
             add(&counters.timeouts, 1);
             return Err(Failure::Timeout);
         };
@@ -128,23 +181,23 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return Ok(Decided::without_call(verdict));
         }
         let rest = entry.lease.word.take_rest();
-        let reply = match self.call(plan, (n, want, rest), deadline).await {
-            Ok(reply) => reply,
-            Err(failure) => {
-                // The call may have run (given the rest back) or not: the rest is not spent
-                // here, so at worst it stays booked in Redis.
-                add(&counters.dropped_cells, u64::from(rest));
-                return Err(failure);
-            }
-        };
-        add(&counters.returned_cells, u64::from(rest));
+        if rest > 0 {
+            // The expired lease's unused cells first, exactly (one call more, only for a lease
+            // that expired with cells left).
+            self.give_rest(&entry, &wrote, rest, deadline).await?;
+        }
+        wrote.clear();
+        let reply = self.call(plan, (n, want), deadline).await?;
         let verdict = self.verdict(plan, n, &reply);
         if let Reply::Admitted {
             granted,
             states: ref debts,
+            now: Some(at),
             ..
         } = reply
         {
+            // A schedule's state is its TAT less the script's reading.
+            wrote.extend(debts.iter().map(|debt| at.saturating_add(*debt)));
             add(&counters.leases, 1);
             add(&counters.leased_cells, u64::from(granted));
             let by = verdict.outcome.ok().and_then(|allowed| allowed.by());

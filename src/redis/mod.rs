@@ -121,8 +121,11 @@
 //! With [`RedisBackend::lease`], a decision that finds no cells in its local lease takes up to
 //! `cells` cells from Redis in one call (never more than every bucket holds) and spends the rest
 //! from a local atomic word, without a round trip, until they run out or the lease expires.
-//! Unused cells go back to Redis with the next call for the same buckets (the script frees them
-//! before deciding), or with [`RedisLimiter::return_leases`]. The price is precision: in any
+//! Unused cells go back to Redis before the next lease for the same buckets is taken, or with
+//! [`RedisLimiter::return_leases`], and only exactly: a bucket's TAT moves back over them only
+//! if it is still the one the lease wrote. Once another process (or a lease-less decision) was
+//! admitted on top of the lease, its cells stay booked, because that decision was made against
+//! them ([`RedisStats::dropped_cells`]). The price of leasing is precision: in any
 //! window, all processes together admit at most what Redis alone would admit in it plus the
 //! cells outstanding in leases when the window began (one lease per process and key set).
 //!
@@ -316,7 +319,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// Decides `plan` for `n` cells in one call, without a lease, by `deadline`.
     async fn unleased(&self, plan: &Plan, n: u32, deadline: Instant) -> Result<Decided, Failure> {
-        let reply = self.call(plan, (n, n, 0), deadline).await?;
+        let reply = self.call(plan, (n, n), deadline).await?;
         Ok(Decided {
             verdict: self.verdict(plan, n, &reply),
             reply: Some(reply),

@@ -18,6 +18,13 @@ use super::Failure;
 /// The script's source.
 pub(crate) const SOURCE: &str = include_str!("gcra.lua");
 
+/// The give-back script (`undo.lua`): puts back the value a take replaced, or moves a lease's
+/// TAT back over its unused cells, only where a bucket still holds the value written.
+pub(crate) fn undo() -> &'static Script {
+    static UNDO: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+    UNDO.get_or_init(|| Script::of(include_str!("undo.lua")))
+}
+
 /// The largest `now` a test may pass, in µs: with windows below 2^51 µs, `now + τ` stays below
 /// 2^53, where Lua's doubles are exact.
 pub(crate) const MAX_NOW_MICROS: u64 = 1 << 52;
@@ -158,19 +165,16 @@ pub(crate) struct Call<'a> {
     pub(crate) n: u32,
     /// Take up to this many if every bucket holds them (`≥ n`; a lease).
     pub(crate) want: u32,
-    /// Cells given back to every bucket first (an expired lease's unused cells).
-    pub(crate) give: u32,
 }
 
 impl Call<'_> {
-    /// One bucket, no lease, nothing given back and no dry run: the call sent with four
+    /// One bucket, no lease and no dry run: the call sent with four
     /// arguments (three at the server's time), which the script answers with one integer.
     fn is_common(&self) -> bool {
         self.keys.len() == 1
             && self.quotas.len() == 1
             && matches!(self.quotas[0], Bucket::Schedule { slack: 0, .. })
             && self.want == self.n
-            && self.give == 0
             && self.dry.is_empty()
     }
 
@@ -178,7 +182,7 @@ impl Call<'_> {
         // Sized up front: growing the command argument by argument cost more than the rest of
         // a decision's client side (callgrind, BENCHMARKS.md "Redis"). Numbers take 20 bytes
         // at most.
-        let args = 8 + self.keys.len() + 4 * self.quotas.len();
+        let args = 7 + self.keys.len() + 4 * self.quotas.len();
         let bytes = verb.len() + script.len() + self.dry.len();
         let bytes = bytes + self.keys.iter().map(Vec::len).sum::<usize>();
         let mut command = Spare::take(args, bytes + 20 * (args - 2 - self.keys.len()));
@@ -195,10 +199,10 @@ impl Call<'_> {
             None => command.arg(""),
         };
         command.arg(self.n);
-        // The common call leaves out want, give and the dry runs (gcra.lua): three arguments
-        // fewer to send and for the server to make into Lua strings.
+        // The common call leaves out want and the dry runs (gcra.lua): two arguments fewer to
+        // send and for the server to make into Lua strings.
         if !common {
-            command.arg(self.want).arg(self.give).arg(self.dry);
+            command.arg(self.want).arg(self.dry);
         }
         if common {
             // The common call's one schedule: T and tau alone.
@@ -473,7 +477,6 @@ mod tests {
             now: None,
             n: 2,
             want: 3,
-            give: 0,
         }
     }
 
@@ -486,7 +489,6 @@ mod tests {
             now: None,
             n: 3,
             want: 3,
-            give: 0,
         }
     }
 
@@ -510,7 +512,6 @@ mod tests {
             now: None,
             n: 1,
             want: 1,
-            give: 0,
         }
     }
 

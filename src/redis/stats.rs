@@ -51,9 +51,9 @@ pub struct RedisStats {
     pub lease_admitted: u64,
     /// Unused leased cells given back to Redis.
     pub returned_cells: u64,
-    /// Unused leased cells never given back (a lease dropped to make room for another, or
-    /// given back in a call that failed). They stay booked in Redis until the bucket refills:
-    /// fewer admissions, never more.
+    /// Unused leased cells never given back (a lease dropped to make room for another, given
+    /// back in a call that failed, or to buckets another decision had been taken on since).
+    /// They stay booked in Redis until the bucket refills: fewer admissions, never more.
     pub dropped_cells: u64,
     /// Buckets put back after a decision across Redis Cluster slots was refused or failed in a
     /// later slot (each restored only if no other decision had changed it since).

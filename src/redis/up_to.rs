@@ -127,7 +127,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             .map(|&(p, q)| policies[p].quotas[q].capacity)
             .min();
         let want = capacity.map_or(n, |capacity| n.min(capacity)).max(1);
-        let reply = self.call(plan, (1, want, 0), self.deadline()).await?;
+        let reply = self.call(plan, (1, want), self.deadline()).await?;
         let taken = match reply {
             Reply::Admitted { granted, .. } => granted,
             Reply::Refused { .. } => 0,
@@ -206,7 +206,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 continue;
             }
             let part = plan.part(range, false);
-            let reply = self.call(&part, (0, 0, 0), deadline).await?;
+            let reply = self.call(&part, (0, 0), deadline).await?;
             let (_, states, now) = reply.parts();
             for (&(p, q), &state) in part.refs.iter().zip(states.iter()) {
                 most = policies[p].quotas[q].most(state, now, most);
