@@ -74,13 +74,7 @@ mod reply {
 
         /// The reply check on `value`, answering a call for `n` cells (up to `want`, `dry`
         /// naming the dry-run buckets); `None` if it is refused.
-        pub fn parse(
-            &self,
-            value: &Value,
-            dry: &str,
-            n: u32,
-            want: u32,
-        ) -> Option<ParsedReply> {
+        pub fn parse(&self, value: &Value, dry: &str, n: u32, want: u32) -> Option<ParsedReply> {
             let call = Call {
                 keys: &self.keys,
                 quotas: &self.quotas,

@@ -151,8 +151,9 @@ async fn redis_answers_over_http_exactly_as_in_process() {
     assert_eq!((stats.admitted, stats.refused), (admitted, refused - 1));
 }
 
-/// With Redis gone, the layer answers by the set's failure policy: closed here, a 429 with the
-/// configured Retry-After; and the decision is bounded by the timeout.
+/// With Redis gone, the layer answers by the set's failure policy: closed here, a 503 with the
+/// configured Retry-After that says the limiter is unavailable (no quota headers, no policy
+/// named: no quota was asked); and the decision is bounded by the timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_redis_the_failure_policy_answers() {
     let backend = RedisBackend::new(redis_server::nobody())
@@ -169,9 +170,10 @@ async fn without_redis_the_failure_policy_answers() {
     let started = std::time::Instant::now();
     let reply = fetch(&client, address, 1).await;
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
-    assert!(
-        reply.headers.contains(&("retry-after".into(), "7".into())),
-        "{reply:?}"
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.headers, [("retry-after".into(), "7".into())]);
+    assert_eq!(
+        reply.body,
+        r#"{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limiter is unavailable: retry after 7 s","retry_after":7}"#
     );
 }

@@ -15,7 +15,7 @@ use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
 use flowgate::redis::{
     Breaker, Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
 };
-use flowgate::{Algorithm, Allowed, Quota, Refused};
+use flowgate::{Algorithm, Allowed, Cause, Quota, Refused};
 use redis_server::RedisServer;
 
 /// A request with a user (keyed levels) and an endpoint.
@@ -780,7 +780,13 @@ async fn no_server_at_all_fails_as_configured() {
     for _ in 0..3 {
         let verdict = limiter.check("k").await.unwrap();
         assert!(matches!(verdict.source(), Source::FailedClosed(_)));
-        assert_eq!(refused(&verdict).retry_after(), Duration::from_millis(250));
+        let refused = refused(&verdict);
+        assert_eq!(refused.retry_after(), Duration::from_millis(250));
+        // Told apart from a quota's refusal: no quota was asked, and none is named.
+        assert_eq!((refused.cause(), refused.by()), (Cause::Unavailable, None));
+        assert!(verdict
+            .to_string()
+            .starts_with("refused: the rate limiter is unavailable"));
     }
     let stats = limiter.stats();
     assert_eq!(stats.failed_closed, 3);

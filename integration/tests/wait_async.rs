@@ -74,7 +74,10 @@ async fn a_full_queue_refuses_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_reservation_is_given_back() {
     let limiter = shaper(Duration::from_secs(10));
-    assert_eq!(limiter.reserve(1).unwrap().unwrap().0.delay(), Duration::ZERO);
+    assert_eq!(
+        limiter.reserve(1).unwrap().unwrap().0.delay(),
+        Duration::ZERO
+    );
     // This waiter books the slot at 100 ms, and is dropped at 50 ms.
     let cancelled = tokio::time::timeout(Duration::from_millis(50), limiter.until_ready(1)).await;
     assert!(cancelled.is_err(), "timed out while waiting");

@@ -9,6 +9,7 @@ use core::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 
 use super::refusal::Refusal;
+use crate::outcome::Cause;
 
 /// `grpc-status`.
 pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
@@ -35,7 +36,8 @@ pub(crate) fn requested(headers: &HeaderMap) -> bool {
 
 impl Refusal {
     /// The gRPC status code a gRPC call is refused with: `RESOURCE_EXHAUSTED` (8) when a
-    /// policy refused (for now, for good, or with a full table); for a client whose address
+    /// policy refused (for now, for good, or with a full table); `UNAVAILABLE` (14) when the
+    /// limiter's backend did not answer and its failure policy refuses; for a client whose address
     /// could not be told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13)
     /// in place of a 5xx.
     ///
@@ -56,6 +58,7 @@ impl Refusal {
     /// ```
     pub fn grpc_code(&self) -> u8 {
         match self {
+            Self::Limited(r) if r.cause() == Cause::Unavailable => 14,
             Self::Limited(_) | Self::Oversized(_) => 8,
             Self::Unkeyed(status) if status.is_client_error() => 3,
             Self::Unkeyed(_) => 13,

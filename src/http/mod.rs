@@ -59,8 +59,14 @@
 //!   no quota headers. Size [`Policy::max_keys`](crate::Policy::max_keys) for the clients you
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
+//! * **The limiter unavailable** (Redis did not answer and the failure policy is
+//!   `OnFailure::Closed`: a refusal whose cause is [`Cause::Unavailable`]): `503` with the
+//!   policy's `Retry-After`, no quota headers (no quota was asked), and a problem body that says
+//!   so (`the rate limiter is unavailable: retry after 1 s`) and names no policy; gRPC
+//!   `UNAVAILABLE` (14). Counted in `flowgate_redis_fallbacks_total{policy="closed"}` (feature `metrics`).
 //!
-//! * **A gRPC call**: any refusal above, as gRPC ([`Refusal::grpc_code`]: `grpc-status: 8`).
+//! * **A gRPC call**: any refusal above, as gRPC ([`Refusal::grpc_code`]: `grpc-status: 8`,
+//!   or 14 for an unavailable limiter).
 //!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it

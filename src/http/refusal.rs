@@ -18,7 +18,9 @@ use crate::outcome::{Cause, Cited, InsufficientCapacity, Refused};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal {
-    /// A policy refused for now: `429 Too Many Requests` with `Retry-After`.
+    /// A policy refused for now: `429 Too Many Requests` with `Retry-After`. Or, for a refusal
+    /// whose [`cause`](Refused::cause) is [`Cause::Unavailable`] (the backend did not answer
+    /// and its failure policy refuses), `503 Service Unavailable` with `Retry-After`.
     Limited(Refused<Cited>),
     /// The request costs more than a policy's burst and can never be admitted: `429` without
     /// `Retry-After`.
@@ -32,6 +34,7 @@ impl Refusal {
     /// The response status.
     pub fn status(&self) -> StatusCode {
         match self {
+            Self::Limited(r) if r.cause() == Cause::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Limited(_) | Self::Oversized(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unkeyed(status) => *status,
         }
@@ -115,6 +118,11 @@ impl fmt::Display for Refusal {
                 "policy '{}' has no room for another client now",
                 refused.policy().unwrap_or_default()
             ),
+            Self::Limited(refused) if refused.cause() == Cause::Unavailable => write!(
+                f,
+                "the rate limiter is unavailable: retry after {} s",
+                self.retry_after_secs().unwrap_or(1)
+            ),
             Self::Limited(refused) => {
                 let policy = refused.policy().unwrap_or_default();
                 write!(f, "rate limited by policy '{policy}'")?;
@@ -190,7 +198,7 @@ mod tests {
     use http::StatusCode;
 
     use super::Refusal;
-    use crate::outcome::{Cited, Gauge, InsufficientCapacity, PolicyQuota, Refused};
+    use crate::outcome::{Cause, Cited, Gauge, InsufficientCapacity, PolicyQuota, Refused};
 
     /// `Display` is the `detail` sentence, whole seconds rounded up as `Retry-After` says.
     #[test]
@@ -219,6 +227,22 @@ mod tests {
             Refusal::Oversized(capacity).to_string(),
             "the request costs 9 cells, more than the 5 a quota of policy 'per-client' ever \
              holds: it can never be admitted"
+        );
+        let unavailable = Refused::new(Gauge::new(1, 1, 1, 0), 2_000_000_000)
+            .cite(Cited::default())
+            .because(Cause::Unavailable);
+        let unavailable = Refusal::Limited(unavailable);
+        assert_eq!(
+            unavailable.to_string(),
+            "the rate limiter is unavailable: retry after 2 s"
+        );
+        assert_eq!(
+            (
+                unavailable.status(),
+                unavailable.policy(),
+                unavailable.grpc_code()
+            ),
+            (StatusCode::SERVICE_UNAVAILABLE, None, 14)
         );
         assert_eq!(
             Refusal::Unkeyed(StatusCode::INTERNAL_SERVER_ERROR).to_string(),

@@ -66,9 +66,11 @@ pub(super) fn refusal_of<C: Clock>(
     request: &HeaderMap,
 ) -> (Response<Bytes>, Option<Duration>) {
     // A table-full refusal gets no quota headers: the tables do not hold the client, so they
-    // would describe a fresh bucket next to a 429.
-    let table_full = matches!(refusal, Refusal::Limited(r) if r.cause() == Cause::TableFull);
-    let quotas = if shared.style.any() && !table_full {
+    // would describe a fresh bucket next to a 429. Nor does a refusal of an unavailable
+    // limiter: no quota was asked.
+    let no_quota = matches!(refusal, Refusal::Limited(r)
+        if matches!(r.cause(), Cause::TableFull | Cause::Unavailable));
+    let quotas = if shared.style.any() && !no_quota {
         quotas()
     } else {
         None

@@ -338,6 +338,14 @@ mod tests {
             (fresh.cause(), fresh.clock_behind()),
             (Cause::TableFull, false)
         );
+        for cause in [
+            Cause::Quota,
+            Cause::TableFull,
+            Cause::NewKeys,
+            Cause::Unavailable,
+        ] {
+            assert_eq!(fresh.because(cause).cause(), cause);
+        }
         let debug = format!("{refused:?}");
         assert!(debug.contains("TableFull") && debug.contains("clock_behind: true"));
     }

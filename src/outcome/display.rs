@@ -120,6 +120,11 @@ impl<C: Citation> fmt::Display for Refused<C> {
                 )
             }
             (None, Cause::TableFull) => f.write_str("rate limited: no room for another key now"),
+            (_, Cause::Unavailable) => write!(
+                f,
+                "refused: the rate limiter is unavailable; retry after {}",
+                Readable(self.retry_after_nanos())
+            ),
             (by, _) => {
                 f.write_str("rate limited")?;
                 if let Some(by) = by {

@@ -133,4 +133,8 @@ pub enum Cause {
     /// The key is new and the quota on new keys refused to create it; the refusal's gauge and
     /// [`Refused::retry_after`] are that quota's.
     NewKeys,
+    /// No quota was asked: the limiter's backend did not answer (Redis down, slow, or behind
+    /// an open circuit breaker) and its failure policy refuses. [`Refused::retry_after`] is
+    /// the policy's configured wait; the refusal names no quota and its gauge describes none.
+    Unavailable,
 }

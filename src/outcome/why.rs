@@ -37,6 +37,7 @@ impl Why {
             Cause::Quota => 0,
             Cause::TableFull => 1,
             Cause::NewKeys => 2,
+            Cause::Unavailable => 3,
         };
         Why(self.0 & Self::BEHIND | cause)
     }
@@ -45,7 +46,8 @@ impl Why {
         match self.0 & 0xff {
             0 => Cause::Quota,
             1 => Cause::TableFull,
-            _ => Cause::NewKeys,
+            2 => Cause::NewKeys,
+            _ => Cause::Unavailable,
         }
     }
 }

@@ -128,7 +128,7 @@ impl fmt::Display for Source {
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
     use super::{Failure, Source};
-    use crate::outcome::{Allowed, Cited, Gauge, PolicyQuota, Refused};
+    use crate::outcome::{Allowed, Cause, Cited, Gauge, PolicyQuota, Refused};
     use crate::redis::verdict::Verdict;
     use crate::redis::UNLIMITED;
 
@@ -163,16 +163,17 @@ mod tests {
         );
         let refused = Refused::new(Gauge::new(1, 1, 1, 0), 1_000_000_000);
         let closed = Verdict {
-            outcome: Err(refused.cite(Cited::default())),
+            outcome: Err(refused.cite(Cited::default()).because(Cause::Unavailable)),
             source: Source::FailedClosed(Failure::Timeout),
         };
         assert_eq!(
             closed.to_string(),
-            "rate limited: retry after 1s (failed closed: Redis did not answer in time)"
+            "refused: the rate limiter is unavailable; retry after 1s (failed closed: Redis did \
+             not answer in time)"
         );
         let local = Verdict {
+            outcome: Err(refused.cite(Cited::default())),
             source: Source::Local(Failure::BreakerOpen),
-            ..closed
         };
         assert_eq!(
             local.to_string(),

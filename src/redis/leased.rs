@@ -98,11 +98,15 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let sent = async {
             match &self.shared.connection {
                 Connection::One(manager) => {
-                    script::undo().eval(&mut manager.clone(), undo, counters).await
+                    script::undo()
+                        .eval(&mut manager.clone(), undo, counters)
+                        .await
                 }
                 #[cfg(feature = "redis-cluster")]
                 Connection::Cluster(cluster) => {
-                    script::undo().eval(&mut cluster.clone(), undo, counters).await
+                    script::undo()
+                        .eval(&mut cluster.clone(), undo, counters)
+                        .await
                 }
             }
         };
@@ -114,7 +118,11 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 return Err(failure);
             }
         };
-        let counter = if all { &counters.returned_cells } else { &counters.dropped_cells };
+        let counter = if all {
+            &counters.returned_cells
+        } else {
+            &counters.dropped_cells
+        };
         add(counter, u64::from(rest));
         Ok(all)
     }

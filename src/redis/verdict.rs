@@ -13,7 +13,7 @@ use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::jitter;
 use crate::observe;
-use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, QuotaState, Refused};
+use crate::outcome::{tightness, Allowed, Cause, Cited, DryRun, Gauge, QuotaState, Refused};
 use crate::policy::Policies;
 
 /// The outcome of one decision, and where it came from.
@@ -91,7 +91,9 @@ pub(super) fn open_or_closed(
             .unwrap_or(u64::MAX)
             .max(1);
         return Verdict {
-            outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait).cite(Cited::default())),
+            outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)
+                .cite(Cited::default())
+                .because(Cause::Unavailable)),
             source: Source::FailedClosed(failure),
         };
     }
