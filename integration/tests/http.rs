@@ -527,3 +527,80 @@ async fn a_full_table_refuses_new_clients_without_quota_headers() {
     assert_eq!(refused.header("ratelimit-policy"), None);
     assert!(refused.body.contains("no room"), "{}", refused.body);
 }
+
+/// Every 429 reports the refusing quota as the decision found it, on a real clock under load:
+/// eight clients send 400 requests each, costing 1 or 3 cells, to a per-client policy of 50/s
+/// (burst 5) behind a global one. In every refusal the refusing policy's `RateLimit` item says
+/// `r=0`, and `Retry-After` is at least that item's `t`. (Read from the bucket after the
+/// decision, at a later clock reading, the item said `r=1` or `r=2`: cells had come since, or a
+/// costly request had found too few.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_under_load_reports_the_refusing_quota_as_the_decision_saw_it() {
+    let policies = Policies::<Inbound>::builder()
+        .policy(Policy::keyed_with("per-ip", by_client_ip).quota("50/s burst 5".parse().unwrap()))
+        .policy(Policy::global("global").quota("2000/s".parse().unwrap()))
+        .build()
+        .unwrap();
+    let costly = |r: &Inbound| {
+        if r.headers().contains_key("x-costly") {
+            3
+        } else {
+            1
+        }
+    };
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route_layer(RateLimitLayer::new(policies).cost(costly));
+    let address = serve(app, true).await;
+    let client = http_client::client();
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut refusals = Vec::new();
+            for i in 0..400 {
+                let headers: &[(&str, &str)] = if (task + i) % 2 == 0 {
+                    &[("x-costly", "1")]
+                } else {
+                    &[]
+                };
+                let (status, headers, body) =
+                    http_client::get(&client, address, "/", headers).await;
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    refusals.push((headers, body));
+                }
+            }
+            refusals
+        }));
+    }
+    let mut refusals = 0;
+    for task in tasks {
+        for (headers, body) in task.await.unwrap() {
+            refusals += 1;
+            let body = String::from_utf8(body.to_vec()).unwrap();
+            let policy = body
+                .split(r#""policy":""#)
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_else(|| panic!("no policy named in {body}"));
+            let header = |name: &str| headers.get(name).unwrap().to_str().unwrap().to_owned();
+            let ratelimit = header("ratelimit");
+            let item = ratelimit
+                .split(", ")
+                .find(|item| item.starts_with(&format!(r#""{policy}";"#)))
+                .unwrap_or_else(|| panic!("no item of {policy} in {ratelimit}"));
+            let field = |name: &str| -> u64 {
+                let value = item.split(';').find_map(|f| f.strip_prefix(name)).unwrap();
+                value.parse().unwrap()
+            };
+            assert_eq!(field("r="), 0, "{ratelimit}, refused by {policy}");
+            let retry_after: u64 = header("retry-after").parse().unwrap();
+            assert!(
+                retry_after >= field("t="),
+                "Retry-After {retry_after}, {ratelimit}"
+            );
+        }
+    }
+    // At most 5 + 50 cells a second of the 3 200 requests' are admitted.
+    assert!(refusals >= 1_000, "only {refusals} refusals");
+}

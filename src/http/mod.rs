@@ -59,14 +59,11 @@
 //!   no quota headers. Size [`Policy::max_keys`](crate::Policy::max_keys) for the clients you
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
-//! * **The limiter unavailable** (Redis did not answer and the failure policy is
-//!   `OnFailure::Closed`: a refusal whose cause is [`Cause::Unavailable`]): `503` with the
-//!   policy's `Retry-After`, no quota headers (no quota was asked), and a problem body that says
-//!   so (`the rate limiter is unavailable: retry after 1 s`) and names no policy; gRPC
-//!   `UNAVAILABLE` (14). Counted in `flowgate_redis_fallbacks_total{policy="closed"}` (feature `metrics`).
-//!
-//! * **A gRPC call**: any refusal above, as gRPC ([`Refusal::grpc_code`]: `grpc-status: 8`,
-//!   or 14 for an unavailable limiter).
+//! * **The limiter unavailable** (Redis did not answer, `OnFailure::Closed`:
+//!   [`Cause::Unavailable`]): `503` with the policy's `Retry-After`, no quota headers and a body
+//!   naming no policy (`the rate limiter is unavailable: retry after 1 s`).
+//! * **A gRPC call**: any refusal above, as gRPC ([`Refusal::grpc_code`]: `grpc-status: 8`; 14
+//!   when the limiter is unavailable).
 //!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it
@@ -102,8 +99,7 @@
 //! # Sharing and cost
 //! The policies live in one [`Arc`] that every clone of the service shares
 //! (unlike per-clone limiters, tower#794), so a service cloned per connection or per request
-//! still enforces one limit. [`RateLimitLayer::policies`] gives the set back for
-//! [`stats`](Policies::stats) and [`replace_quotas`](Policies::replace_quotas). Per request the
+//! still enforces one limit. [`RateLimitLayer::policies`] gives the set back. Per request the
 //! middleware lends the request's head to the policies as an [`Inbound`] (no copy, no
 //! allocation), makes one policy decision, and formats the quota headers on the stack (one
 //! allocation per header value and one for the set the response future carries;
@@ -131,6 +127,7 @@
 //! does. A held refusal costs its future's memory until it is sent.
 //!
 //! [`Cause::TableFull`]: crate::Cause::TableFull
+//! [`Cause::Unavailable`]: crate::Cause::Unavailable
 //!
 //! [`Policies`]: crate::Policies
 
@@ -173,12 +170,10 @@ pub use inbound::{by_client_ip, peer_addr, Inbound};
 pub use refusal::Refusal;
 pub use service::RateLimitService;
 
-use self::headers::{Item, PolicyCache, QuotaHeaders, Ready};
+use self::headers::{Item, PolicyCache};
 use crate::backend::AnyPolicies;
 use crate::clock::{Clock, QuantaClock};
 use crate::observe::{self, Counter};
-use crate::outcome::{Cited, InsufficientCapacity, QuotaState, Refused};
-use crate::policy::{Policies, Silent, Visit};
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
 type Body = Arc<dyn Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync>;
@@ -219,60 +214,7 @@ impl<C: Clock> Clone for Shared<C> {
     }
 }
 
-impl<C: Clock> Shared<C> {
-    /// Decides `inbound` at `cost` cells in process: an admission's quota headers (if the
-    /// style has any: the states the decision left every enforcing quota in), or the refusal.
-    fn decide(
-        &self,
-        policies: &Policies<Inbound, C>,
-        inbound: &Inbound,
-        cost: u32,
-    ) -> Result<Result<Option<Box<Ready>>, Refused<Cited>>, InsufficientCapacity> {
-        let now = || policies.clock().now();
-        if !self.style.any() {
-            if cost == 0 {
-                // Takes nothing, as `check_n(request, 0)`: admitted.
-                return Ok(Ok(None));
-            }
-            // Nothing to report: a yes or no, with no admission put together.
-            let answer = policies.decide(inbound, cost, now, Silent)?;
-            return Ok(answer.map(|()| None));
-        }
-        if cost == 0 {
-            return Ok(Ok(Some(Box::new(self.inspect(policies, inbound)))));
-        }
-        let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        let visit = Visit(|state: QuotaState| self.push(&mut headers, &state));
-        let answer = policies.decide(inbound, cost, now, visit)?;
-        Ok(answer.map(|()| Some(Box::new(headers.finish()))))
-    }
-
-    /// The quota headers of every enforcing quota of `policies` applying to `inbound`, now.
-    fn inspect(&self, policies: &Policies<Inbound, C>, inbound: &Inbound) -> Ready {
-        let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        policies.inspect(inbound, |state| self.push(&mut headers, &state));
-        headers.finish()
-    }
-
-    /// The quota headers of the states `states` visits.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    fn headers_of(&self, states: impl FnOnce(&mut dyn FnMut(QuotaState))) -> Ready {
-        let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        states(&mut |state| self.push(&mut headers, &state));
-        headers.finish()
-    }
-
-    fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState) {
-        let several = self
-            .several
-            .get(state.policy_index())
-            .copied()
-            .unwrap_or(true);
-        headers.push(state, several);
-    }
-}
-
-/// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`] set;
+/// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`](crate::Policies) set;
 /// see the [module docs](self).
 #[must_use = "a layer does nothing until it wraps a service"]
 pub struct RateLimitLayer<C: Clock = QuantaClock> {
@@ -300,7 +242,7 @@ impl<C: Clock> core::fmt::Debug for RateLimitLayer<C> {
 }
 
 impl<C: Clock> RateLimitLayer<C> {
-    /// A layer deciding every request with `policies`: a [`Policies`] set (owned, or an `Arc`
+    /// A layer deciding every request with `policies`: a [`Policies`](crate::Policies) set (owned, or an `Arc`
     /// shared with the rest of the program), a Redis set (`RedisLimiter`), or either as an
     /// [`AnyPolicies`]; each request costing one cell, with the draft's quota headers, the peer
     /// as the client, and the default problem body.
@@ -376,8 +318,8 @@ impl<C: Clock> RateLimitLayer<C> {
     }
 
     /// The policy set; in process ([`AnyPolicies::in_process`]) for
-    /// [`stats`](Policies::stats), [`sweep`](Policies::sweep) or
-    /// [`replace_quotas`](Policies::replace_quotas).
+    /// [`stats`](crate::Policies::stats), [`sweep`](crate::Policies::sweep) or
+    /// [`replace_quotas`](crate::Policies::replace_quotas).
     pub fn policies(&self) -> &AnyPolicies<Inbound, C> {
         &self.shared.policies
     }

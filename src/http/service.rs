@@ -11,13 +11,13 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
 use super::grpc;
-use super::headers::Ready;
+use super::headers::{QuotaHeaders, Ready};
 use super::refusal::{self, Refusal};
 use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
 use crate::backend::{AnyPolicies, Inner};
 use crate::clock::{Clock, QuantaClock};
-use crate::outcome::Cause;
-use crate::policy::Policies;
+use crate::outcome::{Cause, Cited, InsufficientCapacity, QuotaState, Refused};
+use crate::policy::{Policies, Silent, Visit};
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
 /// inner service sees it.
@@ -53,6 +53,84 @@ impl<S, C: Clock> RateLimitService<S, C> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+}
+
+/// # Deciding in process
+impl<C: Clock> Shared<C> {
+    /// Decides `inbound` at `cost` cells in process: an admission's quota headers (if the
+    /// style has any: the states the decision left every enforcing quota in), or the refusal.
+    /// `reading` gets the decision's clock reading, if it took one.
+    pub(super) fn decide(
+        &self,
+        policies: &Policies<Inbound, C>,
+        inbound: &Inbound,
+        cost: u32,
+        reading: &core::cell::Cell<Option<u64>>,
+    ) -> Result<Result<Option<Box<Ready>>, Refused<Cited>>, InsufficientCapacity> {
+        if !self.style.any() {
+            if cost == 0 {
+                // Takes nothing, as `check_n(request, 0)`: admitted.
+                return Ok(Ok(None));
+            }
+            // Nothing to report: a yes or no, with no admission put together.
+            let answer = policies.decide(inbound, cost, || policies.clock().now(), Silent)?;
+            return Ok(answer.map(|()| None));
+        }
+        let now = || {
+            let now = policies.clock().now();
+            reading.set(Some(now));
+            now
+        };
+        if cost == 0 {
+            let states = |visit: &mut dyn FnMut(QuotaState)| {
+                policies.inspect_at(inbound, now(), visit);
+            };
+            return Ok(Ok(Some(Box::new(self.headers_of(states)))));
+        }
+        let mut headers = QuotaHeaders::new(self.style, &self.cache);
+        let visit = Visit(|state: QuotaState| self.push(&mut headers, &state));
+        let answer = policies.decide(inbound, cost, now, visit)?;
+        Ok(answer.map(|()| Some(Box::new(headers.finish()))))
+    }
+
+    /// The quota headers of a refusal in process, from the decision itself: every enforcing
+    /// quota that applies as it stood at the decision's reading `now`, and the refusing one
+    /// with nothing left for the request (its `r` is 0, and `Retry-After` is never earlier
+    /// than its `t`).
+    pub(super) fn refused_headers(
+        &self,
+        policies: &Policies<Inbound, C>,
+        inbound: &Inbound,
+        now: u64,
+        refusal: &Refusal,
+    ) -> Ready {
+        let by = match refusal {
+            Refusal::Limited(refused) => refused.by(),
+            _ => None,
+        };
+        self.headers_of(|visit| {
+            policies.inspect_at(inbound, now, |state| match by {
+                Some(by) if core::ptr::eq(by, state.by()) => visit(state.none_left()),
+                _ => visit(state),
+            });
+        })
+    }
+
+    /// The quota headers of the states `states` visits.
+    pub(super) fn headers_of(&self, states: impl FnOnce(&mut dyn FnMut(QuotaState))) -> Ready {
+        let mut headers = QuotaHeaders::new(self.style, &self.cache);
+        states(&mut |state| self.push(&mut headers, &state));
+        headers.finish()
+    }
+
+    fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState) {
+        let several = self
+            .several
+            .get(state.policy_index())
+            .copied()
+            .unwrap_or(true);
+        headers.push(state, several);
     }
 }
 
@@ -114,12 +192,15 @@ pub(super) fn judge<B, C: Clock>(
 ) -> Result<Option<Box<Ready>>, Box<Answer>> {
     Inbound::scope(request, client, |inbound| {
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
-        let refusal = match shared.decide(policies, inbound, cost) {
+        let reading = core::cell::Cell::new(None);
+        let refusal = match shared.decide(policies, inbound, cost, &reading) {
             Ok(Ok(headers)) => return Ok(headers),
             Ok(Err(refused)) => Refusal::Limited(refused),
             Err(capacity) => Refusal::Oversized(capacity),
         };
-        let quotas = || Some(shared.inspect(policies, inbound));
+        // The headers as of the decision's own reading (one too many cells takes none).
+        let now = reading.get().unwrap_or_else(|| policies.clock().now());
+        let quotas = || Some(shared.refused_headers(policies, inbound, now, &refusal));
         // Boxed: a refusal is the rare answer, and the admission's result stays small.
         Err(Box::new(refusal_of(
             shared,

@@ -105,6 +105,18 @@ impl QuotaState {
         Self { next, ..self }
     }
 
+    /// The state as a refusal by this quota reports it: nothing left for the request (fewer
+    /// cells than it asked for), more in [`next_cell_after`](Self::next_cell_after).
+    #[cfg(feature = "tower")]
+    pub(crate) fn none_left(self) -> Self {
+        let gauge = &self.gauge;
+        let used = gauge.unit.max(1).saturating_mul(gauge.limit);
+        Self {
+            gauge: Gauge { used, ..*gauge },
+            ..self
+        }
+    }
+
     /// Time until the bucket holds one more cell than now, if nothing is taken meanwhile (zero
     /// when it is full): the IETF draft's `t`.
     pub fn next_cell_after(&self) -> Duration {

@@ -121,16 +121,14 @@
 //! With [`RedisBackend::lease`], a decision that finds no cells in its local lease takes up to
 //! `cells` cells from Redis in one call (never more than every bucket holds) and spends the rest
 //! from a local atomic word, without a round trip, until they run out or the lease expires.
-//! Unused cells go back to Redis before the next lease for the same buckets is taken, or with
-//! [`RedisLimiter::return_leases`], and only exactly: a bucket's TAT moves back over them only
-//! if it is still the one the lease wrote. Once another process (or a lease-less decision) was
-//! admitted on top of the lease, its cells stay booked, because that decision was made against
-//! them ([`RedisStats::dropped_cells`]). The price of leasing is precision: in any
-//! window, all processes together admit at most what Redis alone would admit in it plus the
-//! cells outstanding in leases when the window began (one lease per process and key set).
+//! Unused cells go back to Redis before the next lease for the same buckets, or with
+//! [`RedisLimiter::return_leases`], only while the buckets hold what the lease wrote (after
+//! another decision on top, they stay booked: [`RedisStats::dropped_cells`]). The price is
+//! precision: in any window, all processes together admit at most what Redis alone would admit
+//! in it plus the cells outstanding in leases when it began (one per process and key set).
 //!
 //! # Minimum Rust version
-//! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.75).
+//! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.81).
 
 #[cfg(feature = "redis-cluster")]
 mod across;
