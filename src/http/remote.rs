@@ -54,6 +54,11 @@ where
     let limiter = limiter.clone();
     Box::pin(async move {
         let decided = limiter.decide(&plan, cost).await;
+        #[cfg(feature = "redis-cluster")]
+        let decided = match decided {
+            Ok(decided) if shared.style.any() => Ok(limiter.look_across(&plan, decided).await),
+            other => other,
+        };
         let (verdict, decided) = match decided {
             Ok(decided) => (decided.verdict, Some(decided)),
             Err(failure) => {
