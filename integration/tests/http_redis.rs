@@ -160,7 +160,8 @@ async fn every_backend_answers_over_http_as_in_process() {
         (400, 1),
         (0, 2), // refused per client
     ];
-    // One a second and more: the global 10 per minute runs out first (the last slot).
+    // Two and a half a second: the global 10 per minute runs out (the last slot refuses) while
+    // the per-client quotas keep up.
     steps.extend([(400, 1); 8]);
     steps.extend([(0, 1), (6_000, 1), (0, 0), (0, 2), (60_000, 3), (0, 1)]);
     let (mut admitted, mut refused_by) = (0, Vec::new());
