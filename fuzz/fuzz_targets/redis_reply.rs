@@ -92,14 +92,11 @@ impl Call {
     /// One schedule without slack, no lease, no dry run: answered with one
     /// integer when the script needed no repair.
     fn is_common(&self) -> bool {
-        matches!(self.args[..], [[0, _, _, 0]])
-            && self.want == self.n
-            && self.dry.is_empty()
+        matches!(self.args[..], [[0, _, _, 0]]) && self.want == self.n && self.dry.is_empty()
     }
 
     fn parse(&self, value: &Value) -> Option<ParsedReply> {
-        self.buckets
-            .parse(value, self.dry, self.n, self.want)
+        self.buckets.parse(value, self.dry, self.n, self.want)
     }
 
     /// Whether `state` is one bucket `i` can be in.

@@ -1,7 +1,8 @@
 //! The HTTP middleware over a set decided in Redis, against the same set decided in process:
-//! two axum servers on loopback ports, one private `redis-server`, a real hyper client, and
-//! every response compared header by header. Quotas run on a manual clock (the Redis set
-//! decides at its readings), so nothing depends on how fast the machine is.
+//! axum servers on loopback ports, one in process, one over a private `redis-server`, one over
+//! a private Redis Cluster; a real hyper client, and every response compared header by header,
+//! the quota headers item by item. Quotas run on a manual clock (the Redis sets decide at its
+//! readings), so nothing depends on how fast the machine is.
 
 #[path = "support/http_client.rs"]
 mod http_client;
@@ -9,8 +10,8 @@ mod http_client;
 #[path = "support/axum_server.rs"]
 mod axum_server;
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
+#[path = "support/redis_cluster.rs"]
+mod redis_cluster;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,7 +24,8 @@ use flowgate::policy::{PoliciesBuilder, Policy};
 use flowgate::redis::{OnFailure, RedisBackend};
 use http::{HeaderMap, StatusCode};
 use http_client::HttpClient;
-use redis_server::RedisServer;
+use redis_cluster::redis_server::{self, RedisServer};
+use redis_cluster::RedisCluster;
 
 /// What a response says: status, the rate-limit headers, and the body.
 #[derive(Debug, PartialEq, Eq)]
@@ -41,6 +43,14 @@ const HEADERS: [&str; 6] = [
     "x-ratelimit-reset",
     "retry-after",
 ];
+
+impl Reply {
+    /// The items of the list header `name` (none if it is missing).
+    fn items(&self, name: &str) -> Vec<&str> {
+        let value = self.headers.iter().find(|(n, _)| n == name);
+        value.map_or(Vec::new(), |(_, value)| value.split(", ").collect())
+    }
+}
 
 fn reply(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Reply {
     let headers = HEADERS
@@ -70,16 +80,21 @@ async fn fetch(client: &HttpClient, address: SocketAddr, cost: u32) -> Reply {
     reply(status, &headers, &body)
 }
 
-/// Per client 5 per 10 s, a dry-run trial of 2 per 10 s, and 100 per second for everyone.
+/// Per client 20 per minute and 4 per second, a dry-run trial of 2 per 10 s, and for everyone
+/// 100 per second and 10 per minute: in a cluster, each policy's buckets in a slot of their
+/// own.
 fn policies() -> PoliciesBuilder<Inbound> {
+    let quota = |text: &str| text.parse().unwrap();
     flowgate::policy::Policies::<Inbound>::builder()
-        .policy(Policy::keyed_with("per-client", by_client_ip).quota("5/10s".parse().unwrap()))
+        .policy(
+            Policy::keyed_with("per-client", by_client_ip).quotas([quota("20/min"), quota("4/s")]),
+        )
         .policy(
             Policy::keyed_with("trial", by_client_ip)
-                .quota("2/10s".parse().unwrap())
+                .quota(quota("2/10s"))
                 .dry_run(true),
         )
-        .policy(Policy::global("global").quota("100/s".parse().unwrap()))
+        .policy(Policy::global("global").quotas([quota("100/s"), quota("10/min")]))
 }
 
 fn layer(
@@ -94,61 +109,96 @@ fn layer(
         })
 }
 
-/// The same requests through both servers, at the same readings of the clock: the same
-/// statuses, headers and bodies, admitted or refused, with costs from 0 to above the burst.
+/// `theirs` (step `step`, from `backend`) says what `ours` (in process) says: the quota
+/// headers item by item, then everything.
+fn assert_alike(ours: &Reply, theirs: &Reply, step: usize, backend: &str) {
+    for name in ["ratelimit-policy", "ratelimit"] {
+        assert_eq!(
+            ours.items(name),
+            theirs.items(name),
+            "step {step}: {name}, in process then {backend} ({}, {})",
+            ours.status,
+            theirs.status
+        );
+    }
+    assert_eq!(ours, theirs, "step {step}: in process, then {backend}");
+}
+
+/// The same requests through the three servers, at the same readings of the clock: the same
+/// statuses, headers and bodies, admitted or refused (by the first policy or the last), with
+/// costs from 0 to above a burst.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_answers_over_http_exactly_as_in_process() {
+async fn every_backend_answers_over_http_as_in_process() {
     let server = RedisServer::start();
+    let cluster = RedisCluster::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let local = policies().clock(clock.clone()).build().unwrap();
-    let backend = RedisBackend::new(server.client())
-        .prefix("http")
-        .client_time(true);
-    let remote = policies()
-        .clock(clock.clone())
-        .build_redis(backend)
-        .unwrap();
+    let remote = |backend: RedisBackend| {
+        let backend = backend.prefix("http").client_time(true);
+        let backend = backend.timeout(Duration::from_secs(2));
+        layer(
+            policies()
+                .clock(clock.clone())
+                .build_redis(backend)
+                .unwrap(),
+        )
+    };
+    let one_layer = remote(RedisBackend::new(server.client()));
+    let many_layer = remote(RedisBackend::cluster(cluster.seed_urls()).unwrap());
+    assert_eq!(one_layer.policies().backend_name(), "redis");
     let local = serve(layer(local)).await;
-    let remote_layer = layer(remote);
-    assert_eq!(remote_layer.policies().backend_name(), "redis");
-    let remote = serve(remote_layer.clone()).await;
+    let one = serve(one_layer.clone()).await;
+    let many = serve(many_layer.clone()).await;
     let client = http_client::client();
 
-    let steps: [(u64, u32); 12] = [
+    let mut steps: Vec<(u64, u32)> = vec![
         (0, 1),
-        (0, 2),
+        (0, 3),
         (0, 0), // a look: takes nothing
-        (0, 6), // above the burst: never, without Retry-After
-        (100, 1),
-        (100, 1), // the burst spent: refused, and not charged
-        (500, 1),
-        (1_500, 1),
-        (2_000, 3),
-        (0, 1),
-        (9_000, 5),
-        (0, 1),
+        (0, 5), // above the per-second burst: never, without Retry-After
+        (0, 1), // refused per client (the first slot)
+        (400, 1),
+        (0, 2), // refused per client
     ];
-    let (mut admitted, mut refused) = (0, 0);
+    // Two and a half a second: the global 10 per minute runs out (the last slot refuses) while
+    // the per-client quotas keep up.
+    steps.extend([(400, 1); 8]);
+    steps.extend([(0, 1), (6_000, 1), (0, 0), (0, 2), (60_000, 3), (0, 1)]);
+    let (mut admitted, mut refused_by) = (0, Vec::new());
     for (i, &(advance, cost)) in steps.iter().enumerate() {
         clock.advance(Duration::from_millis(advance));
         let a = fetch(&client, local, cost).await;
-        let b = fetch(&client, remote, cost).await;
-        assert_eq!(a, b, "step {i}: in process, then Redis");
+        let b = fetch(&client, one, cost).await;
+        let c = fetch(&client, many, cost).await;
+        assert_alike(&a, &b, i, "one redis-server");
+        assert_alike(&a, &c, i, "Redis Cluster");
         match a.status {
             StatusCode::OK => admitted += 1,
-            _ => refused += 1,
+            _ => refused_by.push(a.body),
         }
     }
+    let by = |policy: &str| {
+        let named = format!(r#""policy":"{policy}""#);
+        refused_by
+            .iter()
+            .filter(|body| body.contains(&named))
+            .count()
+    };
     assert!(
-        admitted >= 5 && refused >= 3,
-        "{admitted} admitted, {refused} refused"
+        admitted >= 10 && by("per-client") >= 3 && by("global") >= 3,
+        "{admitted} admitted, refused: {refused_by:?}"
     );
-    let stats = remote_layer.policies().redis().unwrap().stats();
-    // Every request went to Redis in one round trip (the oversized one only to look, for its
-    // headers: counted neither admitted nor refused).
-    assert_eq!(stats.decisions, 12);
+    let stats = one_layer.policies().redis().unwrap().stats();
+    // Every request went to one server in one round trip (the oversized one only to look, for
+    // its headers: counted neither admitted nor refused).
+    let (decisions, refused) = (steps.len() as u64, refused_by.len() as u64);
+    assert_eq!(stats.decisions, decisions);
     assert_eq!(stats.round_trips, stats.decisions + stats.reloads);
     assert_eq!((stats.admitted, stats.refused), (admitted, refused - 1));
+    // In the cluster, refusals in the last slot put the earlier slots' takes back.
+    let stats = many_layer.policies().redis().unwrap().stats();
+    assert_eq!(stats.decisions, decisions);
+    assert!(stats.undone > 0, "{stats:?}");
 }
 
 /// With Redis gone, the layer answers by the set's failure policy: closed here, a 503 with the

@@ -28,7 +28,10 @@ fn a_given_back_reservation_never_frees_another_callers_slot() {
             shaper,
             ManualClock::starting_at(1_000),
         ));
-        assert_eq!(limiter.reserve(1).unwrap().unwrap().0.delay(), Duration::ZERO);
+        assert_eq!(
+            limiter.reserve(1).unwrap().unwrap().0.delay(),
+            Duration::ZERO
+        );
         let other = {
             let limiter = limiter.clone();
             thread::spawn(move || limiter.try_wait_for(1, Duration::ZERO))

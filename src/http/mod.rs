@@ -110,14 +110,14 @@
 //! # Over Redis
 //! The layer takes any [`AnyPolicies`]: a set built with `build_redis` (feature `redis`)
 //! decides every request in Redis, shared by every instance of the service, with the same
-//! responses as in process (the same 429 body, `Retry-After`, quota headers of every quota the
-//! decision went through, cost function, client addresses and refusal delay; `tests/
-//! http_redis.rs` compares the two response by response). The request's keys and cost are read
-//! at once; the inner service, made ready, and the request wait for the decision (the service
-//! is cloned to take its place, so it must be `Clone`, as axum's are). A request above a burst
-//! is refused after one look at the buckets, for its headers. When Redis does not answer, the
-//! set's failure policy decides. With leases, an admission spent from a lease reports the one
-//! quota the lease describes.
+//! responses as in process on one server or a Redis Cluster (the same 429 body, `Retry-After`,
+//! quota headers of every quota the decision went through, cost function, client addresses and
+//! refusal delay; `tests/http_redis.rs` compares the three response by response). The keys and
+//! cost are read at once; the inner service, made ready, and the request wait for the decision
+//! (the service is cloned to take its place, so it must be `Clone`, as axum's are). A request
+//! above a burst is refused after one look at the buckets, for its headers; a refusal across
+//! cluster slots looks at the other slots for its own. When Redis does not answer, the set's
+//! failure policy decides. An admission spent from a lease reports the quota the lease holds.
 //!
 //! # Delaying refusals
 //! [`RateLimitLayer::delay_refusals`] holds a refusal for a while before sending it (for

@@ -54,6 +54,11 @@ where
     let limiter = limiter.clone();
     Box::pin(async move {
         let decided = limiter.decide(&plan, cost).await;
+        #[cfg(feature = "redis-cluster")]
+        let decided = match decided {
+            Ok(decided) if shared.style.any() => Ok(limiter.look_across(&plan, decided).await),
+            other => other,
+        };
         let (verdict, decided) = match decided {
             Ok(decided) => (decided.verdict, Some(decided)),
             Err(failure) => {
@@ -77,11 +82,11 @@ where
                 let headers = shared
                     .style
                     .any()
-                    .then(|| Box::new(shared.headers_of(states)));
+                    .then(|| Box::new(shared.headers_of(None, states)));
                 return (request.into_parts().0, Decision::Admit(headers));
             }
         };
-        let quotas = || Some(shared.headers_of(states));
+        let quotas = || Some(shared.headers_of(Some(&refusal), states));
         let (response, delay) = refusal_of(&shared, &refusal, quotas, request.headers());
         let decision = Decision::Refuse(response, delay);
         (request.into_parts().0, decision)

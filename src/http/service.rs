@@ -86,7 +86,7 @@ impl<C: Clock> Shared<C> {
             let states = |visit: &mut dyn FnMut(QuotaState)| {
                 policies.inspect_at(inbound, now(), visit);
             };
-            return Ok(Ok(Some(Box::new(self.headers_of(states)))));
+            return Ok(Ok(Some(Box::new(self.headers_of(None, states)))));
         }
         let mut headers = QuotaHeaders::new(self.style, &self.cache);
         let visit = Visit(|state: QuotaState| self.push(&mut headers, &state));
@@ -94,33 +94,26 @@ impl<C: Clock> Shared<C> {
         Ok(answer.map(|()| Some(Box::new(headers.finish()))))
     }
 
-    /// The quota headers of a refusal in process, from the decision itself: every enforcing
-    /// quota that applies as it stood at the decision's reading `now`, and the refusing one
-    /// with nothing left for the request (its `r` is 0, and `Retry-After` is never earlier
-    /// than its `t`).
-    pub(super) fn refused_headers(
+    /// The quota headers of the states `states` visits. For a refusal, the quota that refused
+    /// is reported with nothing left for the request (its `r` is 0, and `Retry-After` is never
+    /// earlier than its `t`), whatever the backend.
+    pub(super) fn headers_of(
         &self,
-        policies: &Policies<Inbound, C>,
-        inbound: &Inbound,
-        now: u64,
-        refusal: &Refusal,
+        refusal: Option<&Refusal>,
+        states: impl FnOnce(&mut dyn FnMut(QuotaState)),
     ) -> Ready {
         let by = match refusal {
-            Refusal::Limited(refused) => refused.by(),
+            Some(Refusal::Limited(refused)) => refused.by(),
             _ => None,
         };
-        self.headers_of(|visit| {
-            policies.inspect_at(inbound, now, |state| match by {
-                Some(by) if core::ptr::eq(by, state.by()) => visit(state.none_left()),
-                _ => visit(state),
-            });
-        })
-    }
-
-    /// The quota headers of the states `states` visits.
-    pub(super) fn headers_of(&self, states: impl FnOnce(&mut dyn FnMut(QuotaState))) -> Ready {
         let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        states(&mut |state| self.push(&mut headers, &state));
+        states(&mut |state| {
+            let state = match by {
+                Some(by) if *by == *state.by() => state.none_left(),
+                _ => state,
+            };
+            self.push(&mut headers, &state);
+        });
         headers.finish()
     }
 
@@ -198,9 +191,11 @@ pub(super) fn judge<B, C: Clock>(
             Ok(Err(refused)) => Refusal::Limited(refused),
             Err(capacity) => Refusal::Oversized(capacity),
         };
-        // The headers as of the decision's own reading (one too many cells takes none).
+        // Every quota as it stood at the decision's own reading (a request of too many cells
+        // read none).
         let now = reading.get().unwrap_or_else(|| policies.clock().now());
-        let quotas = || Some(shared.refused_headers(policies, inbound, now, &refusal));
+        let states = |visit: &mut dyn FnMut(QuotaState)| policies.inspect_at(inbound, now, visit);
+        let quotas = || Some(shared.headers_of(Some(&refusal), states));
         // Boxed: a refusal is the rare answer, and the admission's result stays small.
         Err(Box::new(refusal_of(
             shared,

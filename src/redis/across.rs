@@ -18,8 +18,9 @@
 //!
 //! A refusal across slots names the first refusing policy in the set's order (in process, and
 //! on one server, the refusal with the longest wait among all refusing policies is reported):
-//! its wait can be shorter than a later policy's. A decision across slots takes no lease, and
-//! its HTTP headers describe the quota its outcome names, as a lease's do.
+//! its wait can be shorter than a later policy's. A decision across slots takes no lease. Its
+//! HTTP headers list every enforcing quota, as one server's do: an admission's from each slot's
+//! reply, a refusal's from the refusing slot's and a look (taking nothing) at each other slot.
 
 use core::future::Future;
 use core::ops::Range;
@@ -155,7 +156,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let deadline = self.deadline();
         let policies = &self.shared.policies;
         let mut written = Vec::new();
-        let mut admitted: SmallVec<[(Plan, Reply); 4]> = SmallVec::new();
+        let mut admitted: SmallVec<[(usize, Plan, Reply); 4]> = SmallVec::new();
         for range in plan.parts() {
             let part = plan.part(range.clone(), policies[plan.refs[range.start].0].dry_run);
             let (reply, wrote) = match self.take(&part, n, cluster, deadline).await {
@@ -174,22 +175,56 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 let mut verdict = self.verdict_of(&part, n, &reply);
                 // The first dry-run policy that would have refused, among those before.
                 let mut before = None;
-                for (part, reply) in &admitted {
+                for (_, part, reply) in &admitted {
                     before = before.or(self.dry_of(part, n, reply));
                 }
                 if let Err(refused) = &mut verdict.outcome {
                     refused.cited.dry_run = before.or(refused.cited.dry_run);
                 }
                 self.shared.metrics.from_redis.increment(1);
-                return Ok(Decided::without_call(verdict));
+                let replies = [(range.start, reply)].into();
+                return Ok(Decided { verdict, replies });
             }
             if !wrote.keys.is_empty() {
                 written.push(wrote);
             }
-            admitted.push((part, reply));
+            admitted.push((range.start, part, reply));
         }
         self.shared.metrics.from_redis.increment(1);
-        Ok(Decided::without_call(self.merged(&admitted, n)))
+        let verdict = self.merged(&admitted, n);
+        let replies = admitted.into_iter().map(|(first, _, reply)| (first, reply));
+        Ok(Decided {
+            verdict,
+            replies: replies.collect(),
+        })
+    }
+
+    /// `decided` with the states of every enforcing quota of `plan`, for headers that list
+    /// them: a refusal across slots answers for its refusing slot alone (the slots before it
+    /// were put back, those after it never asked), so each other slot is looked at (a call of
+    /// n = 0, which takes nothing), as one server's refusal reports every bucket as it stands.
+    /// A slot that does not answer in time is left out. Any other decision is returned as it
+    /// is.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) async fn look_across(&self, plan: &Plan, mut decided: Decided) -> Decided {
+        let replies = &mut decided.replies;
+        let covered: usize = replies.iter().map(|(_, reply)| reply.parts().1.len()).sum();
+        if replies.is_empty() || covered >= plan.refs.len() {
+            return decided;
+        }
+        let deadline = self.deadline();
+        for range in plan.parts() {
+            let known = replies.iter().any(|&(first, _)| first == range.start);
+            if known || self.shared.policies[plan.refs[range.start].0].dry_run {
+                continue;
+            }
+            let part = plan.part(range.clone(), false);
+            if let Ok(reply) = self.call(&part, (0, 0), deadline).await {
+                replies.push((range.start, reply));
+            }
+        }
+        replies.sort_unstable_by_key(|&(first, _)| first);
+        decided
     }
 
     /// One slot's take, by `deadline`: its reply and what it wrote.
@@ -268,11 +303,11 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// The admission of every slot's take: the tightest enforcing quota's gauge, the longest
     /// delay, and the first dry-run policy that would have refused.
-    fn merged(&self, admitted: &[(Plan, Reply)], n: u32) -> Verdict {
+    fn merged(&self, admitted: &[(usize, Plan, Reply)], n: u32) -> Verdict {
         let mut best: Option<Allowed<Cited>> = None;
         let mut delay = 0;
         let mut dry_run = None;
-        for (part, reply) in admitted {
+        for (_, part, reply) in admitted {
             let Ok(allowed) = self.verdict_of(part, n, reply).outcome else {
                 continue;
             };

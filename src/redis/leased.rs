@@ -221,10 +221,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 bucket,
             );
         }
-        Ok(Decided {
-            verdict,
-            reply: Some(reply),
-        })
+        Ok(Decided::called(verdict, reply))
     }
 
     /// `n` cells from `lease`, if it holds them at `now_ms`.

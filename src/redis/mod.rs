@@ -98,9 +98,10 @@
 //! a real 3-master cluster with replicas: agreement with one server, a slot moved under load,
 //! a master killed and failed over.
 //!
-//! What differs from one server: a decision across slots takes one round trip per slot, takes
-//! no lease, and when refused names the first refusing policy in the set's order (one server
-//! reports the refusal with the longest wait); one circuit breaker covers the whole cluster;
+//! What differs from one server: a decision across slots takes one round trip per slot (a
+//! refusal's HTTP quota headers one more per other slot, to look), takes no lease, and when
+//! refused names the first refusing policy in the set's order (one server reports the refusal
+//! with the longest wait); one circuit breaker covers the whole cluster;
 //! `check_up_to` counts on each slot first (one more round trip per policy), then takes the
 //! count across the slots, counting again (4 counts at most, then one cell) if another
 //! decision took cells in between.
@@ -318,10 +319,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Decides `plan` for `n` cells in one call, without a lease, by `deadline`.
     async fn unleased(&self, plan: &Plan, n: u32, deadline: Instant) -> Result<Decided, Failure> {
         let reply = self.call(plan, (n, n), deadline).await?;
-        Ok(Decided {
-            verdict: self.verdict(plan, n, &reply),
-            reply: Some(reply),
-        })
+        Ok(Decided::called(self.verdict(plan, n, &reply), reply))
     }
 
     /// Counts a decision's outcome.

@@ -134,8 +134,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         // Counted as a decision of the cells taken, or a refusal of one.
         let verdict = self.verdict(plan, taken.max(1), &reply);
-        let reply = Some(reply);
-        Ok((taken, Decided { verdict, reply }))
+        Ok((taken, Decided::called(verdict, reply)))
     }
 
     /// The failure policy's answer to up to `n ≥ 1` cells: the local share's own

@@ -4,6 +4,8 @@
 
 use core::fmt;
 
+use smallvec::SmallVec;
+
 use super::failure::{Failure, OnFailure, Source};
 use super::plan::Plan;
 use super::script::{Dry, Reply};
@@ -58,12 +60,14 @@ impl fmt::Display for Verdict {
     }
 }
 
-/// A decision Redis (or a lease) made, and the script's reply behind it (none for a lease's,
-/// or when no policy applied).
+/// A decision Redis (or a lease) made, and the script's replies behind it, in the plan's
+/// order, each with the plan's bucket its first state stands for: one for the whole plan on
+/// one server or in one slot, one per slot across slots (none for a lease's decision, or when
+/// no policy applied).
 pub(crate) struct Decided {
     pub(crate) verdict: Verdict,
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(super) reply: Option<Reply>,
+    pub(super) replies: SmallVec<[(usize, Reply); 1]>,
 }
 
 impl Decided {
@@ -71,7 +75,15 @@ impl Decided {
     pub(super) fn without_call(verdict: Verdict) -> Self {
         Self {
             verdict,
-            reply: None,
+            replies: SmallVec::new(),
+        }
+    }
+
+    /// A decision made by one call, whose `reply` holds every bucket of the plan.
+    pub(super) fn called(verdict: Verdict, reply: Reply) -> Self {
+        Self {
+            verdict,
+            replies: [(0, reply)].into(),
         }
     }
 }
@@ -107,39 +119,36 @@ pub(super) fn open_or_closed(
 
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Calls `visit` with the state of every enforcing quota of `plan` as `decided` left it,
-    /// in evaluation order (for headers that list them): every one when the script answered,
+    /// in evaluation order (for headers that list them): every one the script's replies hold,
     /// the one a lease describes otherwise.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn states(&self, plan: &Plan, decided: &Decided, mut visit: impl FnMut(QuotaState)) {
         let policies = &self.shared.policies;
-        let (states, now) = match &decided.reply {
-            Some(reply) => {
-                let (_, states, now) = reply.parts();
-                (states, now)
-            }
-            None => {
-                if let Ok(allowed) = decided.verdict.outcome {
-                    if let Some(by) = allowed.by() {
-                        let micros = &policies[by.policy_index()].quotas[by.quota_index()];
-                        // A lease's bucket is a schedule, whose reset is its debt, in ns.
-                        let debt = allowed.gauge.reset_after_nanos() / 1_000;
-                        let next = micros.next_cell(debt, None);
-                        visit(QuotaState::new(by, micros.quota, allowed.gauge).next_after(next));
-                    }
+        if decided.replies.is_empty() {
+            if let Ok(allowed) = decided.verdict.outcome {
+                if let Some(by) = allowed.by() {
+                    let micros = &policies[by.policy_index()].quotas[by.quota_index()];
+                    // A lease's bucket is a schedule, whose reset is its debt, in ns.
+                    let debt = allowed.gauge.reset_after_nanos() / 1_000;
+                    let next = micros.next_cell(debt, None);
+                    visit(QuotaState::new(by, micros.quota, allowed.gauge).next_after(next));
                 }
-                return;
             }
-        };
-        for (bucket, &state) in states.iter().enumerate() {
-            let (p, q) = plan.refs[bucket];
-            let policy = &policies[p];
-            if policy.dry_run {
-                continue;
+            return;
+        }
+        for (first, reply) in &decided.replies {
+            let (_, states, now) = reply.parts();
+            let refs = plan.refs.get(*first..).unwrap_or_default();
+            for (&(p, q), &state) in refs.iter().zip(states.iter()) {
+                let policy = &policies[p];
+                if policy.dry_run {
+                    continue;
+                }
+                let micros = &policy.quotas[q];
+                let gauge = micros.gauge(state, now);
+                let next = micros.next_cell(state, now);
+                visit(QuotaState::new(policy.by[q], micros.quota, gauge).next_after(next));
             }
-            let micros = &policy.quotas[q];
-            let gauge = micros.gauge(state, now);
-            let next = micros.next_cell(state, now);
-            visit(QuotaState::new(policy.by[q], micros.quota, gauge).next_after(next));
         }
     }
 
