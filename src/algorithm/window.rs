@@ -5,7 +5,7 @@
 //! UTC offset: with an offset of `o` east of UTC, a window starts wherever `now + o` is a
 //! multiple of the length, so a daily window starts at midnight in that zone. The Redis
 //! scripts count the same windows from the server's Unix time (`redis::quota`). The offset is
-//! kept as its remainder modulo the length (the phase), so that no reading overflows.
+//! kept as its remainder modulo the length (the phase): never negative, below one window.
 //!
 //! A word has no room for a full 64-bit window index, so counters store the index modulo
 //! 2^`bits` and compare indices by their wrapping distance: a stored window 1 to `max_ahead`
@@ -71,15 +71,10 @@ impl Windows {
     /// The index (modulo 2^bits) of the window `now` falls in, and how far into it `now` is.
     #[inline(always)]
     pub(crate) fn locate(&self, now: u64) -> (u64, u64) {
-        let (index, into) = (now / self.length, now % self.length);
-        // `into + phase` is below two lengths: one window on at most, compared without overflow.
-        let turn = self.length - self.phase;
-        let (index, into) = if into >= turn {
-            (index.wrapping_add(1), into - turn)
-        } else {
-            (index, into + self.phase)
-        };
-        (index & self.mask(), into)
+        // Saturating: readings less than a window before the clock's end (the year 2554) all
+        // fall in its last window.
+        let shifted = now.saturating_add(self.phase);
+        ((shifted / self.length) & self.mask(), shifted % self.length)
     }
 
     /// Where the stored window `stored` stands relative to the window `index`.

@@ -45,11 +45,10 @@ impl QuantaClock {
         let nanos_per_2_32_ticks = clock.delta_as_nanos(0, 1 << 32);
         let inline_tsc = tsc::reads_like(&clock);
         let origin = clock.raw();
-        let base = super::unix_nanos(std::time::Instant::now());
         Self {
             clock,
             origin,
-            base,
+            base: super::unix_nanos(std::time::Instant::now()),
             nanos_per_2_32_ticks,
             inline_tsc,
         }
@@ -81,7 +80,8 @@ impl Clock for QuantaClock {
     fn now(&self) -> u64 {
         let ticks = self.raw().saturating_sub(self.origin);
         let nanos = (u128::from(ticks) * u128::from(self.nanos_per_2_32_ticks)) >> 32;
-        u64::try_from(nanos).map_or(u64::MAX, |nanos| self.base.saturating_add(nanos))
+        // The nanoseconds since construction fit in a u64 for 584 years of the process.
+        self.base.saturating_add(nanos as u64)
     }
 
     /// 10 µs: cross-core counter offsets and an unordered counter read.
