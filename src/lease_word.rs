@@ -4,7 +4,7 @@
 //!
 //! # The word
 //! `deadline << 24 | cells`: the cells left (low 24 bits) and the lease's deadline in
-//! milliseconds of the limiter's clock (high 40 bits, about 34 years). `0` is an empty lease.
+//! milliseconds since the limiter was built, by its clock (high 40 bits, about 34 years). `0` is an empty lease.
 //! A cell is spent by a compare-and-swap that needs `cells ≥ n` and `now < deadline`; the rest
 //! is taken back by one `swap(0)`. So each leased cell is either spent once or given back once,
 //! never both, whatever the interleaving (`loom-tests/tests/lease.rs`).

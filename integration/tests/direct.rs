@@ -366,11 +366,25 @@ fn shipped_clocks_read_sensibly() {
     let q = QuantaClock::new();
     let (a, b) = (q.now(), q.now());
     assert!(b >= a && b - a < 1_000_000_000, "{a} then {b}");
-    let s = StdClock::new();
-    assert!(s.now() < 60_000_000_000);
+    let c = CoarseClock::new(Duration::from_millis(1)).unwrap();
+    // Unix time, whichever clock: windows are counted from the epoch as Redis counts them.
+    let unix = || {
+        let since = std::time::SystemTime::UNIX_EPOCH.elapsed().unwrap();
+        u64::try_from(since.as_nanos()).unwrap()
+    };
+    for (name, reading) in [
+        ("quanta", q.now()),
+        ("std", StdClock::new().now()),
+        ("coarse", c.now()),
+    ] {
+        let wall = unix();
+        assert!(
+            reading.abs_diff(wall) < 1_000_000_000,
+            "{name}: {reading} at {wall}"
+        );
+    }
     assert!(CoarseClock::new(Duration::ZERO).is_err());
     // The coarse clock moves: poll (bounded) until its updater thread has run.
-    let c = CoarseClock::new(Duration::from_millis(1)).unwrap();
     let first = c.now();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while c.now() == first && std::time::Instant::now() < deadline {

@@ -10,7 +10,8 @@ use super::{
 };
 use crate::outcome::{Allowed, Refused};
 use crate::quota::{
-    parse_spec, write_duration, Named, ParseQuotaError, ParseQuotaErrorKind, Quota, QuotaError,
+    parse_spec, write_duration, write_utc_offset, Named, ParseQuotaError, ParseQuotaErrorKind,
+    Quota, QuotaError,
 };
 
 /// One of flowgate's one-word algorithms, chosen at run time: what a policy's quota is (see
@@ -80,9 +81,9 @@ impl AnyAlgorithm {
             Self::LeakyBucket(a) if a.max_delay().is_zero() => Named::Leaky,
             Self::LeakyBucket(a) => Named::Shaper(a.schedule.slack()),
             Self::Credit(a) => Named::Credit(a.schedule.slack()),
-            Self::IntervalRefill(_) => Named::Interval,
-            Self::FixedWindow(_) => Named::Fixed,
-            Self::SlidingWindow(_) => Named::Sliding,
+            Self::IntervalRefill(a) => Named::Interval(a.utc_offset()),
+            Self::FixedWindow(a) => Named::Fixed(a.utc_offset()),
+            Self::SlidingWindow(a) => Named::Sliding(a.utc_offset()),
         }
     }
 
@@ -94,13 +95,18 @@ impl AnyAlgorithm {
             Named::Leaky => Self::LeakyBucket(LeakyBucket::meter(quota)),
             Named::Shaper(delay) => Self::LeakyBucket(LeakyBucket::shaper(quota, nanos(delay))?),
             Named::Credit(debt) => Self::Credit(Credit::new(quota, nanos(debt))?),
-            Named::Interval => Self::IntervalRefill(IntervalRefill::new(quota)?),
-            Named::Fixed => Self::FixedWindow(FixedWindow::new(quota)?),
-            Named::Sliding => Self::SlidingWindow(SlidingWindow::new(quota)?),
+            Named::Interval(m) => {
+                Self::IntervalRefill(IntervalRefill::new(quota)?.with_utc_offset(m)?)
+            }
+            Named::Fixed(m) => Self::FixedWindow(FixedWindow::new(quota)?.with_utc_offset(m)?),
+            Named::Sliding(m) => {
+                Self::SlidingWindow(SlidingWindow::new(quota)?.with_utc_offset(m)?)
+            }
         })
     }
 
-    /// The same algorithm, with the same settings (a shaper's delay, a credit's debt), enforcing
+    /// The same algorithm, with the same settings (a shaper's delay, a credit's debt, a window
+    /// counter's UTC offset), enforcing
     /// `quota` instead.
     ///
     /// # Errors
@@ -211,8 +217,9 @@ impl FromStr for AnyAlgorithm {
     type Err = ParseQuotaError;
 
     /// Parses a quota and, after it, the algorithm's name (GCRA if none): `"200/10s"`,
-    /// `"20000/day fixed"`, `"100/min sliding"`, `"10/s burst 1 shaper 250ms"`,
-    /// `"10/s credit 1s"`; see the [`quota` module](crate::quota) for the grammar.
+    /// `"20000/day fixed"`, `"20000/day fixed utc+02:00"`, `"100/min sliding"`,
+    /// `"10/s burst 1 shaper 250ms"`, `"10/s credit 1s"`; see the [`quota` module](crate::quota)
+    /// for the grammar.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let spec = parse_spec(s)?;
         let (named, at) = spec.algorithm.unwrap_or((Named::Gcra, 0));
@@ -239,7 +246,13 @@ impl fmt::Display for AnyAlgorithm {
                 write!(f, " {} ", self.name())?;
                 write_duration(f, nanos)
             }
-            named => write!(f, " {}", named.name()),
+            Named::Interval(0) | Named::Fixed(0) | Named::Sliding(0) | Named::Leaky => {
+                write!(f, " {}", self.name())
+            }
+            named => {
+                write!(f, " {} ", self.name())?;
+                write_utc_offset(f, named.utc_offset())
+            }
         }
     }
 }
@@ -258,8 +271,11 @@ mod tests {
             "10/s burst 1 shaper 250ms",
             "10/s credit 1s",
             "5/s burst 10 interval",
+            "5/s burst 10 interval utc-00:30",
             "20000/d fixed",
+            "20000/d fixed utc+02:00",
             "100/min sliding",
+            "100/min sliding utc-23:59",
         ] {
             let algorithm: AnyAlgorithm = text.parse().unwrap();
             assert_eq!(algorithm.to_string(), text);
@@ -295,6 +311,22 @@ mod tests {
         let err = "10/h fixed".parse::<Quota>().unwrap_err();
         assert_eq!(err.kind(), ParseQuotaErrorKind::AlgorithmNotExpected);
         assert!(err.to_string().contains("where the quota is used"));
+        for (text, at) in [
+            ("10/s fixed utc", 14),
+            ("10/s fixed utc+24", 14),
+            ("10/s fixed utc-2:60", 14),
+            ("10/s fixed utc+123", 14),
+            ("10/s sliding UTC 2", 17),
+        ] {
+            let err = text.parse::<AnyAlgorithm>().unwrap_err();
+            assert_eq!(err.kind(), ParseQuotaErrorKind::ExpectedUtcOffset, "{text}");
+            assert_eq!(err.position(), at, "{text}");
+        }
+        let err = "10/s gcra utc+02:00".parse::<AnyAlgorithm>().unwrap_err();
+        assert_eq!(err.kind(), ParseQuotaErrorKind::TrailingInput);
+        let any = |s: &str| s.parse::<AnyAlgorithm>().unwrap().to_string();
+        assert_eq!(any("1/d fixed UTC -5"), "1/d fixed utc-05:00");
+        assert_eq!(any("1/d interval utc+00:00"), "1/d interval");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::quota::{Quota, QuotaError};
 /// | cost per decision | one load, one CAS |
 ///
 /// # Word layout
-/// The whole word is the time (ns since the clock's origin) at which all debt is repaid and the
+/// The whole word is the time (ns since the Unix epoch) at which all debt is repaid and the
 /// bucket is full; `0` means full at every reading. The debt at `now` is
 /// `word − now − burst·T` when positive: how long the next caller waits.
 ///

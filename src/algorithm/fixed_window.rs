@@ -1,12 +1,14 @@
-//! [`FixedWindow`]: at most `limit` cells per window of fixed length, counted from the clock's
-//! origin.
+//! [`FixedWindow`]: at most `limit` cells per window of fixed length, counted from the Unix
+//! epoch.
 
 use super::stepped::Stepped;
 use super::window::no_burst;
 use crate::quota::{Quota, QuotaError};
 
 /// A fixed window counter: at most `count` cells in each window of `period`, the windows
-/// aligned on the clock's origin.
+/// aligned on the Unix epoch (a reading of 0, see [`crate::clock`]): a daily window starts at
+/// midnight UTC, in process as in Redis, unless a UTC offset moves it
+/// ([`with_utc_offset`](Self::with_utc_offset)).
 ///
 /// The simplest limiter, and the one with a known weakness: a client can spend one
 /// window's limit at its end and the next window's at its start, so up to **2 × limit** pass in
@@ -21,8 +23,8 @@ use crate::quota::{Quota, QuotaError};
 /// | cost per decision | one load, one CAS, one 64-bit division |
 ///
 /// # Word layout
-/// `index << 24 | count`: bits 63–24 hold the window's index (nanoseconds since the clock's
-/// origin divided by the window length, modulo 2^40), bits 23–0 how many cells it has counted;
+/// `index << 24 | count`: bits 63–24 hold the window's index (the reading plus the UTC offset,
+/// divided by the window length, modulo 2^40), bits 23–0 how many cells it has counted;
 /// a word whose index is of an earlier window counts 0. A new bucket holds the index of its
 /// creation window. With windows of at least 1 ms, a stored window is mistaken for the current
 /// one only after 2^39 ms (17 years) of idleness, and then only conservatively (old cells still
@@ -73,6 +75,39 @@ impl FixedWindow {
         Ok(Self {
             stepped: Stepped::new(quota, quota.count())?,
         })
+    }
+
+    /// The same counter with its windows starting at the boundaries of a zone `minutes` east
+    /// of UTC (negative: west): a window starts wherever the reading plus `minutes` is a
+    /// multiple of the window length, so that a daily window starts at midnight in that zone.
+    /// The Redis backend counts the same windows. In the quota grammar: `"20000/day fixed
+    /// utc+02:00"`.
+    ///
+    /// ```
+    /// use flowgate::{algorithm::FixedWindow, clock::ManualClock, RateLimiter};
+    ///
+    /// // 2026-03-01 21:59:59 UTC, a second before midnight in UTC+02:00.
+    /// let clock = ManualClock::starting_at(1_772_402_399_000_000_000);
+    /// let daily = FixedWindow::new(&"2/day".parse()?)?.with_utc_offset(120)?;
+    /// let limiter = RateLimiter::with_algorithm(daily, clock.clone());
+    /// assert!(limiter.try_consume(2));
+    /// assert_eq!(limiter.check().unwrap_err().retry_after().as_secs(), 1);
+    /// clock.advance(std::time::Duration::from_secs(1)); // midnight in UTC+02:00
+    /// assert!(limiter.try_consume(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`QuotaError::UtcOffsetOutOfRange`] if `minutes` is a day or more either side of UTC.
+    pub fn with_utc_offset(self, minutes: i16) -> Result<Self, QuotaError> {
+        Ok(Self {
+            stepped: self.stepped.with_utc_offset(minutes)?,
+        })
+    }
+
+    /// The windows' UTC offset in minutes east of UTC (0 unless set).
+    pub fn utc_offset(&self) -> i16 {
+        self.stepped.utc_offset()
     }
 }
 

@@ -18,8 +18,8 @@ use crate::quota::Quota;
 /// | cost per decision | one load, one CAS, no division |
 ///
 /// # Word layout
-/// The whole word is the **theoretical arrival time** (TAT): nanoseconds since the clock's
-/// origin at which the bucket is full again; `0` means full at every reading. The cells
+/// The whole word is the **theoretical arrival time** (TAT): nanoseconds since the Unix epoch
+/// at which the bucket is full again; `0` means full at every reading. The cells
 /// available at `now` are `burst − ⌈(TAT − now) / T⌉`.
 ///
 /// # Limits

@@ -6,7 +6,8 @@ use super::stepped::Stepped;
 use crate::quota::{Quota, QuotaError};
 
 /// A token bucket with **stepwise ("interval") refill**: a whole batch of `count` tokens
-/// arrives at each boundary of `period` (boundaries aligned on the clock's origin), up to
+/// arrives at each boundary of `period` (boundaries aligned on the Unix epoch, or on a UTC offset:
+/// [`with_utc_offset`](Self::with_utc_offset)), up to
 /// `burst` tokens. This is .NET's `TokenBucketRateLimiter` (`TokensPerPeriod`,
 /// `ReplenishmentPeriod`, `TokenLimit`) computed lazily: no timer, the refill of every elapsed
 /// boundary is added when the bucket is next used.
@@ -25,7 +26,7 @@ use crate::quota::{Quota, QuotaError};
 ///
 /// # Word layout
 /// `index << 24 | used`: bits 63–24 hold the index of the interval the bucket last counted in
-/// (nanoseconds since the clock's origin divided by `period`, modulo 2^40), bits 23–0 the tokens
+/// (the reading plus the UTC offset, divided by `period`, modulo 2^40), bits 23–0 the tokens
 /// in use then; `d` intervals later, `used` has dropped by `d × count`. A new bucket holds the
 /// index of its creation interval (`0` is: interval 0, full). With intervals of at least 1 ms,
 /// an index is mistaken for a current one only after 2^39 ms (17 years) idle, conservatively.
@@ -68,6 +69,22 @@ impl IntervalRefill {
         Ok(Self {
             stepped: Stepped::new(quota, quota.count())?,
         })
+    }
+
+    /// The same bucket with its boundaries those of a zone `minutes` east of UTC, as
+    /// [`FixedWindow::with_utc_offset`](super::FixedWindow::with_utc_offset).
+    ///
+    /// # Errors
+    /// [`QuotaError::UtcOffsetOutOfRange`] if `minutes` is a day or more either side of UTC.
+    pub fn with_utc_offset(self, minutes: i16) -> Result<Self, QuotaError> {
+        Ok(Self {
+            stepped: self.stepped.with_utc_offset(minutes)?,
+        })
+    }
+
+    /// The boundaries' UTC offset in minutes east of UTC (0 unless set).
+    pub fn utc_offset(&self) -> i16 {
+        self.stepped.utc_offset()
     }
 
     /// The refill interval: a batch arrives at each of its boundaries.

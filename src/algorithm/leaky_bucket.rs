@@ -28,7 +28,7 @@ use crate::quota::{Quota, QuotaError};
 /// | cost per decision | one load, one CAS | one load, one CAS |
 ///
 /// # Word layout
-/// The whole word is the time (ns since the clock's origin) at which the bucket drains empty,
+/// The whole word is the time (ns since the Unix epoch) at which the bucket drains empty,
 /// queued requests included; `0` means empty at every reading. The water level at `now` is
 /// `⌈(word − now) / T⌉` cells.
 ///

@@ -92,7 +92,7 @@ impl<T> Step<T> {
 /// request (the CAS loop retries them on a fresh word), and their results must not depend on
 /// anything else. They must not panic: a keyed table calls [`is_idle`](Self::is_idle) while a
 /// slot is closed under its shard's lock, and a panic there would leave the slot closed. Times
-/// are nanoseconds since the clock's origin; a reading may be earlier than one seen before (see
+/// are nanoseconds since the Unix epoch (see [`crate::clock`]); a reading may be earlier than one seen before (see
 /// [`crate::clock`]), which must never cause a panic.
 pub trait Algorithm {
     /// The quota this algorithm enforces.

@@ -4,7 +4,7 @@
 //!
 //! # The word
 //! The word is the bucket's **theoretical arrival time** (TAT): the time, in nanoseconds since
-//! the clock's origin, at which the bucket will be full (a leaky bucket: empty) again. `0` means
+//! the Unix epoch, at which the bucket will be full (a leaky bucket: empty) again. `0` means
 //! "fresh": full at every reading. With emission interval `T` and burst `b`, the cells
 //! available at `now` are `b − ⌈(TAT − now) / T⌉` (all of them when `TAT ≤ now`). Taking `n`
 //! cells moves the TAT to `max(TAT, now) + n·T`; the *debt* is how far that lies ahead of `now`.
@@ -22,7 +22,7 @@
 //! # Overflow and the horizon
 //! `n ≤ capacity` is checked by the caller and `capacity·T ≤ τ + slack ≤ 2⁶⁴ − 1` by
 //! construction, so `n·T` never overflows. `max(TAT, now) + n·T` is checked: past `u64::MAX`
-//! (584 years after the clock's origin) the request is refused. It never wraps into admitting.
+//! (the year 2554 in Unix time) the request is refused. It never wraps into admitting.
 //!
 //! # Clock steps and stale readings
 //! A TAT more than `τ + slack` ahead of `now` comes from a clock that stepped back or from a
@@ -45,7 +45,7 @@ use super::rule::Rule;
 use super::Step;
 
 /// The TAT after booking `cost` ns of cells on the bucket `tat` at `now`: `max(TAT, now) + cost`,
-/// at least `now`; `None` past the 584-year horizon. The debt is the result minus `now`: the
+/// at least `now`; `None` past the clock's horizon. The debt is the result minus `now`: the
 /// caller compares it with what it admits (`τ` for GCRA).
 #[inline(always)]
 pub(super) fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
@@ -305,7 +305,7 @@ impl Schedule {
         let (tat, clock_behind) = self.clamp(tat, now);
         // The request is admitted at the first t ≥ now with max(tat, t) + cost − t ≤ τ + slack,
         // that is t = max(tat, now) + cost − τ − slack (cost ≤ τ + slack, so then t ≤ tat),
-        // after now since it was refused. Past the 584-year horizon it never is: u64::MAX.
+        // after now since it was refused. Past the clock's horizon it never is: u64::MAX.
         let base = if tat > now { tat } else { now };
         let wait = match base.checked_add(cost) {
             Some(end) => {

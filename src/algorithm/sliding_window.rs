@@ -1,7 +1,7 @@
 //! [`SlidingWindow`]: the sliding window counter, which weights the previous window's count by
 //! its overlap with the sliding window.
 
-use super::window::{no_burst, window_length, Position, Windows};
+use super::window::{no_burst, utc_offset, window_length, Position, Windows};
 use super::Step;
 use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError};
@@ -45,8 +45,8 @@ const WEIGHT_BITS: u32 = 42;
 /// | cost per decision | one load, one CAS, one 64-bit division |
 ///
 /// # Word layout
-/// `index << 36 | previous << 18 | current`: bits 63–36 hold the present window's index
-/// (nanoseconds since the clock's origin divided by the window length, modulo 2^28), bits 35–18
+/// `index << 36 | previous << 18 | current`: bits 63–36 hold the present window's index (the
+/// reading plus the UTC offset, divided by the window length, modulo 2^28), bits 35–18
 /// the previous window's count, bits 17–0 the present window's. `0` is window 0 with nothing
 /// counted; a new bucket holds the index of its creation window.
 ///
@@ -81,6 +81,8 @@ pub struct SlidingWindow {
     /// Weights are `(W − elapsed) >> shift` out of `W >> shift`.
     shift: u32,
     limit: u32,
+    /// The windows' UTC offset in minutes.
+    offset: i16,
     quota: Quota,
 }
 
@@ -112,28 +114,51 @@ impl SlidingWindow {
         let length = window_length(quota, Self::MAX_LIMIT, Self::MIN_WINDOW_NANOS)?;
         let bits = u64::BITS - length.leading_zeros();
         Ok(Self {
-            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD, 0),
             shift: bits.saturating_sub(WEIGHT_BITS),
             limit: quota.count(),
+            offset: 0,
             quota: *quota,
         })
     }
 
-    /// What the counter holds beyond its quota (the window length and the weight's scale), as
-    /// words: with the quota's own words, what a policy's live quota stores (see
-    /// `algorithm::any`).
+    /// The same counter with its windows starting at the boundaries of a zone `minutes` east
+    /// of UTC, as [`FixedWindow::with_utc_offset`](super::FixedWindow::with_utc_offset).
+    ///
+    /// # Errors
+    /// [`QuotaError::UtcOffsetOutOfRange`] if `minutes` is a day or more either side of UTC.
+    pub fn with_utc_offset(self, minutes: i16) -> Result<Self, QuotaError> {
+        let offset = utc_offset(minutes)?;
+        Ok(Self {
+            windows: Windows::new(self.windows.length(), INDEX_BITS, MAX_AHEAD, offset),
+            offset,
+            ..self
+        })
+    }
+
+    /// The windows' UTC offset in minutes east of UTC (0 unless set).
+    pub fn utc_offset(&self) -> i16 {
+        self.offset
+    }
+
+    /// What the counter holds beyond its quota (the window length, then the UTC offset above
+    /// the weight's scale), as words: with the quota's own words, what a policy's live quota
+    /// stores (see `algorithm::any`).
     pub(crate) fn to_words(self) -> [u64; 2] {
-        [self.windows.length(), u64::from(self.shift)]
+        let offset = u64::from(self.offset as u16) << 32;
+        [self.windows.length(), offset | u64::from(self.shift)]
     }
 
     /// The counter [`to_words`](Self::to_words) described, for `quota`. Only ever given the
     /// words of a counter built for that quota.
     #[inline(always)]
-    pub(crate) fn from_words(quota: &Quota, [length, shift]: [u64; 2]) -> Self {
+    pub(crate) fn from_words(quota: &Quota, [length, b]: [u64; 2]) -> Self {
+        let offset = (b >> 32) as u16 as i16;
         Self {
-            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
-            shift: shift as u32,
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD, offset),
+            shift: b as u32,
             limit: quota.count(),
+            offset,
             quota: *quota,
         }
     }

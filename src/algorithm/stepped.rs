@@ -1,11 +1,12 @@
 //! The arithmetic of a bucket refilled in steps, shared by [`FixedWindow`](super::FixedWindow)
-//! and [`IntervalRefill`](super::IntervalRefill): at each window boundary (windows aligned on
-//! the clock's origin) `refill` cells come back, up to `burst`.
+//! and [`IntervalRefill`](super::IntervalRefill): at each window boundary (windows counted from
+//! the Unix epoch, shifted by a UTC offset: `algorithm::window`) `refill` cells come back, up to
+//! `burst`.
 //!
 //! # The word
 //! `index << 24 | used`: bits 63–24 hold the index of the window the bucket last counted in
-//! (nanoseconds since the clock's origin divided by the window length, modulo 2^40), bits 23–0
-//! how many of its `burst` cells were in use then. At a later window `d` steps on, `used` has
+//! (the reading plus the offset, divided by the window length, modulo 2^40), bits 23–0 how many
+//! of its `burst` cells were in use then. At a later window `d` steps on, `used` has
 //! dropped by `d × refill` (never below 0). A new bucket holds the index of its creation window.
 //! Window indices compare by wrapping distance (`algorithm::window`): with windows of at least
 //! 1 ms, a stored window is mistaken for a current one only after 2^39 ms (17 years) idle, and
@@ -19,7 +20,7 @@
 //! backward step is at most one window. As for GCRA, a clock that then returns gives back at
 //! most one burst per round trip.
 
-use super::window::{window_length, Position, Windows};
+use super::window::{utc_offset, window_length, Position, Windows};
 use super::Step;
 use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError};
@@ -39,6 +40,8 @@ pub(crate) struct Stepped {
     windows: Windows,
     refill: u32,
     burst: u32,
+    /// The windows' UTC offset in minutes.
+    offset: i16,
     quota: Quota,
 }
 
@@ -64,31 +67,55 @@ impl Stepped {
     pub(crate) fn new(quota: &Quota, refill: u32) -> Result<Self, QuotaError> {
         let length = window_length(quota, Self::MAX_BURST, Self::MIN_WINDOW_NANOS)?;
         Ok(Self {
-            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD, 0),
             refill,
             burst: quota.burst(),
+            offset: 0,
             quota: *quota,
         })
+    }
+
+    /// The same counter, its windows starting where a reading plus `minutes` is a multiple of
+    /// the window length.
+    ///
+    /// # Errors
+    /// [`QuotaError::UtcOffsetOutOfRange`] beyond a day either side of UTC.
+    pub(crate) fn with_utc_offset(self, minutes: i16) -> Result<Self, QuotaError> {
+        let offset = utc_offset(minutes)?;
+        Ok(Self {
+            windows: Windows::new(self.windows.length(), INDEX_BITS, MAX_AHEAD, offset),
+            offset,
+            ..self
+        })
+    }
+
+    /// The windows' UTC offset in minutes.
+    pub(crate) fn utc_offset(&self) -> i16 {
+        self.offset
     }
 
     pub(crate) fn quota(&self) -> &Quota {
         &self.quota
     }
 
-    /// What the counter holds beyond its quota (the window length and the refill), as words:
-    /// with the quota's own words, what a policy's live quota stores (see `algorithm::any`).
+    /// What the counter holds beyond its quota (the window length, then the UTC offset above
+    /// the refill), as words: with the quota's own words, what a policy's live quota stores
+    /// (see `algorithm::any`).
     pub(crate) fn to_words(self) -> [u64; 2] {
-        [self.windows.length(), u64::from(self.refill)]
+        let offset = u64::from(self.offset as u16) << 32;
+        [self.windows.length(), offset | u64::from(self.refill)]
     }
 
     /// The counter [`to_words`](Self::to_words) described, for `quota`. Only ever given the
     /// words of a counter built for that quota.
     #[inline(always)]
-    pub(crate) fn from_words(quota: &Quota, [length, refill]: [u64; 2]) -> Self {
+    pub(crate) fn from_words(quota: &Quota, [length, b]: [u64; 2]) -> Self {
+        let offset = (b >> 32) as u16 as i16;
         Self {
-            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD),
-            refill: refill as u32,
+            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD, offset),
+            refill: b as u32,
             burst: quota.burst(),
+            offset,
             quota: *quota,
         }
     }

@@ -5,7 +5,9 @@ use core::fmt;
 
 use super::Clock;
 
-/// A clock that reads a function: nanoseconds since an origin of the function's choosing.
+/// A clock that reads a function: nanoseconds since an origin of the function's choosing, the
+/// Unix epoch if it can (window counters count their windows from the origin, see the
+/// [module docs](super)).
 ///
 /// The function should be monotonic and cheap, as every decision calls it once; see the
 /// [module docs](super) for what a limiter does when it is not. Without the `std` feature this

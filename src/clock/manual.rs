@@ -30,12 +30,13 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
-    /// A clock reading 0.
+    /// A clock reading 0: the Unix epoch, 1970-01-01 00:00 UTC.
     pub fn new() -> Self {
         Self::starting_at(0)
     }
 
-    /// A clock reading `nanos`.
+    /// A clock reading `nanos`: nanoseconds since the Unix epoch, so that window counters on it
+    /// count windows as they do on the shipped clocks and in Redis.
     pub fn starting_at(nanos: u64) -> Self {
         Self {
             now: Arc::new(AtomicU64::new(nanos)),

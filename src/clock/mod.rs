@@ -1,9 +1,19 @@
 //! Where time comes from: the [`Clock`] trait and the clocks flowgate ships.
 //!
-//! A clock returns **nanoseconds since its own origin** as a `u64` (584 years of range). A limiter
-//! stores its bucket state in the same unit, so the origin of the limiter's clock is the
-//! limiter's epoch. Limiters built with clones of one clock share an epoch, which is what lets
-//! one reading serve several of them through the `*_at(now)` methods.
+//! A clock returns **nanoseconds since the Unix epoch** as a `u64` (up to the year 2554). A
+//! limiter stores its bucket state in the same unit, and window counters count their windows
+//! from the epoch: a daily window ends at midnight UTC (or, with a UTC offset, at midnight in
+//! that zone; see [`FixedWindow::with_utc_offset`](crate::algorithm::FixedWindow::with_utc_offset)),
+//! whichever process decides and whether it decides in process or in Redis, whose scripts count
+//! from the server's Unix time.
+//!
+//! The shipped clocks read the wall clock once per process (the first time any of them is
+//! made) and are monotonic from there on: a reading is that wall-clock instant plus the
+//! monotonic time elapsed since, never a fresh read of a wall clock that NTP may step. Two
+//! processes therefore agree on window boundaries as closely as their hosts' clocks did when
+//! they started. A clock of your own ([`FnClock`], [`ManualClock`]) may read anything; windows
+//! are aligned to its 0, so read Unix time for windows aligned as Redis aligns them
+//! ([`ManualClock`] at 0 is the epoch itself).
 //!
 //! | clock | cost of `now()` | precision | use |
 //! |---|---|---|---|
@@ -79,12 +89,33 @@ macro_rules! default_clock {
     };
 }
 
+/// Nanoseconds since the Unix epoch at `instant`: the wall clock as it read when the process
+/// first asked (once, whatever the clock), plus the monotonic time from then to `instant`
+/// (0 for an earlier instant). A wall clock before the epoch reads as the epoch.
+#[cfg(feature = "std")]
+pub(crate) fn unix_nanos(instant: std::time::Instant) -> u64 {
+    use std::time::{Instant, SystemTime};
+    static ORIGIN: std::sync::OnceLock<(Instant, u64)> = std::sync::OnceLock::new();
+    let (origin, unix) = ORIGIN.get_or_init(|| {
+        let wall = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+        (Instant::now(), wall.map_or(0, nanos))
+    });
+    unix.saturating_add(nanos(instant.saturating_duration_since(*origin)))
+}
+
+/// A duration in nanoseconds, saturating at `u64::MAX`.
+#[cfg(feature = "std")]
+pub(crate) fn nanos(duration: core::time::Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[cfg(feature = "std")]
 default_clock!(QuantaClock);
 #[cfg(not(feature = "std"))]
 default_clock!(FnClock);
 
-/// A source of time for limiters: nanoseconds since the clock's origin.
+/// A source of time for limiters: nanoseconds since the Unix epoch (see the
+/// [module docs](self) for what a reading means and what a clock of your own should read).
 ///
 /// Implementations should be monotonic and cheap; see the [module docs](self) for what flowgate
 /// does when a reading goes backwards.
@@ -108,7 +139,8 @@ default_clock!(FnClock);
 /// # Ok::<(), flowgate::QuotaError>(())
 /// ```
 pub trait Clock {
-    /// Nanoseconds since this clock's origin.
+    /// Nanoseconds since the Unix epoch (or, for a clock of your own, since the origin it
+    /// chooses: window counters count their windows from it).
     fn now(&self) -> u64;
 
     /// How far a reading may trail a reading that another thread took *earlier* (for example

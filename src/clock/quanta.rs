@@ -18,22 +18,26 @@ use super::Clock;
 /// raw reading falls between two `rdtsc` reads), the counter is read inline rather than through
 /// quanta's out-of-line dispatch, which saves about a quarter of the cost of a decision.
 ///
-/// The origin is the moment of construction; clones share it. A reading below the origin (a
-/// counter on another core lagging by a few cycles) reads as 0, and past 584 years readings stay
-/// at `u64::MAX`.
+/// A reading is nanoseconds since the Unix epoch: the counter's ticks since construction,
+/// scaled, added to the Unix time of construction (from the process's one reading of the wall
+/// clock, see the [module docs](super)). A counter on another core lagging by a few cycles
+/// behind the construction reads as the construction, and past the year 2554 readings stay at
+/// `u64::MAX`.
 ///
 /// [`quanta`]: https://docs.rs/quanta/0.12
 /// [`quanta::Clock::now`]: https://docs.rs/quanta/0.12/quanta/struct.Clock.html#method.now
 #[derive(Debug, Clone)]
 pub struct QuantaClock {
     clock: ::quanta::Clock,
+    /// The counter at construction, and the Unix time then in ns.
     origin: u64,
+    base: u64,
     nanos_per_2_32_ticks: u64,
     inline_tsc: bool,
 }
 
 impl QuantaClock {
-    /// A clock whose origin is now.
+    /// A clock reading Unix time.
     ///
     /// The first clock in a process waits for quanta's calibration (a few milliseconds).
     pub fn new() -> Self {
@@ -44,6 +48,7 @@ impl QuantaClock {
         Self {
             clock,
             origin,
+            base: super::unix_nanos(std::time::Instant::now()),
             nanos_per_2_32_ticks,
             inline_tsc,
         }
@@ -75,7 +80,8 @@ impl Clock for QuantaClock {
     fn now(&self) -> u64 {
         let ticks = self.raw().saturating_sub(self.origin);
         let nanos = (u128::from(ticks) * u128::from(self.nanos_per_2_32_ticks)) >> 32;
-        u64::try_from(nanos).unwrap_or(u64::MAX)
+        // The nanoseconds since construction fit in a u64 for 584 years of the process.
+        self.base.saturating_add(nanos as u64)
     }
 
     /// 10 µs: cross-core counter offsets and an unordered counter read.

@@ -8,17 +8,23 @@ use super::Clock;
 /// for deployments that distrust the timestamp counter. About twice the cost of
 /// [`QuantaClock`](super::QuantaClock) per reading (see `BENCHMARKS.md`).
 ///
-/// The origin is the moment of construction; clones share it.
+/// A reading is nanoseconds since the Unix epoch: the Unix time of construction (from the
+/// process's one reading of the wall clock, see the [module docs](super)) plus the monotonic
+/// time elapsed since.
 #[derive(Debug, Clone, Copy)]
 pub struct StdClock {
     origin: Instant,
+    /// The Unix time at `origin`, in ns.
+    base: u64,
 }
 
 impl StdClock {
-    /// A clock whose origin is now.
+    /// A clock reading Unix time.
     pub fn new() -> Self {
+        let origin = Instant::now();
         Self {
-            origin: Instant::now(),
+            origin,
+            base: super::unix_nanos(origin),
         }
     }
 }
@@ -34,7 +40,7 @@ impl Clock for StdClock {
     fn now(&self) -> u64 {
         // `saturating_duration_since`: never panics should the OS clock step back.
         let elapsed = Instant::now().saturating_duration_since(self.origin);
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+        self.base.saturating_add(super::nanos(elapsed))
     }
 
     /// 10 µs, as for [`QuantaClock`](super::QuantaClock): the OS clock reads the same counter.

@@ -4,8 +4,9 @@ use core::time::Duration;
 
 use super::Clock;
 
-/// A clock that reads tokio's clock ([`tokio::time::Instant`]): nanoseconds since the clock was
-/// made. Inside a runtime whose time is paused (`#[tokio::test(start_paused = true)]`), it
+/// A clock that reads tokio's clock ([`tokio::time::Instant`]): nanoseconds since the Unix
+/// epoch, as the Unix time of construction (see the [module docs](super)) plus tokio's time
+/// elapsed since. Inside a runtime whose time is paused (`#[tokio::test(start_paused = true)]`), it
 /// follows the paused time, so a limiter on it and the asynchronous waits that sleep through
 /// `tokio::time::sleep` agree on every reading, and tests of asynchronous waits take no real
 /// time. (A *blocking* wait sleeps the thread, which paused time does not see: in a paused
@@ -18,13 +19,16 @@ use super::Clock;
 #[derive(Debug, Clone, Copy)]
 pub struct TokioClock {
     origin: tokio::time::Instant,
+    /// The Unix time at `origin`, in ns.
+    base: u64,
 }
 
 impl TokioClock {
-    /// A clock whose origin is tokio's now.
+    /// A clock reading Unix time, moving on as tokio's time does.
     pub fn new() -> Self {
         Self {
             origin: tokio::time::Instant::now(),
+            base: super::unix_nanos(std::time::Instant::now()),
         }
     }
 }
@@ -38,7 +42,7 @@ impl Default for TokioClock {
 impl Clock for TokioClock {
     fn now(&self) -> u64 {
         let elapsed = tokio::time::Instant::now().saturating_duration_since(self.origin);
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+        self.base.saturating_add(super::nanos(elapsed))
     }
 
     /// Blocks the thread (`std::thread::sleep`); in asynchronous code, wait with the

@@ -36,11 +36,11 @@ use crate::quota::Quota;
 /// is on the decision path.
 ///
 /// # Time
-/// All state is in nanoseconds since the origin of the limiter's [`Clock`]. The `*_at(now)`
-/// methods take a reading the caller already has (from [`RateLimiter::clock`] or a clone of it),
-/// so one reading can serve several limiters built on clones of one clock. See the
+/// All state is in nanoseconds since the Unix epoch, as the limiter's [`Clock`] reads it. The
+/// `*_at(now)` methods take a reading the caller already has (from [`RateLimiter::clock`] or a
+/// clone of it), so one reading can serve several limiters. See the
 /// [`clock` module](crate::clock) for what happens when readings go backwards, and
-/// the README's "Semantics" for overflow at the 584-year horizon.
+/// the README's "Semantics" for overflow at the clock's horizon (the year 2554).
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = DefaultClock, A: Algorithm = Gcra> {
     cell: Cell,

@@ -217,7 +217,7 @@ impl<C: Citation> Refused<C> {
     /// The earliest time, from the decision, at which the same request conforms (every quota of
     /// every enforcing policy, for a policy set), if nothing else is taken in between: exact to
     /// the nanosecond for a clock that runs forwards, never zero. `u64::MAX` nanoseconds means
-    /// it cannot conform before the clock's 584-year horizon. For a [`Cause::TableFull`] refusal
+    /// it cannot conform before the clock's horizon (the year 2554). For a [`Cause::TableFull`] refusal
     /// only a hint.
     pub fn conforms_after(&self) -> Duration {
         Duration::from_nanos(self.wait)

@@ -19,7 +19,7 @@
 //! struct Request { user: String }
 //!
 //! // Per user 200 per 10 s, 5000 per hour, and 20000 per day (a fixed window: day-long
-//! // windows counted from the clock's origin), and 100 000 per 10 s for the whole server.
+//! // windows, midnight to midnight UTC), and 100 000 per 10 s for the whole server.
 //! let clock = ManualClock::new();
 //! let policies = Policies::<Request>::builder()
 //!     .clock(clock.clone())

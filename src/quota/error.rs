@@ -54,6 +54,8 @@ pub enum QuotaError {
         /// The longest delay accepted, in nanoseconds.
         max_nanos: u64,
     },
+    /// A window counter's UTC offset is a day or more either side of UTC.
+    UtcOffsetOutOfRange,
 }
 
 impl fmt::Display for QuotaError {
@@ -94,6 +96,9 @@ impl fmt::Display for QuotaError {
                 f,
                 "invalid limiter: the maximum delay must be at most {max_nanos} ns (292 years)"
             ),
+            Self::UtcOffsetOutOfRange => f.write_str(
+                "invalid limiter: a UTC offset must be less than a day either side of UTC",
+            ),
         }
     }
 }
@@ -130,6 +135,9 @@ pub enum ParseQuotaErrorKind {
     Invalid(QuotaError),
     /// A word where an algorithm's name was expected that names none.
     UnknownAlgorithm,
+    /// `utc` after a window counter's name without a valid offset after it: a sign, hours
+    /// below 24 and optionally `:` and minutes below 60 (`utc+02:00`, `utc-5`).
+    ExpectedUtcOffset,
     /// An algorithm's name where only a quota is read ([`Quota`](super::Quota)'s own parser: a
     /// quota is a rate and a burst; the algorithm is chosen where the quota is used).
     AlgorithmNotExpected,
@@ -170,6 +178,10 @@ impl fmt::Display for ParseQuotaError {
             ParseQuotaErrorKind::UnknownAlgorithm => {
                 "expected an algorithm: gcra, leaky, shaper DELAY, credit DEBT, interval, fixed or \
                  sliding"
+            }
+            ParseQuotaErrorKind::ExpectedUtcOffset => {
+                "expected a UTC offset after `utc`: a sign, hours below 24 and optionally \
+                 minutes (utc+02:00, utc-05:30)"
             }
             ParseQuotaErrorKind::AlgorithmNotExpected => {
                 "a quota is a rate and a burst; the algorithm is chosen where the quota is used \

@@ -22,15 +22,15 @@ use core::time::Duration;
 pub use error::{ParseQuotaError, ParseQuotaErrorKind, QuotaError};
 #[cfg(feature = "serde")]
 pub(crate) use parse::parse_duration;
-pub(crate) use parse::{parse_spec, write_duration, Named};
+pub(crate) use parse::{parse_spec, write_duration, write_utc_offset, Named};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// The largest burst window (`burst × interval`) a quota may have: 2⁶³ − 1 ns, about 292 years.
 ///
-/// Bucket state is a 64-bit count of nanoseconds since the clock's origin, which lasts 584
-/// years. Keeping the window to half of that means a bucket can always be booked a whole window
-/// ahead during the first 292 years of a clock's life; beyond the 584-year horizon every request
+/// Bucket state is a 64-bit count of nanoseconds since the Unix epoch (see [`crate::clock`]),
+/// which lasts until the year 2554. Keeping the window to half of that range means a bucket can
+/// always be booked a whole window ahead until the year 2262; beyond the horizon every request
 /// is refused (see [`crate::RateLimiter`]).
 pub const MAX_WINDOW_NANOS: u64 = u64::MAX >> 1;
 

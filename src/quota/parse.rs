@@ -7,7 +7,9 @@
 //! option    = "burst" count | "initial" count
 //! spec      = quota [ algorithm ]                     ; a quota and its algorithm
 //! algorithm = "gcra" | "leaky" | "shaper" period | "credit" period
-//!           | "interval" | "fixed" | "sliding"
+//!           | window [ "utc" offset ]
+//! window    = "interval" | "fixed" | "sliding"
+//! offset    = ( "+" | "-" ) 1*2DIGIT [ ":" 2DIGIT ]  ; hours < 24, minutes < 60
 //! period    = [ count ] unit
 //! count   = 1*DIGIT                      ; a whole number, 0 ..= 4 294 967 295
 //! unit    = "ns" | "us" | "µs" | "μs" | "ms"
@@ -28,7 +30,10 @@
 //! maximum queueing delay, `credit` with its maximum debt, `interval`
 //! ([`IntervalRefill`](crate::algorithm::IntervalRefill)), `fixed`
 //! ([`FixedWindow`](crate::algorithm::FixedWindow)) and `sliding`
-//! ([`SlidingWindow`](crate::algorithm::SlidingWindow)).
+//! ([`SlidingWindow`](crate::algorithm::SlidingWindow)). A window counter's windows start at
+//! the Unix epoch's boundaries (a daily window at midnight UTC) unless `utc` and an offset
+//! follow its name: `"20000/day fixed utc+02:00"` starts each window at midnight in UTC+02:00
+//! (see [`FixedWindow::with_utc_offset`](crate::algorithm::FixedWindow::with_utc_offset)).
 
 use core::fmt;
 use core::str::FromStr;
@@ -157,9 +162,10 @@ pub(crate) enum Named {
     Leaky,
     Shaper(u64),
     Credit(u64),
-    Interval,
-    Fixed,
-    Sliding,
+    /// A window counter, with its UTC offset in minutes.
+    Interval(i16),
+    Fixed(i16),
+    Sliding(i16),
 }
 
 impl Named {
@@ -175,12 +181,27 @@ impl Named {
             Named::Leaky => 1,
             Named::Shaper(_) => 2,
             Named::Credit(_) => 3,
-            Named::Interval => 4,
-            Named::Fixed => 5,
-            Named::Sliding => 6,
+            Named::Interval(_) => 4,
+            Named::Fixed(_) => 5,
+            Named::Sliding(_) => 6,
         };
         Self::NAMES[i]
     }
+
+    /// A window counter's UTC offset in minutes (0 for the others).
+    pub(crate) fn utc_offset(self) -> i16 {
+        match self {
+            Named::Interval(m) | Named::Fixed(m) | Named::Sliding(m) => m,
+            _ => 0,
+        }
+    }
+}
+
+/// Writes a UTC offset of `minutes` as the grammar reads it (`utc+02:00`).
+pub(crate) fn write_utc_offset(f: &mut fmt::Formatter<'_>, minutes: i16) -> fmt::Result {
+    let sign = if minutes < 0 { '-' } else { '+' };
+    let (hours, minutes) = (minutes.unsigned_abs() / 60, minutes.unsigned_abs() % 60);
+    write!(f, "utc{sign}{hours:02}:{minutes:02}")
 }
 
 /// A parsed `spec`: the quota, and the algorithm named after it (if any) with its position.
@@ -267,10 +288,46 @@ impl<'a> Cursor<'a> {
             1 => Named::Leaky,
             2 => Named::Shaper(self.period()?),
             3 => Named::Credit(self.period()?),
-            4 => Named::Interval,
-            5 => Named::Fixed,
-            _ => Named::Sliding,
+            4 => Named::Interval(self.utc_offset()?),
+            5 => Named::Fixed(self.utc_offset()?),
+            _ => Named::Sliding(self.utc_offset()?),
         })
+    }
+
+    /// A window counter's optional `"utc" offset`, in minutes (0 without one).
+    fn utc_offset(&mut self) -> Result<i16, ParseQuotaError> {
+        if !self.keyword("utc") {
+            return Ok(0);
+        }
+        self.skip_ws();
+        let at = self.at;
+        let sign = match self.rest().chars().next() {
+            Some('+') => 1,
+            Some('-') => -1,
+            _ => return Err(self.error(ParseQuotaErrorKind::ExpectedUtcOffset)),
+        };
+        self.at += 1;
+        let number = |cur: &mut Self| {
+            let digits = cur.take_while(|c| c.is_ascii_digit());
+            // At most two digits: the parse cannot fail.
+            (1..=2)
+                .contains(&digits.len())
+                .then(|| digits.parse::<i16>().unwrap_or(0))
+        };
+        let hours = number(self);
+        let minutes = if self.rest().starts_with(':') {
+            self.at += 1;
+            number(self)
+        } else {
+            Some(0)
+        };
+        match (hours, minutes) {
+            (Some(h @ 0..=23), Some(m @ 0..=59)) => Ok(sign * (h * 60 + m)),
+            _ => Err(ParseQuotaError {
+                kind: ParseQuotaErrorKind::ExpectedUtcOffset,
+                position: at,
+            }),
+        }
     }
 }
 

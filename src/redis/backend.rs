@@ -276,8 +276,8 @@ impl RedisBackend {
 
     /// Decides at the set's clock (in µs) instead of the server's `TIME`: for tests and
     /// simulations with a [`ManualClock`](crate::clock::ManualClock), never in production
-    /// (hosts' clocks differ, and the default clock's origin is per process). Keys still
-    /// expire in the server's real time.
+    /// (hosts' clocks differ, and a process's clock reads the wall clock once, at its start).
+    /// Keys still expire in the server's real time.
     pub fn client_time(mut self, client_time: bool) -> Self {
         self.client_time = client_time;
         self
@@ -349,7 +349,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
                 on_failure: backend.on_failure,
                 fallback,
                 lease,
-                leases: Leases::new(backend.max_leases.max(1)),
+                leases: Leases::new(backend.max_leases.max(1), clock.now()),
                 client_time: backend.client_time,
                 clock,
                 counters: Counters::default(),

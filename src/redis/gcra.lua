@@ -1,9 +1,10 @@
 -- flowgate: every one-word algorithm over one or more buckets, decided all or nothing, in one
 -- call: schedules (GCRA, the leaky bucket, credit: a TAT per bucket) and window counters (the
 -- interval refill and the fixed window, 'index:used'; the sliding window counter,
--- 'index:previous:current', with window indices counted from the epoch in windows of the
--- bucket's length). The script decides and writes; the client works out what it reports from
--- the states the reply carries, with the in-process algorithms.
+-- 'index:previous:current', with window indices counted from the Unix epoch in windows of the
+-- bucket's length, shifted by its phase: a window starts where now + phase is a multiple of the
+-- length, as in process). The script decides and writes; the client works out what it reports
+-- from the states the reply carries, with the in-process algorithms.
 --
 -- The arithmetic is flowgate's in-process schedule (src/algorithm/schedule.rs) in integer
 -- microseconds. Lua's numbers are doubles: every value here stays below 2^53 (the client checks
@@ -30,7 +31,8 @@
 -- ARGV[4]  the buckets of dry-run policies: 'first-last' ranges of bucket numbers, comma-
 --          separated, one per policy ('' if none). A dry-run policy takes its cells only if
 --          every one of its buckets admits, and never refuses.
--- ARGV[4i+1] to ARGV[4i+4]  bucket i's kind and three numbers: 0, a schedule: its emission
+-- ARGV[4i+1] to ARGV[4i+4]  bucket i's kind and three numbers; a window counter's kind carries
+--          its phase p (0 <= p < its length, in µs) as kind + 4 * p. 0, a schedule: its emission
 --          interval T, its window tau = burst * T, and its slack, the debt admitted beyond tau
 --          (with a delay, which the client works out: a shaper's queue, credit's debt; 0 for
 --          GCRA); a request is admitted when the TAT it leaves lies at most tau + slack ahead.
@@ -134,10 +136,19 @@ local want, dry = n, ''
 if general then
   want, dry = tonumber(ARGV[3]), ARGV[4]
 end
+-- Bucket i's kind, its numbers, and a window counter's phase.
 local function quota(i)
-  if not general then return 0, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), 0 end
+  if not general then return 0, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), 0, 0 end
   local k = 4 * i + 1
-  return tonumber(ARGV[k]), tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3])
+  local kind = tonumber(ARGV[k])
+  return kind % 4, tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3]),
+    math.floor(kind / 4)
+end
+
+-- The window of length len and phase p that now falls in, and how far into it now is (µs).
+local function window(len, p)
+  local cur = math.floor((now + p) / len)
+  return cur, now + p - cur * len
 end
 local m = #KEYS
 -- The first bucket of each dry-run bucket's policy, by bucket.
@@ -165,8 +176,8 @@ end
 -- A window counter's state (kind 1: {index, used}; kind 2: {index, previous, current}) as
 -- read at now: missing is empty, anything else than what this script writes is repaired as
 -- full, and counts move on to the reading's window. Also whether it was repaired.
-local function counted(kind, len, limit, refill, raw)
-  local cur = math.floor(now / len)
+local function counted(kind, len, limit, refill, p, raw)
+  local cur = window(len, p)
   local idx, u, v
   if raw == false then
     return {cur, 0, 0}, false
@@ -197,14 +208,14 @@ end
 
 -- Whether a window counter in state `st` refuses k cells (a state ahead of the reading, from a
 -- clock that stepped back, is judged from the start of its window, as in process).
-local function refuses(kind, len, limit, shift, st, k)
+local function refuses(kind, len, limit, shift, p, st, k)
   local idx, u, v = st[1], st[2], st[3]
   if kind == 1 then return u + k > limit end
   local after = v + k
   if after > limit then return true end
-  local cur = math.floor(now / len)
+  local cur, into = window(len, p)
   local off = 0
-  if idx <= cur then off = (now - cur * len) * 1000 end
+  if idx <= cur then off = into * 1000 end
   local scale = 2 ^ shift
   local total = len * 1000
   local unit = math.floor(total / scale)
@@ -214,8 +225,8 @@ end
 
 -- A window counter's state as the reply carries it: the windows it lies ahead of the reading,
 -- then its counts, in one integer.
-local function encode(kind, len, st)
-  local ahead = st[1] - math.floor(now / len)
+local function encode(kind, len, p, st)
+  local ahead = st[1] - window(len, p)
   if kind == 1 then return ahead * 16777216 + st[2] end
   return ahead * 68719476736 + st[2] * 262144 + st[3]
 end
@@ -244,7 +255,7 @@ local repaired = 0
 local refused, worst, wait_of, first = 0, -1, 0, m + 1
 
 for i = 1, m do
-  local kind, a, b, c = quota(i)
+  local kind, a, b, c, p = quota(i)
   local raw = redis.pcall('GET', KEYS[i])
   local write = false
   local wait
@@ -280,14 +291,14 @@ for i = 1, m do
     tats[i] = tat
     wait = schedule_wait(tat, interval, lead, n)
   else
-    local st, fixed = counted(kind, a, b, c, raw)
+    local st, fixed = counted(kind, a, b, c, p, raw)
     if fixed then
       repaired = repaired + 1
       write = true
     end
     tats[i] = st
     -- The client works out a window counter's wait; here it only orders the refusals.
-    if refuses(kind, a, b, c, st, n) then wait = 1 end
+    if refuses(kind, a, b, c, p, st, n) then wait = 1 end
   end
   if write then
     writes = writes or {}
@@ -302,7 +313,7 @@ for i = 1, m do
         wait_of = tats[i] - now
         if wait_of < 0 then wait_of = 0 end
       else
-        wait_of = encode(kind, a, tats[i])
+        wait_of = encode(kind, a, p, tats[i])
       end
     end
   end
@@ -349,8 +360,9 @@ local function store(i, tat)
 end
 
 -- A window counter, kept until it counts nothing again: a refill counter until every cell
--- used has come back, a sliding window two windows after its own.
-local function store_counts(i, kind, len, refill, st)
+-- used has come back, a sliding window two windows after its own (windows end where now + p
+-- is a multiple of len).
+local function store_counts(i, kind, len, refill, p, st)
   local idx, u, v = st[1], st[2], st[3]
   local until_empty
   if kind == 1 then
@@ -358,11 +370,11 @@ local function store_counts(i, kind, len, refill, st)
       redis.call('DEL', KEYS[i])
       return
     end
-    until_empty = (idx + math.ceil(u / refill)) * len
+    until_empty = (idx + math.ceil(u / refill)) * len - p
     redis.call('SET', KEYS[i], string.format('%.0f:%.0f', idx, u), 'PX',
       exact(math.ceil((until_empty - now) / 1000) + 1))
   else
-    until_empty = (idx + 2) * len
+    until_empty = (idx + 2) * len - p
     redis.call('SET', KEYS[i], string.format('%.0f:%.0f:%.0f', idx, u, v), 'PX',
       exact(math.ceil((until_empty - now) / 1000) + 1))
   end
@@ -370,7 +382,7 @@ end
 
 -- Writes bucket i as it stands (repaired or clamped), or after taking `cells`.
 local function put(i, cells)
-  local kind, a, b, c = quota(i)
+  local kind, a, b, c, p = quota(i)
   if kind == 0 then
     local tat = tats[i]
     if cells > 0 then
@@ -381,7 +393,7 @@ local function put(i, cells)
     return
   end
   local st = tats[i]
-  local cur = math.floor(now / a)
+  local cur = window(a, p)
   if cells == 0 and st[1] > cur and waits[i] then
     -- Refused against a window ahead of the reading: the clock stepped back. The count moves
     -- to the reading's window (as in process), which it then stays in.
@@ -391,12 +403,12 @@ local function put(i, cells)
   else
     st = {st[1], st[2], st[3] + cells}
   end
-  store_counts(i, kind, a, c, st)
+  store_counts(i, kind, a, c, p, st)
 end
 
 -- Bucket i's state as the reply carries it.
 local function value(i, cells)
-  local kind, a = quota(i)
+  local kind, a, _, _, p = quota(i)
   local st = tats[i]
   if kind == 0 then
     local base = st
@@ -408,15 +420,15 @@ local function value(i, cells)
   else
     st = {st[1], st[2], st[3] + cells}
   end
-  return encode(kind, a, st)
+  return encode(kind, a, p, st)
 end
 
 if refused > 0 then
   -- Nothing is taken; clamped or repaired buckets are written as they now stand,
   -- and so are window counters refused against a window ahead of the reading.
   for i = 1, m do
-    local kind, a = quota(i)
-    if (writes and writes[i]) or (kind ~= 0 and tats[i][1] > math.floor(now / a) and waits[i]) then
+    local kind, a, _, _, p = quota(i)
+    if (writes and writes[i]) or (kind ~= 0 and tats[i][1] > window(a, p) and waits[i]) then
       put(i, 0)
     end
   end
@@ -432,16 +444,16 @@ end
 -- enforcing policy holds (at least n, which each admits): a schedule's room in one division, a
 -- window counter's by bisection over what it refuses. Dry-run policies do not limit the count.
 local function wait_at(i, k)
-  local kind, a, b, c = quota(i)
+  local kind, a, b, c, p = quota(i)
   if kind == 0 then return schedule_wait(tats[i], a, b + c, k) end
-  if refuses(kind, a, b, c, tats[i], k) then return 1 end
+  if refuses(kind, a, b, c, p, tats[i], k) then return 1 end
   return nil
 end
 local granted = n
 if want > n then
   granted = want
   for i = 1, m do if not group[i] then
-    local kind, interval, b, c = quota(i)
+    local kind, interval, b, c, p = quota(i)
     local room
     if kind == 0 then
       local latest = now + b + c
@@ -455,7 +467,7 @@ if want > n then
       if high > b then high = b end
       while low < high do
         local mid = low + math.ceil((high - low) / 2)
-        if refuses(kind, interval, b, c, tats[i], mid) then high = mid - 1 else low = mid end
+        if refuses(kind, interval, b, c, p, tats[i], mid) then high = mid - 1 else low = mid end
       end
       room = low
     end

@@ -45,19 +45,28 @@ pub(crate) struct Leases {
     shards: Box<[CachePadded<Shard>]>,
     hasher: ahash::RandomState,
     per_shard: usize,
+    /// The clock's reading when the limiter was built: leases count milliseconds from it.
+    built: u64,
 }
 
 const SHARDS: usize = 16;
 
 impl Leases {
-    pub(crate) fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize, built: u64) -> Self {
         Self {
+            built,
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(Mutex::default()))
                 .collect(),
             hasher: ahash::RandomState::new(),
             per_shard: max.div_ceil(SHARDS).max(1),
         }
+    }
+
+    /// Milliseconds from the limiter's construction to the clock's reading `now`: the time
+    /// of a lease's deadline (`LeaseWord`).
+    pub(crate) fn millis(&self, now: u64) -> u64 {
+        now.saturating_sub(self.built) / 1_000_000
     }
 
     fn shard(&self, keys: &[Vec<u8>]) -> &Shard {
@@ -172,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_full_map_drops_spent_leases_only() {
-        let leases = Leases::new(SHARDS); // one entry per shard
+        let leases = Leases::new(SHARDS, 0); // one entry per shard
         let dropped = AtomicU64::new(0);
         let keys = |i: usize| vec![format!("k{i}").into_bytes()];
         // Fill shards until one refuses a second, live entry.

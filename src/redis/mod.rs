@@ -393,6 +393,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     }
 
     fn now_millis(&self) -> u64 {
-        self.shared.clock.now() / 1_000_000
+        self.shared.leases.millis(self.shared.clock.now())
     }
 }

@@ -1,5 +1,5 @@
 //! [`Micros`]: a quota as the script runs it, in integer microseconds (a schedule's emission
-//! interval, burst window and slack; a window counter's length, limit and refill), and the
+//! interval, burst window and slack; a window counter's length, limit, refill and phase), and the
 //! in-process algorithm that decides exactly as the script does, which reports every
 //! decision: gauges, delays, waits and the next cell are its answers on the script's numbers.
 
@@ -41,19 +41,28 @@ pub(crate) enum Bucket {
         slack: u64,
     },
     /// A counter refilled at window boundaries (the interval refill, the fixed window): window
-    /// length in µs, burst, refill. Its state: windows ahead of the reading × 2^24 + cells used.
+    /// length in µs, burst, refill, and the phase (its UTC offset modulo the length, in µs:
+    /// windows start where the Unix time plus the phase is a multiple of the length). Its
+    /// state: windows ahead of the reading × 2^24 + cells used.
     Stepped {
         length: u64,
         burst: u64,
         refill: u64,
+        phase: u64,
     },
-    /// The sliding window counter: window length in µs, limit, and the weight's scale (a
-    /// shift of nanoseconds). Its state: windows ahead × 2^36 + previous × 2^18 + current.
-    Sliding { length: u64, limit: u64, shift: u64 },
+    /// The sliding window counter: window length in µs, limit, the weight's scale (a shift of
+    /// nanoseconds) and the phase. Its state: windows ahead × 2^36 + previous × 2^18 + current.
+    Sliding {
+        length: u64,
+        limit: u64,
+        shift: u64,
+        phase: u64,
+    },
 }
 
 impl Bucket {
-    /// The four arguments of a general call.
+    /// The four arguments of a general call: a window counter's phase rides on its kind
+    /// (kind + 4 × phase, below 2^53 as the phase is below [`MAX_WINDOW_MICROS`]).
     pub(crate) fn args(self) -> [u64; 4] {
         match self {
             Self::Schedule {
@@ -65,12 +74,14 @@ impl Bucket {
                 length,
                 burst,
                 refill,
-            } => [1, length, burst, refill],
+                phase,
+            } => [1 + 4 * phase, length, burst, refill],
             Self::Sliding {
                 length,
                 limit,
                 shift,
-            } => [2, length, limit, shift],
+                phase,
+            } => [2 + 4 * phase, length, limit, shift],
         }
     }
 
@@ -106,13 +117,13 @@ impl Micros {
         let now = now.unwrap_or(0);
         match self.bucket {
             Bucket::Schedule { .. } => (BASE + state.saturating_mul(1_000), BASE),
-            Bucket::Stepped { length, .. } => {
-                let index = now / length + (state >> STEPPED_AHEAD);
+            Bucket::Stepped { length, phase, .. } => {
+                let index = (now + phase) / length + (state >> STEPPED_AHEAD);
                 let used = (state & ((1 << STEPPED_AHEAD) - 1)) as u32;
                 (Stepped::word_at(index, used), now * 1_000)
             }
-            Bucket::Sliding { length, .. } => {
-                let index = now / length + (state >> SLIDING_AHEAD);
+            Bucket::Sliding { length, phase, .. } => {
+                let index = (now + phase) / length + (state >> SLIDING_AHEAD);
                 let previous = ((state >> 18) & COUNT) as u32;
                 let current = (state & COUNT) as u32;
                 (
@@ -250,11 +261,21 @@ fn schedule(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
 
 /// A window counter (the interval refill, the fixed window, the sliding window) as the script
 /// runs it, its quota and its in-process twin; `None` past the script's horizon. The window is
-/// rounded up to a whole µs (never a faster rate).
+/// rounded up to a whole µs (never a faster rate); the windows start where the twin's do.
 fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
     let quota = algorithm.quota();
     let period = u64::try_from(quota.period().as_nanos()).ok()?;
     let length = period.div_ceil(1_000);
+    let offset = match algorithm {
+        AnyAlgorithm::IntervalRefill(a) => a.utc_offset(),
+        AnyAlgorithm::FixedWindow(a) => a.utc_offset(),
+        AnyAlgorithm::SlidingWindow(a) => a.utc_offset(),
+        _ => 0,
+    };
+    let phase = crate::algorithm::window::phase(offset, length, 60_000_000);
+    if phase >= MAX_WINDOW_MICROS {
+        return None;
+    }
     let enforced = if period == length * 1_000 {
         *quota
     } else {
@@ -270,30 +291,46 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
                 length,
                 burst,
                 refill,
+                phase,
             },
             enforced,
-            AnyAlgorithm::IntervalRefill(IntervalRefill::new(&enforced).ok()?),
+            AnyAlgorithm::IntervalRefill(
+                IntervalRefill::new(&enforced)
+                    .ok()?
+                    .with_utc_offset(offset)
+                    .ok()?,
+            ),
         ),
         AnyAlgorithm::FixedWindow(_) => (
             Bucket::Stepped {
                 length,
                 burst,
                 refill,
+                phase,
             },
             enforced,
-            AnyAlgorithm::FixedWindow(FixedWindow::new(&enforced).ok()?),
+            AnyAlgorithm::FixedWindow(
+                FixedWindow::new(&enforced)
+                    .ok()?
+                    .with_utc_offset(offset)
+                    .ok()?,
+            ),
         ),
         _ => {
             // Weighed in nanoseconds in the script: exact below 2^53.
             if length * 1_000 >= 1 << 53 {
                 return None;
             }
-            let twin = SlidingWindow::new(&enforced).ok()?;
-            let shift = twin.to_words()[1];
+            let twin = SlidingWindow::new(&enforced)
+                .ok()?
+                .with_utc_offset(offset)
+                .ok()?;
+            let shift = twin.to_words()[1] & u64::from(u32::MAX);
             let bucket = Bucket::Sliding {
                 length,
                 limit: burst,
                 shift,
+                phase,
             };
             (bucket, enforced, AnyAlgorithm::SlidingWindow(twin))
         }
@@ -331,6 +368,7 @@ mod tests {
             length: 1_000_001,
             burst: 3,
             refill: 3,
+            phase: 0,
         };
         assert_eq!(fixed.bucket, stepped);
         assert!(matches!(
@@ -338,9 +376,24 @@ mod tests {
             Bucket::Sliding {
                 length: 60_000_000,
                 limit: 5,
-                shift: 0
+                shift: 0,
+                phase: 0,
             }
         ));
+        // A UTC offset, as the phase of the windows in µs: 2 h east into a day, 5 h west.
+        let day = 86_400_000_000;
+        let east = micros("7/day fixed utc+02:00").unwrap();
+        assert!(matches!(
+            east.bucket,
+            Bucket::Stepped {
+                phase: 7_200_000_000,
+                ..
+            }
+        ));
+        assert_eq!(east.bucket.args()[0], 1 + 4 * 7_200_000_000);
+        let west = micros("7/day sliding utc-05:00").unwrap().bucket;
+        assert!(matches!(west, Bucket::Sliding { phase, .. } if phase == day - 18_000_000_000));
+        assert_eq!(east.algorithm.to_string(), "7/d fixed utc+02:00");
         assert!(micros("20000/day sliding").is_ok());
     }
 

@@ -501,11 +501,13 @@ mod tests {
                     length: 1_000,
                     burst: 3,
                     refill: 3,
+                    phase: 0,
                 },
                 Bucket::Sliding {
                     length: 1_000_000,
                     limit: 5,
                     shift: 0,
+                    phase: 0,
                 },
             ],
             dry: "",
