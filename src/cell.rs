@@ -60,10 +60,12 @@ pub(crate) type Wrote = Option<(u64, u64)>;
 /// 1/s, a cell taken at 0 s and "added back" at 1.5 s, after another request took the cell of
 /// 1 s, would admit a third request at 1.5 s, two admissions half a second apart.
 ///
-/// A receipt names its bucket's word (and a keyed bucket's tag), not its limiter: give it back
-/// to the limiter that issued it. After a `reset` (or an evicted key's return), the bucket may
-/// come to hold the very word the receipt names through other bookings; giving it back then
-/// gives back one of those instead. Give back before resetting.
+/// A receipt is given back once: it is not `Clone`, and giving it back (or joining it with
+/// [`then`](Self::then)) consumes it. It names its bucket's word (and a keyed bucket's tag),
+/// not its limiter: give it back to the limiter that issued it (a single limiter refuses a
+/// keyed one's, and the reverse). After a `reset`, the bucket may come to hold the very word
+/// the receipt names through other bookings, which giving it back would then undo: give back
+/// before resetting. `Receipt::default()` stands for nothing taken (a start for `then`).
 ///
 /// ```
 /// use core::time::Duration;
@@ -81,10 +83,7 @@ pub(crate) type Wrote = Option<(u64, u64)>;
 /// assert!(limiter.check().is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-///
-/// An empty receipt (`Receipt::default()`) stands for nothing taken, a start for
-/// [`then`](Self::then).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct Receipt {
     /// A keyed bucket's tag (0 for a single limiter's).
     tag: u64,
@@ -102,7 +101,7 @@ impl Receipt {
 
     /// The bucket's tag, and its words before and after the write; `None` if nothing was
     /// written.
-    pub(crate) fn wrote(self) -> Option<(u64, u64, u64)> {
+    pub(crate) fn wrote(&self) -> Option<(u64, u64, u64)> {
         (self.before != self.after).then_some((self.tag, self.before, self.after))
     }
 

@@ -30,9 +30,7 @@ use libfuzzer_sys::fuzz_target;
 mod models;
 
 use models::schedule::{self, Kind};
-use models::{
-    answer_of, answer_of_reserved, sliding_window, stepped, Answer, AnyModel, Op, Receipts,
-};
+use models::{answer_of, sliding_window, stepped, Answer, AnyModel, Op, Receipts};
 
 #[derive(Arbitrary, Debug)]
 struct Spec {
@@ -128,8 +126,7 @@ fuzz_target!(|input: Input| {
                 let before = model.clone();
                 let reserved = limiter.reserve_at(n, at);
                 let want = model.check(at, now, n);
-                receipts.note(&reserved, before, &model);
-                (answer_of_reserved(&reserved), want)
+                (receipts.note(reserved, before, &model), want)
             }
             Op::Peek(n) => (answer_of(limiter.peek(n)), model.peek(now, n)),
             Op::GiveBack(k) => receipts.give_back(k, |r| limiter.give_back(r), &mut model),

@@ -1,5 +1,5 @@
 //! The single-bucket limiter at its edges: slow and fast quotas, the largest bursts, `n = 0`,
-//! a clock near its horizon or stepping back, initial fills, refunds, and threads racing on one
+//! a clock near its horizon or stepping back, initial fills, give-backs, and threads racing on one
 //! bucket. Time is a `ManualClock` throughout.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -254,15 +254,25 @@ fn give_back_peek_reset() {
     assert_eq!(l.available(), 1);
     assert!(l.give_back(one));
     assert_eq!(l.available(), 2);
-    assert!(!l.give_back(one), "given back once");
-    assert_eq!(l.available(), 2);
+    // Two steps, one receipt: given back whole while nothing was built on them.
     let (_, both) = l.reserve(1).unwrap().unwrap();
     let (_, next) = l.reserve(1).unwrap().unwrap();
-    assert!(l.give_back(both.then(next)), "one receipt for both");
+    assert!(l.give_back(both.then(next)));
     assert_eq!(l.available(), 2);
-    assert_eq!(l.check_n(2).unwrap().unwrap().remaining(), 0);
-    assert!(!l.give_back(two.then(one)));
-    assert_eq!(l.available(), 0, "an old receipt frees nothing");
+    let (_, first) = l.reserve(1).unwrap().unwrap();
+    assert_eq!(l.check().unwrap().remaining(), 0);
+    assert!(!l.give_back(first), "an old receipt frees nothing");
+    assert_eq!(l.available(), 0);
+    // A keyed limiter's receipt is not a single limiter's.
+    let keyed = flowgate::KeyedRateLimiter::<u8, _>::builder_with_clock(
+        flowgate::Gcra::new(&"4/s".parse().unwrap()),
+        clock.clone(),
+    )
+    .max_keys(4)
+    .build()
+    .unwrap();
+    let (_, foreign) = keyed.reserve_key(&1, 1).unwrap().unwrap();
+    assert!(!l.give_back(foreign));
     clock.advance(Duration::from_secs(1));
     assert_eq!(l.available(), 4);
     assert_eq!(l.check_n(4).unwrap().unwrap().remaining(), 0);

@@ -2,7 +2,10 @@
 //! axum servers on loopback ports, one in process, one over a private `redis-server`, one over
 //! a private Redis Cluster; a real hyper client, and every response compared header by header,
 //! the quota headers item by item. Quotas run on a manual clock (the Redis sets decide at its
-//! readings), so nothing depends on how fast the machine is.
+//! readings), so nothing depends on how fast the machine is: every quota's cell takes seconds
+//! or more, because a Redis key expires in real time when its bucket would be full again (a key
+//! of a 100/s quota would be gone 30 real milliseconds after a take, while the manual clock has
+//! not moved).
 
 #[path = "support/http_client.rs"]
 mod http_client;
@@ -80,21 +83,21 @@ async fn fetch(client: &HttpClient, address: SocketAddr, cost: u32) -> Reply {
     reply(status, &headers, &body)
 }
 
-/// Per client 20 per minute and 4 per second, a dry-run trial of 2 per 10 s, and for everyone
-/// 100 per second and 10 per minute: in a cluster, each policy's buckets in a slot of their
-/// own.
+/// Per client 20 per hour and 4 per minute, a dry-run trial of 2 per 10 minutes, and for
+/// everyone 1000 per hour and 10 per hour: in a cluster, each policy's buckets in a slot of
+/// their own.
 fn policies() -> PoliciesBuilder<Inbound> {
     let quota = |text: &str| text.parse().unwrap();
     flowgate::policy::Policies::<Inbound>::builder()
         .policy(
-            Policy::keyed_with("per-client", by_client_ip).quotas([quota("20/min"), quota("4/s")]),
+            Policy::keyed_with("per-client", by_client_ip).quotas([quota("20/h"), quota("4/min")]),
         )
         .policy(
             Policy::keyed_with("trial", by_client_ip)
-                .quota(quota("2/10s"))
+                .quota(quota("2/10min"))
                 .dry_run(true),
         )
-        .policy(Policy::global("global").quotas([quota("100/s"), quota("10/min")]))
+        .policy(Policy::global("global").quotas([quota("1000/h"), quota("10/h")]))
 }
 
 fn layer(
@@ -155,18 +158,18 @@ async fn every_backend_answers_over_http_as_in_process() {
         (0, 1),
         (0, 3),
         (0, 0), // a look: takes nothing
-        (0, 5), // above the per-second burst: never, without Retry-After
+        (0, 5), // above the per-minute burst: never, without Retry-After
         (0, 1), // refused per client (the first slot)
-        (400, 1),
+        (24, 1),
         (0, 2), // refused per client
     ];
-    // Two and a half a second: the global 10 per minute runs out (the last slot refuses) while
+    // Two and a half a minute: the global 10 per hour runs out (the last slot refuses) while
     // the per-client quotas keep up.
-    steps.extend([(400, 1); 8]);
-    steps.extend([(0, 1), (6_000, 1), (0, 0), (0, 2), (60_000, 3), (0, 1)]);
+    steps.extend([(24, 1); 8]);
+    steps.extend([(0, 1), (360, 1), (0, 0), (0, 2), (3_600, 3), (0, 1)]);
     let (mut admitted, mut refused_by) = (0, Vec::new());
     for (i, &(advance, cost)) in steps.iter().enumerate() {
-        clock.advance(Duration::from_millis(advance));
+        clock.advance(Duration::from_secs(advance));
         let a = fetch(&client, local, cost).await;
         let b = fetch(&client, one, cost).await;
         let c = fetch(&client, many, cost).await;

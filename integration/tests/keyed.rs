@@ -1,5 +1,5 @@
 //! The keyed limiter against a reference: a `HashMap` of single-key limiters that never forgets
-//! a key. Sweeps, resets, refunds and peeks are interleaved at random, in tables small enough
+//! a key. Sweeps, resets, give-backs and peeks are interleaved at random, in tables small enough
 //! that keys share probe chains and move when others leave; every answer must match.
 
 mod common;
@@ -62,10 +62,11 @@ fn differential<A: Algorithm + Clone>(algorithm: A, ops: &[Op]) -> Result<(), Te
             Op::Check(k, n) => {
                 let got = keyed.reserve_key(&k, n);
                 let want = single(&mut reference, k, &algorithm, &clock).reserve(n);
-                if let (Ok(Ok((_, mine))), Ok(Ok((_, theirs)))) = (&got, &want) {
-                    receipts.insert(k, (*mine, *theirs));
+                let answers = (answer_of_reserved(&got), answer_of_reserved(&want));
+                if let (Ok(Ok((_, mine))), Ok(Ok((_, theirs)))) = (got, want) {
+                    receipts.insert(k, (mine, theirs));
                 }
-                (answer_of_reserved(&got), answer_of_reserved(&want))
+                answers
             }
             Op::Peek(k, n) => (
                 answer_of(keyed.peek_key(&k, n)),

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 mod common;
 use common::models::schedule::{Kind, Model};
 use common::models::Op;
-use common::{answer_of, answer_of_reserved, Answer, Receipts};
+use common::{answer_of, Answer, Receipts};
 
 /// Any of the schedule algorithms, behind one `check_n`/`peek`/... surface.
 enum Limiter {
@@ -170,8 +170,7 @@ proptest! {
                     let before = model.clone();
                     let reserved = limiter.reserve_at(n, at);
                     let want = model.check(at.into(), now, n.into());
-                    receipts.note(&reserved, before, &model);
-                    (answer_of_reserved(&reserved), want)
+                    (receipts.note(reserved, before, &model), want)
                 }
                 Op::Peek(n) => (answer_of(limiter.peek(n)), model.decide(now, n.into())),
                 Op::GiveBack(k) => receipts.give_back(k, |r| limiter.give_back(r), &mut model),

@@ -1166,19 +1166,21 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     assert_eq!(limiter.return_leases().await, 4);
 }
 
-/// A lease's unused cells go back only while its buckets hold what the lease wrote. At 1/s with
-/// a burst of 2: a lease of 2 at 0 s (1 spent), another process's cell at 2 s on top of it, the
-/// lease returned at 2.5 s: nothing comes back, so at 2.5 s one more request is admitted, not
-/// two (an arithmetic give-back freed the other's cell: 3 admissions in half a second).
+/// A lease's unused cells go back only while its buckets hold what the lease wrote. At 1/min
+/// with a burst of 2: a lease of 2 at 0 min (1 spent), another process's cell at 2 min on top
+/// of it, the lease returned at 2.5 min: nothing comes back, so at 2.5 min one more request is
+/// admitted, not two (an arithmetic give-back freed the other's cell: 3 admissions in half a
+/// minute). Minutes, so that no key outlives the manual clock in real time however slow the
+/// machine (a key's TTL is the time to refill, in real milliseconds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_is_given_back_only_if_nothing_was_decided_on_top_of_it() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
-    let quota = Quota::per_second(1).unwrap().with_burst(2).unwrap();
+    let quota = Quota::per_minute(1).unwrap().with_burst(2).unwrap();
     let backend = || RedisBackend::new(server.client());
     let leased = Policies::<str>::builder()
         .policy(per_key("k").quota(quota))
-        .on(backend().lease(2, Duration::from_secs(1)), &clock);
+        .on(backend().lease(2, Duration::from_secs(60)), &clock);
     let plain = Policies::<str>::builder()
         .policy(per_key("k").quota(quota))
         .on(backend(), &clock);
@@ -1190,9 +1192,9 @@ async fn a_lease_is_given_back_only_if_nothing_was_decided_on_top_of_it() {
     assert_eq!(allowed(&plain.check("a").await.unwrap()).remaining(), 0);
 
     assert_eq!(leased.check("b").await.unwrap().source(), Source::Redis);
-    clock.advance(Duration::from_secs(2));
+    clock.advance(Duration::from_secs(120));
     assert!(plain.check("b").await.unwrap().is_allowed());
-    clock.advance(Duration::from_millis(500));
+    clock.advance(Duration::from_secs(30));
     assert_eq!(leased.return_leases().await, 0);
     let mut after = Vec::new();
     for _ in 0..3 {

@@ -1,6 +1,6 @@
 //! `check_up_to` against the reference models (`tests/common/models/`), for every one-word
 //! algorithm: a `RateLimiter` over an `AnyAlgorithm` and its model see the same clock moves,
-//! `check_n`s, refunds and `check_up_to`s. The model's answer to "up to `n`" is worked out from
+//! `check_n`s, give-backs and `check_up_to`s. The model's answer to "up to `n`" is worked out from
 //! the model alone: the most `k ≤ n` its `check` would admit (asked through its `peek`, from `n`
 //! down), then its `check` of `k`, or of one cell when none is admitted. Every answer
 //! must match: the count taken and the decision with all its numbers. The keyed limiter's
@@ -18,7 +18,7 @@ use proptest::prelude::*;
 mod common;
 use common::models::schedule::{self, Kind};
 use common::models::{sliding_window, stepped, AnyModel};
-use common::{answer_of, answer_of_reserved, Answer, Receipts};
+use common::{answer_of, Answer, Receipts};
 
 /// "Up to `n`" from the model alone: the most `k` its `check` admits (asked on copies through
 /// `peek`), then that check, or a check of one cell when none is admitted.
@@ -148,8 +148,7 @@ proptest! {
                     let before = model.clone();
                     let reserved = limiter.reserve(n);
                     let want = model.check(now, now, n);
-                    receipts.note(&reserved, before, &model);
-                    ((n, answer_of_reserved(&reserved)), (n, want))
+                    ((n, receipts.note(reserved, before, &model)), (n, want))
                 }
                 Op::UpTo(n) => (up_to_answer(limiter.check_up_to(n)), model_up_to(&mut model, now, n, capacity)),
                 Op::GiveBack(k) => {

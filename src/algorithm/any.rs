@@ -118,8 +118,9 @@ impl AnyAlgorithm {
 
     /// Whether a bucket written by `self` means the same to `other`, so that `other` can take
     /// over `self`'s buckets: both keep a theoretical arrival time (GCRA, the leaky bucket,
-    /// credit), or both count in windows of the same length (the interval refill and the fixed
-    /// window; the sliding window with itself).
+    /// credit), or both count in windows of the same length and UTC offset (the interval refill
+    /// and the fixed window; the sliding window with itself). A stored window index means
+    /// another window under another offset: taken over, a count could start again early.
     pub fn reads_buckets_of(&self, other: &Self) -> bool {
         use AnyAlgorithm as A;
         match (self, other) {
@@ -132,6 +133,7 @@ impl AnyAlgorithm {
             )
             | (A::SlidingWindow(_), A::SlidingWindow(_)) => {
                 self.to_words()[1] == other.to_words()[1]
+                    && self.named().utc_offset() == other.named().utc_offset()
             }
             _ => false,
         }
@@ -335,6 +337,10 @@ mod tests {
         assert!(any("10/s").reads_buckets_of(&any("10/s burst 1 shaper 1s")));
         assert!(any("10/s fixed").reads_buckets_of(&any("20/s burst 30 interval")));
         assert!(!any("10/s fixed").reads_buckets_of(&any("10/min fixed")));
+        let daily = any("20000/day fixed");
+        assert!(daily.reads_buckets_of(&any("20000/day fixed utc+00:00")));
+        assert!(!daily.reads_buckets_of(&any("20000/day fixed utc+02:00")));
+        assert!(!any("10/min sliding").reads_buckets_of(&any("10/min sliding utc-01:00")));
         assert!(!any("10/s fixed").reads_buckets_of(&any("10/s sliding")));
         assert!(!any("10/s").reads_buckets_of(&any("10/s fixed")));
     }

@@ -56,7 +56,8 @@
 //!   `Retry-After`.
 //! * **A full table** (a keyed policy with no room for a new client, [`Cause::TableFull`]):
 //!   `429` with `Retry-After` as a hint only (room appears when another client goes idle) and
-//!   no quota headers. Size [`Policy::max_keys`](crate::Policy::max_keys) for the clients you
+//!   no quota headers; likewise, with its exact wait, a new client the quota on new keys
+//!   refused. Size [`Policy::max_keys`](crate::Policy::max_keys) for the clients you
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
 //! * **The limiter unavailable** (Redis did not answer, `OnFailure::Closed`:

@@ -157,15 +157,22 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     quotas: Option<Ready>,
     grpc: bool,
 ) -> Response<B> {
+    // Never earlier than the draft's `t` of a quota with nothing left (the refusal's wait
+    // covers every quota, so it is rarely raised: by a booking made after the decision; the
+    // floor keeps the headers and the body consistent whatever an algorithm reports).
+    let floor = quotas.as_ref().map_or(0, |quotas| quotas.retry_floor);
+    let raised = match refusal {
+        Refusal::Limited(r) if r.retry_after_nanos() < floor && r.wait != u64::MAX => {
+            let mut r = *r;
+            r.wait = floor.saturating_sub(r.retry_after_nanos() - r.wait);
+            Some(Refusal::Limited(r))
+        }
+        _ => None,
+    };
+    let refusal = raised.as_ref().unwrap_or(refusal);
     let wait = match (refusal, refusal.retry_after_secs()) {
-        // Never earlier than the draft's `t` of a quota with nothing left (the refusal's wait
-        // covers every quota, so it is not in practice; the floor keeps the two headers
-        // consistent whatever an algorithm reports).
         (Refusal::Limited(rejected), Some(_)) => {
-            let floor = quotas.as_ref().map_or(0, |quotas| quotas.retry_floor);
-            Some(Duration::from_nanos(
-                rejected.retry_after_nanos().max(floor),
-            ))
+            Some(Duration::from_nanos(rejected.retry_after_nanos()))
         }
         _ => None,
     };

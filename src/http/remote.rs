@@ -53,10 +53,15 @@ where
     let shared = Arc::clone(shared);
     let limiter = limiter.clone();
     Box::pin(async move {
+        // The decision's own deadline, which a refusal's looks across slots share.
+        #[cfg(feature = "redis-cluster")]
+        let deadline = limiter.deadline();
         let decided = limiter.decide(&plan, cost).await;
         #[cfg(feature = "redis-cluster")]
         let decided = match decided {
-            Ok(decided) if shared.style.any() => Ok(limiter.look_across(&plan, decided).await),
+            Ok(decided) if shared.style.any() => {
+                Ok(limiter.look_across(&plan, decided, deadline).await)
+            }
             other => other,
         };
         let (verdict, decided) = match decided {

@@ -136,11 +136,11 @@ pub(super) fn refusal_of<C: Clock>(
     quotas: impl FnOnce() -> Option<Ready>,
     request: &HeaderMap,
 ) -> (Response<Bytes>, Option<Duration>) {
-    // A table-full refusal gets no quota headers: the tables do not hold the client, so they
-    // would describe a fresh bucket next to a 429. Nor does a refusal of an unavailable
-    // limiter: no quota was asked.
+    // A refusal of a new client (a full table, the quota on new keys) gets no quota headers:
+    // the tables do not hold the client, so they would describe a fresh bucket next to a 429.
+    // Nor does a refusal of an unavailable limiter: no quota was asked.
     let no_quota = matches!(refusal, Refusal::Limited(r)
-        if matches!(r.cause(), Cause::TableFull | Cause::Unavailable));
+        if matches!(r.cause(), Cause::TableFull | Cause::NewKeys | Cause::Unavailable));
     let quotas = if shared.style.any() && !no_quota {
         quotas()
     } else {

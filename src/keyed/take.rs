@@ -4,6 +4,7 @@
 
 use core::hash::Hash;
 
+use super::slot::FIRST_TAG;
 use super::KeyedRateLimiter;
 use crate::algorithm::{up_to, Algorithm};
 use crate::cell::Receipt;
@@ -107,8 +108,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// [`RateLimiter::give_back`](crate::RateLimiter::give_back); nothing to a key evicted or
     /// reset since (its new bucket started full).
     pub fn give_back(&self, receipt: Receipt) -> bool {
-        receipt
-            .wrote()
-            .is_some_and(|(tag, before, after)| self.store.restore(tag, before, after))
+        match receipt.wrote() {
+            // A keyed bucket's receipt: a key's tag.
+            Some((tag, before, after)) if tag >= FIRST_TAG => {
+                self.store.restore(tag, before, after)
+            }
+            _ => false,
+        }
     }
 }

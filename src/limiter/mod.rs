@@ -256,9 +256,11 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// Whether it did; if another request changed the bucket since, it is left as it is and the
     /// cells stay taken (see [`Receipt`]).
     pub fn give_back(&self, receipt: Receipt) -> bool {
-        receipt
-            .wrote()
-            .is_some_and(|(_, before, after)| self.cell.restore(after, before))
+        match receipt.wrote() {
+            // A single limiter's receipt: no tag.
+            Some((0, before, after)) => self.cell.restore(after, before),
+            _ => false,
+        }
     }
 
     /// The decision [`check_n`](Self::check_n) would make now, without taking anything.

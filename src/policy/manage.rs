@@ -56,7 +56,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// Replaces the algorithms of the policy `name` (quotas and all) while requests go on,
     /// keeping every bucket: each new algorithm must read the buckets the old one wrote
     /// ([`AnyAlgorithm::reads_buckets_of`]: GCRA, the leaky bucket and credit among themselves;
-    /// window counters with the same window length). See the
+    /// window counters with the same window length and UTC offset). See the
     /// [module docs](super#replacing-quotas-at-run-time).
     ///
     /// # Errors

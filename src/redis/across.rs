@@ -203,16 +203,21 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// them: a refusal across slots answers for its refusing slot alone (the slots before it
     /// were put back, those after it never asked), so each other slot is looked at (a call of
     /// n = 0, which takes nothing), as one server's refusal reports every bucket as it stands.
-    /// A slot that does not answer in time is left out. Any other decision is returned as it
-    /// is.
+    /// The looks share the decision's `deadline`, so that a refusal still costs at most one
+    /// timeout; a slot that does not answer by then is left out. Any other decision is returned
+    /// as it is.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) async fn look_across(&self, plan: &Plan, mut decided: Decided) -> Decided {
+    pub(crate) async fn look_across(
+        &self,
+        plan: &Plan,
+        mut decided: Decided,
+        deadline: Instant,
+    ) -> Decided {
         let replies = &mut decided.replies;
         let covered: usize = replies.iter().map(|(_, reply)| reply.parts().1.len()).sum();
         if replies.is_empty() || covered >= plan.refs.len() {
             return decided;
         }
-        let deadline = self.deadline();
         for range in plan.parts() {
             let known = replies.iter().any(|&(first, _)| first == range.start);
             if known || self.shared.policies[plan.refs[range.start].0].dry_run {

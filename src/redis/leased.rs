@@ -191,8 +191,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let rest = entry.lease.word.take_rest();
         if rest > 0 {
             // The expired lease's unused cells first, exactly (one call more, only for a lease
-            // that expired with cells left).
-            self.give_rest(&entry, &wrote, rest, deadline).await?;
+            // that expired with cells left). Cells not given back stay booked (counted as
+            // dropped); only a Redis that does not answer ends the decision here.
+            let given = self.give_rest(&entry, &wrote, rest, deadline).await;
+            if let Err(failure @ (Failure::Timeout | Failure::Connection | Failure::BreakerOpen)) =
+                given
+            {
+                return Err(failure);
+            }
         }
         wrote.clear();
         let reply = self.call(plan, (n, want), deadline).await?;

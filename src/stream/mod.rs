@@ -46,10 +46,10 @@
 //! appears (as happens when each waits for all its cells at once).
 //!
 //! **Cancellation-safe.** Dropping the stream or sink, or a future that drives it, between two
-//! polls loses nothing: an item that has taken part of its cost gives it back exactly
-//! ([`RateLimiter::give_back`]: the whole of it while no other request took cells after it,
-//! nothing once one did, since that request was decided against them), and an item pulled from
-//! the inner stream but not yet yielded stays inside the adapter for the next poll.
+//! polls: an item that has taken part of its cost gives back exactly what may be given back
+//! ([`RateLimiter::give_back`]): the cells it took since another request last took some, and
+//! only if no request took any after them (a request decided against cells keeps them booked);
+//! an item pulled from the inner stream but not yet yielded stays in the adapter.
 //!
 //! # Time
 //! The adapters sleep on tokio's timer, so the limiter's clock must agree with it:

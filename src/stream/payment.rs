@@ -71,7 +71,7 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
             let wait = match self.limiter.reserve_up_to(self.owed) {
                 Ok((k, allowed, receipt)) => {
                     self.owed -= k;
-                    self.taken = self.taken.then(receipt);
+                    self.taken = core::mem::take(&mut self.taken).then(receipt);
                     allowed.delay()
                 }
                 Err(refused) => refused.retry_after(),
@@ -86,6 +86,6 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
 impl<C: Clock, A: Algorithm> Drop for Payment<C, A> {
     fn drop(&mut self) {
         // An item that never went on gives back what it took, if nothing was built on it.
-        self.limiter.give_back(self.taken);
+        self.limiter.give_back(core::mem::take(&mut self.taken));
     }
 }

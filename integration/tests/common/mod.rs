@@ -61,8 +61,7 @@ pub fn drive<M: WindowModel>(
                 let before = model.clone();
                 let reserved = reserve_at(n, at);
                 let want = model.check(at.into(), now.into(), n.into());
-                receipts.note(&reserved, before, model);
-                (answer_of_reserved(&reserved), want)
+                (receipts.note(reserved, before, model), want)
             }
             Op::GiveBack(k) => receipts.give_back(k, &give_back, model),
             Op::Advance(_) | Op::Rewind(_) => continue,

@@ -70,12 +70,17 @@ pub fn answer_of(r: Result<Result<Allowed, Refused>, InsufficientCapacity>) -> A
 pub fn answer_of_reserved(
     r: &Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>,
 ) -> Answer {
-    answer_of(r.map(|r| r.map(|(allowed, _)| allowed)))
+    answer_of(match r {
+        Ok(Ok((allowed, _))) => Ok(Ok(*allowed)),
+        Ok(Err(refused)) => Ok(Err(*refused)),
+        Err(capacity) => Err(*capacity),
+    })
 }
 
-/// The admissions of a scenario, each with its receipt and the model as it was before and
-/// after it: what a give-back is checked against. The model gives back exactly as the limiter
-/// must: it returns to its state before the admission only if it is still in its state after.
+/// The admissions of a scenario not given back yet, each with its receipt and the model as it
+/// was before and after it: what a give-back is checked against. The model gives back exactly
+/// as the limiter must: it returns to its state before the admission only if it is still in its
+/// state after.
 pub struct Receipts<M>(Vec<(Receipt, M, M)>);
 
 impl<M: Clone + PartialEq> Receipts<M> {
@@ -83,23 +88,25 @@ impl<M: Clone + PartialEq> Receipts<M> {
         Self(Vec::new())
     }
 
-    /// Notes the receipt of `reserved` (if it admitted), the model being `before` it and
-    /// `after` it.
+    /// The answer of `reserved`, keeping its receipt (if it admitted) with the model `before`
+    /// and `after` it.
     pub fn note(
         &mut self,
-        reserved: &Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>,
+        reserved: Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>,
         before: M,
         after: &M,
-    ) {
+    ) -> Answer {
+        let answer = answer_of_reserved(&reserved);
         if let Ok(Ok((_, receipt))) = reserved {
-            self.0.push((*receipt, before, after.clone()));
+            self.0.push((receipt, before, after.clone()));
         }
+        answer
     }
 
-    /// Gives back the receipt of the `k`-th newest admission (modulo how many) through
-    /// `give_back`, and to `model`: the limiter's answer and the model's.
+    /// Gives back the receipt of the `k`-th newest admission not given back yet (modulo how
+    /// many) through `give_back`, and to `model`: the limiter's answer and the model's.
     pub fn give_back(
-        &self,
+        &mut self,
         k: u8,
         give_back: impl FnOnce(Receipt) -> bool,
         model: &mut M,
@@ -110,11 +117,12 @@ impl<M: Clone + PartialEq> Receipts<M> {
                 Answer::GaveBack(false),
             );
         }
-        let (receipt, before, after) = &self.0[self.0.len() - 1 - usize::from(k) % self.0.len()];
-        let got = give_back(*receipt);
-        let want = !receipt.is_empty() && model == after;
+        let at = self.0.len() - 1 - usize::from(k) % self.0.len();
+        let (receipt, before, after) = self.0.remove(at);
+        let want = !receipt.is_empty() && *model == after;
+        let got = give_back(receipt);
         if want {
-            *model = before.clone();
+            *model = before;
         }
         (Answer::GaveBack(got), Answer::GaveBack(want))
     }

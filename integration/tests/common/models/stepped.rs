@@ -5,7 +5,7 @@ use flowgate::Quota;
 
 use super::{Answer, WindowModel};
 
-/// The documented rules, written plainly: windows numbered from the clock's origin; `refill`
+/// The documented rules, written plainly: windows numbered from the clock's 0 (the Unix epoch); `refill`
 /// cells come back at each boundary, up to `burst`; a bucket counts in the latest window it has
 /// seen; a reading in an earlier window (stale, or a clock that stepped back) counts against
 /// that latest window, and when it is refused there, a fresh reading that is still earlier
