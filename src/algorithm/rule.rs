@@ -1,9 +1,17 @@
-//! [`Rule`]: GCRA's numbers alone, what a policy's fast path decides with; the admission is the
-//! TAT schedule's (`algorithm::schedule`), on the same [`advance`].
+//! [`Rule`]: GCRA's numbers alone, what a policy's fast path decides with, and [`advance`],
+//! the booking arithmetic it shares with the TAT schedule (`algorithm::schedule`).
 
-use super::schedule::advance;
 use super::Step;
 use crate::outcome::Gauge;
+
+/// The TAT after booking `cost` ns of cells on the bucket `tat` at `now`: `max(TAT, now) + cost`,
+/// at least `now`; `None` past the clock's horizon. The debt is the result minus `now`: the
+/// caller compares it with what it admits (`τ` for GCRA).
+#[inline(always)]
+pub(super) fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
+    let base = if tat > now { tat } else { now };
+    base.checked_add(cost)
+}
 
 /// GCRA's numbers alone (the emission interval, the burst window and the burst): what a caller
 /// that keeps many quotas and decides on several at once (a policy set) reads in place of the

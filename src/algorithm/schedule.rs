@@ -41,17 +41,8 @@
 use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError, MAX_WINDOW_NANOS};
 
-use super::rule::Rule;
+use super::rule::{advance, Rule};
 use super::Step;
-
-/// The TAT after booking `cost` ns of cells on the bucket `tat` at `now`: `max(TAT, now) + cost`,
-/// at least `now`; `None` past the clock's horizon. The debt is the result minus `now`: the
-/// caller compares it with what it admits (`τ` for GCRA).
-#[inline(always)]
-pub(super) fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
-    let base = if tat > now { tat } else { now };
-    base.checked_add(cost)
-}
 
 /// What a request admitted beyond the burst waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

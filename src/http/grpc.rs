@@ -8,9 +8,6 @@ use core::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 
-use super::refusal::Refusal;
-use crate::outcome::Cause;
-
 /// `grpc-status`.
 pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// `grpc-message`.
@@ -34,51 +31,19 @@ pub(crate) fn requested(headers: &HeaderMap) -> bool {
     })
 }
 
-impl Refusal {
-    /// The gRPC status code a gRPC call is refused with: `RESOURCE_EXHAUSTED` (8) when a
-    /// policy refused (for now, for good, or with a full table); `UNAVAILABLE` (14) when the
-    /// limiter's backend did not answer and its failure policy refuses; for a client whose address
-    /// could not be told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13)
-    /// in place of a 5xx.
-    ///
-    /// A refused gRPC call (content type `application/grpc`, alone or with `+codec` or
-    /// parameters) is answered with HTTP 200, trailers-only: this code in `grpc-status`,
-    /// [`detail`](Self::detail) percent-encoded in `grpc-message`, and, when the call can
-    /// succeed later, `Retry-After` in whole seconds and the wait to the nanosecond in
-    /// `grpc-status-details-bin` (a `google.rpc.Status` with a `google.rpc.RetryInfo`, which
-    /// tonic reads with `tonic_types::StatusExt::get_details_retry_info`). The quota headers
-    /// come as metadata; [`refusal_body`](super::RateLimitLayer::refusal_body) does not apply.
-    /// A tonic server goes behind the layer through axum (`Routes::into_axum_router`), whose
-    /// body type the layer writes refusals in; `integration/tests/grpc.rs` calls one with a tonic
-    /// client.
-    ///
-    /// ```
-    /// # use flowgate::http::Refusal;
-    /// assert_eq!(Refusal::Unkeyed(http::StatusCode::INTERNAL_SERVER_ERROR).grpc_code(), 13);
-    /// ```
-    pub fn grpc_code(&self) -> u8 {
-        match self {
-            Self::Limited(r) if r.cause() == Cause::Unavailable => 14,
-            Self::Limited(_) | Self::Oversized(_) => 8,
-            Self::Unkeyed(status) if status.is_client_error() => 3,
-            Self::Unkeyed(_) => 13,
-        }
-    }
-}
-
-/// Makes `headers` a trailers-only gRPC refusal of `refusal`; `wait` is the time until a retry
-/// can be admitted, when there is one.
-pub(crate) fn write(refusal: &Refusal, wait: Option<Duration>, headers: &mut HeaderMap) {
-    let code = refusal.grpc_code();
-    let message = refusal.detail();
+/// Makes `headers` a trailers-only gRPC refusal with the status `code` and `message`
+/// ([`Refusal::grpc_code`](super::Refusal::grpc_code) and
+/// [`Refusal::detail`](super::Refusal::detail)); `wait` is the time until a retry can be
+/// admitted, when there is one.
+pub(crate) fn write(code: u8, message: &str, wait: Option<Duration>, headers: &mut HeaderMap) {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(GRPC_STATUS, HeaderValue::from(u16::from(code)));
-    let encoded = percent_encode(&message);
+    let encoded = percent_encode(message);
     if let Ok(value) = HeaderValue::from_str(&encoded) {
         headers.insert(GRPC_MESSAGE, value);
     }
     if let Some(wait) = wait {
-        let status = status_with_retry_info(code, &message, wait);
+        let status = status_with_retry_info(code, message, wait);
         if let Ok(value) = HeaderValue::from_str(&base64(&status)) {
             headers.insert(GRPC_STATUS_DETAILS_BIN, value);
         }

@@ -5,7 +5,7 @@ use core::fmt::{self, Write as _};
 use core::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
 
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
@@ -108,6 +108,39 @@ impl Refusal {
     }
 }
 
+/// # gRPC
+impl Refusal {
+    /// The gRPC status code a gRPC call is refused with: `RESOURCE_EXHAUSTED` (8) when a
+    /// policy refused (for now, for good, or with a full table); `UNAVAILABLE` (14) when the
+    /// limiter's backend did not answer and its failure policy refuses; for a client whose address
+    /// could not be told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13)
+    /// in place of a 5xx.
+    ///
+    /// A refused gRPC call (content type `application/grpc`, alone or with `+codec` or
+    /// parameters) is answered with HTTP 200, trailers-only: this code in `grpc-status`,
+    /// [`detail`](Self::detail) percent-encoded in `grpc-message`, and, when the call can
+    /// succeed later, `Retry-After` in whole seconds and the wait to the nanosecond in
+    /// `grpc-status-details-bin` (a `google.rpc.Status` with a `google.rpc.RetryInfo`, which
+    /// tonic reads with `tonic_types::StatusExt::get_details_retry_info`). The quota headers
+    /// come as metadata; [`refusal_body`](super::RateLimitLayer::refusal_body) does not apply.
+    /// A tonic server goes behind the layer through axum (`Routes::into_axum_router`), whose
+    /// body type the layer writes refusals in; `integration/tests/grpc.rs` calls one with a tonic
+    /// client.
+    ///
+    /// ```
+    /// # use flowgate::http::Refusal;
+    /// assert_eq!(Refusal::Unkeyed(http::StatusCode::INTERNAL_SERVER_ERROR).grpc_code(), 13);
+    /// ```
+    pub fn grpc_code(&self) -> u8 {
+        match self {
+            Self::Limited(r) if r.cause() == Cause::Unavailable => 14,
+            Self::Limited(_) | Self::Oversized(_) => 8,
+            Self::Unkeyed(status) if status.is_client_error() => 3,
+            Self::Unkeyed(_) => 13,
+        }
+    }
+}
+
 /// The refusal as one sentence, as [`detail`](Refusal::detail) gives it: `rate limited by policy
 /// 'per-client': retry after 2 s` (whole seconds, rounded up, as `Retry-After` says).
 impl fmt::Display for Refusal {
@@ -148,15 +181,25 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// The response for `refusal`: its status, body, `Retry-After`, and the quota headers of
-/// `quotas` (every enforcing quota that applies, as it stands); to a gRPC call (`grpc`), a
-/// trailers-only gRPC answer with the same headers.
-pub(crate) fn respond<B: From<Bytes>, C: Clock>(
+/// A refusal as the middleware sends it: the response, and how long to hold it first.
+pub(super) type Answer = (Response<Bytes>, Option<Duration>);
+
+/// The response to `refusal`, and how long to hold it: its status, body, `Retry-After`, and
+/// the quota headers `quotas` gives (every enforcing quota that applies), if the style has
+/// any; to a gRPC call (from `request`'s headers), a trailers-only gRPC answer with the same
+/// headers.
+pub(super) fn refusal_of<C: Clock>(
     shared: &Shared<C>,
     refusal: &Refusal,
-    quotas: Option<Ready>,
-    grpc: bool,
-) -> Response<B> {
+    quotas: impl FnOnce() -> Option<Ready>,
+    request: &HeaderMap,
+) -> Answer {
+    // A refusal of a new client (a full table, the quota on new keys) gets no quota headers:
+    // the tables do not hold the client, so they would describe a fresh bucket next to a 429.
+    // Nor does a refusal of an unavailable limiter: no quota was asked.
+    let no_quota = matches!(refusal, Refusal::Limited(r)
+        if matches!(r.cause(), Cause::TableFull | Cause::NewKeys | Cause::Unavailable));
+    let quotas = (shared.style.any() && !no_quota).then(quotas).flatten();
     // Never earlier than the draft's `t` of a quota with nothing left (the refusal's wait
     // covers every quota, so it is rarely raised: by a booking made after the decision; the
     // floor keeps the headers and the body consistent whatever an algorithm reports).
@@ -176,16 +219,17 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
         }
         _ => None,
     };
-    let mut response = if grpc {
-        let mut response = Response::new(B::from(Bytes::new()));
-        grpc::write(refusal, wait, response.headers_mut());
+    let mut response = if grpc::requested(request) {
+        let mut response = Response::new(Bytes::new());
+        let message = refusal.detail();
+        grpc::write(refusal.grpc_code(), &message, wait, response.headers_mut());
         response
     } else {
         let (content_type, body) = match &shared.body {
             Some(body) => body(refusal),
             None => refusal.problem(),
         };
-        let mut response = Response::new(B::from(body));
+        let mut response = Response::new(body);
         *response.status_mut() = refusal.status();
         response.headers_mut().insert(CONTENT_TYPE, content_type);
         response
@@ -197,7 +241,10 @@ pub(crate) fn respond<B: From<Bytes>, C: Clock>(
     if let Some(quotas) = quotas {
         quotas.write(headers);
     }
-    response
+    // A delay needs tokio's timer; outside a runtime the refusal goes at once.
+    let delay = (!shared.delay.is_zero() && tokio::runtime::Handle::try_current().is_ok())
+        .then_some(shared.delay);
+    (response, delay)
 }
 
 #[cfg(test)]

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use http::Request;
 
 use super::future::{Deciding, Decision};
-use super::refusal::Refusal;
-use super::service::refusal_of;
+use super::refusal::{refusal_of, Refusal};
 use super::{Inbound, Shared};
 use crate::clock::Clock;
 use crate::outcome::QuotaState;

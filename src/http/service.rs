@@ -2,7 +2,6 @@
 //! around another, which decides each request before the inner service sees it.
 
 use core::task::{Context, Poll};
-use core::time::Duration;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,13 +9,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
-use super::grpc;
 use super::headers::{QuotaHeaders, Ready};
-use super::refusal::{self, Refusal};
+use super::refusal::{refusal_of, Answer, Refusal};
 use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
 use crate::backend::{AnyPolicies, Inner};
 use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Cause, Cited, InsufficientCapacity, QuotaState, Refused};
+use crate::outcome::{Cited, InsufficientCapacity, QuotaState, Refused};
 use crate::policy::{Policies, Silent, Visit};
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
@@ -126,35 +124,6 @@ impl<C: Clock> Shared<C> {
         headers.push(state, several);
     }
 }
-
-/// The response to a refused request, and how long to hold it: `quotas` are the quota headers
-/// of every enforcing quota that applies, as they stand, if the style has any; `request` the
-/// request's headers (a gRPC call is answered as gRPC).
-pub(super) fn refusal_of<C: Clock>(
-    shared: &Shared<C>,
-    refusal: &Refusal,
-    quotas: impl FnOnce() -> Option<Ready>,
-    request: &HeaderMap,
-) -> (Response<Bytes>, Option<Duration>) {
-    // A refusal of a new client (a full table, the quota on new keys) gets no quota headers:
-    // the tables do not hold the client, so they would describe a fresh bucket next to a 429.
-    // Nor does a refusal of an unavailable limiter: no quota was asked.
-    let no_quota = matches!(refusal, Refusal::Limited(r)
-        if matches!(r.cause(), Cause::TableFull | Cause::NewKeys | Cause::Unavailable));
-    let quotas = if shared.style.any() && !no_quota {
-        quotas()
-    } else {
-        None
-    };
-    let response = refusal::respond(shared, refusal, quotas, grpc::requested(request));
-    // A delay needs tokio's timer; outside a runtime the refusal goes at once.
-    let delay = (!shared.delay.is_zero() && tokio::runtime::Handle::try_current().is_ok())
-        .then_some(shared.delay);
-    (response, delay)
-}
-
-/// A refusal as the middleware sends it: the response, and how long to hold it first.
-pub(super) type Answer = (Response<Bytes>, Option<Duration>);
 
 /// A request whose client could not be told: counted, and refused if the rule says so.
 #[cold]
