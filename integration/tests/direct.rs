@@ -215,16 +215,19 @@ fn initial_fills() {
 /// 0 s and at 1 s, and the first given back at 1.5 s, a request at 1.5 s is refused (an
 /// arithmetic refund admitted it: two admissions half a second apart). On a single limiter and
 /// on a keyed one.
+/// A keyed GCRA limiter for `quota` on `clock`, with room for a few keys.
+fn keyed(quota: &str, clock: &ManualClock) -> flowgate::KeyedRateLimiter<u8, ManualClock> {
+    let gcra = flowgate::Gcra::new(&quota.parse().unwrap());
+    flowgate::KeyedRateLimiter::builder_with_clock(gcra, clock.clone())
+        .max_keys(16)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_give_back_never_frees_a_cell_others_were_admitted_against() {
     let (l, clock) = limiter("1/s", 0);
-    let keyed = flowgate::KeyedRateLimiter::<u8, _>::builder_with_clock(
-        flowgate::Gcra::new(&"1/s".parse().unwrap()),
-        clock.clone(),
-    )
-    .max_keys(16)
-    .build()
-    .unwrap();
+    let keyed = keyed("1/s", &clock);
     let (_, first) = l.reserve(1).unwrap().unwrap();
     let (_, keyed_first) = keyed.reserve_key(&7, 1).unwrap().unwrap();
     clock.advance(Duration::from_secs(1));
@@ -264,13 +267,7 @@ fn give_back_peek_reset() {
     assert!(!l.give_back(first), "an old receipt frees nothing");
     assert_eq!(l.available(), 0);
     // A keyed limiter's receipt is not a single limiter's.
-    let keyed = flowgate::KeyedRateLimiter::<u8, _>::builder_with_clock(
-        flowgate::Gcra::new(&"4/s".parse().unwrap()),
-        clock.clone(),
-    )
-    .max_keys(4)
-    .build()
-    .unwrap();
+    let keyed = keyed("4/s", &clock);
     let (_, foreign) = keyed.reserve_key(&1, 1).unwrap().unwrap();
     assert!(!l.give_back(foreign));
     clock.advance(Duration::from_secs(1));
