@@ -342,10 +342,13 @@
 //! # }
 //! ```
 //!
-//! Code that should not care where it decides uses [`AnyPolicies`](crate::backend::AnyPolicies)
-//! (`build_on(Backend::…)`, or a configuration file's `backend = "redis"` with
-//! `PoliciesConfig::build_any`): the same `check`, `check_n` and `until_ready` either way, and
-//! the HTTP layer takes it as it is. Every algorithm runs in Redis; the exact sliding window is
+//! Code that should not care where it decides is written against the
+//! [`Backend`](crate::backend::Backend) trait, which both sets implement (`check_n`,
+//! `check_up_to`, `look`, `reset`, and [`wait::until_ready_with`](crate::wait::until_ready_with)
+//! over it); the HTTP layer takes any backend. [`AnyPolicies`](crate::backend::AnyPolicies) is
+//! either set, chosen when it is built (`build_on(BackendKind::…)`, or a configuration file's
+//! `backend = "redis"` with `PoliciesConfig::build_any`). Every algorithm runs in Redis; the
+//! exact sliding window is
 //! `RedisSlidingLog`. `cargo run -p flowgate-integration --example service` is the whole setup:
 //! an axum service whose API limits are shared by every instance.
 //!

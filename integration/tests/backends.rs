@@ -1,11 +1,11 @@
-//! One policy set on either backend: built from code ([`Backend`]) or from a configuration file
-//! (`backend = "redis"`), decided through the same [`AnyPolicies`] calls, with the same answers;
-//! Redis runs on a private `redis-server` on a loopback port.
+//! One policy set on either backend: built from code ([`BackendKind`]) or from a configuration
+//! file (`backend = "redis"`), decided through the same [`Backend`] calls, with the same
+//! answers; Redis runs on a private `redis-server` on a loopback port.
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use flowgate::backend::{AnyPolicies, Backend, BuildError};
+use flowgate::backend::{AnyPolicies, Backend, BackendKind, BuildError};
 use flowgate::clock::QuantaClock;
 use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
 use flowgate::redis::{BreakerState, RedisBackend, RedisConfigError};
@@ -16,7 +16,7 @@ use redis_server::RedisServer;
 async fn drive(limits: &AnyPolicies<str>) -> Vec<Result<(), String>> {
     let mut seen = Vec::new();
     for user in ["alice", "alice", "bob", "alice", "alice", "bob"] {
-        let answer = limits.check(user).await;
+        let answer = limits.check_n(user, 1).await.unwrap().outcome();
         seen.push(
             answer
                 .map(|_| ())
@@ -82,7 +82,12 @@ async fn the_backend_is_chosen_in_the_file_and_nothing_else_changes() {
     let other = file("redis", &server.url())
         .build_any(&keys, QuantaClock::new())
         .unwrap();
-    let refused = other.check("carol").await.unwrap_err();
+    let refused = other
+        .check_n("carol", 1)
+        .await
+        .unwrap()
+        .outcome()
+        .unwrap_err();
     assert_eq!(refused.policy(), Some("everyone"));
 }
 
@@ -94,9 +99,9 @@ async fn the_backend_is_chosen_in_code_and_nothing_else_changes() {
             .policy(Policy::keyed("per-user", |u: &str| u).quota("3/hour".parse().unwrap()))
             .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
     };
-    let in_process = set().build_on(Backend::InProcess).unwrap();
+    let in_process = set().build_on(BackendKind::InProcess).unwrap();
     let backend = RedisBackend::new(server.client()).prefix("backends-code");
-    let redis = set().build_on(Backend::Redis(backend)).unwrap();
+    let redis = set().build_on(BackendKind::Redis(backend)).unwrap();
     assert!(in_process.in_process().is_some() && in_process.redis().is_none());
     assert!(redis.redis().is_some() && redis.in_process().is_none());
     assert_eq!(drive(&in_process).await, drive(&redis).await);
@@ -104,7 +109,7 @@ async fn the_backend_is_chosen_in_code_and_nothing_else_changes() {
     // global one.
     for limits in [&in_process, &redis] {
         for _ in 0..2 {
-            let state = limits.check_n("dave", 0).await.unwrap().unwrap();
+            let state = limits.check_n("dave", 0).await.unwrap().outcome().unwrap();
             let seen = (state.remaining(), state.policy());
             assert_eq!(seen, (0, Some("everyone")), "{}", limits.backend_name());
         }
@@ -179,7 +184,7 @@ async fn bad_backends_are_errors_naming_the_setting() {
     .unwrap();
     assert_eq!(config.build(&keys, clock()).unwrap_err().field, "backend");
     // In code: the set's mistakes are `Policy`, Redis's own are `Redis`.
-    let none = Policies::<str>::builder().build_on(Backend::InProcess);
+    let none = Policies::<str>::builder().build_on(BackendKind::InProcess);
     assert_eq!(
         none.unwrap_err(),
         BuildError::Policy(PolicyError::NoPolicies)
@@ -187,7 +192,7 @@ async fn bad_backends_are_errors_naming_the_setting() {
     let backend = RedisBackend::new(redis_server::nobody()).prefix("a:b");
     let set = Policies::<str>::builder().policy(Policy::global("g").quota("1/s".parse().unwrap()));
     assert!(matches!(
-        set.build_on(Backend::Redis(backend)).unwrap_err(),
+        set.build_on(BackendKind::Redis(backend)).unwrap_err(),
         BuildError::Redis(RedisConfigError::BadName { what: "prefix", .. })
     ));
 }
@@ -198,6 +203,7 @@ async fn bad_backends_are_errors_naming_the_setting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_sleep_alike_on_either_backend() {
     use flowgate::clock::ManualClock;
+    use flowgate::wait::until_ready_with;
     use flowgate::{Error, WaitOptions};
     use std::sync::Mutex;
     use std::time::Duration;
@@ -213,8 +219,8 @@ async fn waits_sleep_alike_on_either_backend() {
         .prefix("waits")
         .client_time(true);
     let sets = [
-        set().build_on(Backend::InProcess).unwrap(),
-        set().build_on(Backend::Redis(backend)).unwrap(),
+        set().build_on(BackendKind::InProcess).unwrap(),
+        set().build_on(BackendKind::Redis(backend)).unwrap(),
     ];
     let mut slept_by = Vec::new();
     for limits in &sets {
@@ -224,17 +230,17 @@ async fn waits_sleep_alike_on_either_backend() {
             clock.advance(d);
             core::future::ready(())
         };
-        assert!(limits.check_n("erin", 2).await.unwrap().is_ok());
+        assert!(limits.check_n("erin", 2).await.unwrap().is_allowed());
         let options = WaitOptions::new();
-        let allowed = limits.until_ready_with("erin", 1, options, sleep).await;
+        let allowed = until_ready_with(limits, "erin", 1, options, sleep).await;
         assert_eq!(allowed.unwrap().remaining(), 0, "{}", limits.backend_name());
         // Within 100 ms the next cell (500 ms away) cannot come: refused without sleeping.
         let before = slept.lock().unwrap().len();
         let bounded = WaitOptions::new().at_most(Duration::from_millis(100));
-        let refused = limits.until_ready_with("erin", 1, bounded, sleep).await;
+        let refused = until_ready_with(limits, "erin", 1, bounded, sleep).await;
         assert!(matches!(refused, Err(Error::Refused(_))), "{refused:?}");
         assert_eq!(slept.lock().unwrap().len(), before);
-        let never = limits.until_ready_with("erin", 3, options, sleep).await;
+        let never = until_ready_with(limits, "erin", 3, options, sleep).await;
         assert!(matches!(never, Err(Error::Capacity(_))), "{never:?}");
         clock.advance(Duration::from_secs(5));
         slept_by.push(slept.into_inner().unwrap());

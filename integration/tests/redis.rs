@@ -378,7 +378,7 @@ async fn conform<R, Q>(
                 "{context}"
             ),
             (Ok(verdict), Ok(Ok(admission))) => {
-                assert_eq!(verdict.source(), Source::Redis, "{context}");
+                assert_eq!(verdict.source(), Source::Buckets, "{context}");
                 let a = allowed(&verdict);
                 let tightest = admission.by().expect("an enforcing policy applied");
                 assert_eq!(a.gauge(), admission.gauge(), "{context}");
@@ -696,7 +696,7 @@ async fn a_slow_server_times_out_and_the_call_is_not_replayed() {
     // The timed-out call ran once the server woke (it was already sent) and took its cell; it
     // was not sent again, so exactly one cell is left now.
     let verdict = limiter.check("slow").await.unwrap();
-    assert_eq!(verdict.source(), Source::Redis);
+    assert_eq!(verdict.source(), Source::Buckets);
     assert_eq!(allowed(&verdict).remaining(), 0);
     // Three decisions, one round trip each, and the script's first load.
     let stats = limiter.stats();
@@ -726,8 +726,8 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
                 .timeout(Duration::from_millis(200)),
         )
         .unwrap();
-    assert_eq!(local.check("k").await.unwrap().source(), Source::Redis);
-    assert_eq!(open.check("k").await.unwrap().source(), Source::Redis);
+    assert_eq!(local.check("k").await.unwrap().source(), Source::Buckets);
+    assert_eq!(open.check("k").await.unwrap().source(), Source::Buckets);
     assert!(!open.check("k").await.unwrap().is_allowed());
 
     server.kill();
@@ -753,12 +753,12 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
     let deadline = Instant::now() + Duration::from_secs(10);
     let verdict = loop {
         let verdict = local.check("k").await.unwrap();
-        if verdict.source() == Source::Redis || Instant::now() > deadline {
+        if verdict.source() == Source::Buckets || Instant::now() > deadline {
             break verdict;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(verdict.source(), Source::Redis);
+    assert_eq!(verdict.source(), Source::Buckets);
     assert_eq!(allowed(&verdict).remaining(), 9);
     let stats = local.stats();
     let failed = stats.connection_failures + stats.timeouts;
@@ -1138,7 +1138,7 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
             &clock,
         );
     let first = limiter.check("leased").await.unwrap();
-    assert_eq!(first.source(), Source::Redis);
+    assert_eq!(first.source(), Source::Buckets);
     assert_eq!(allowed(&first).remaining(), 5, "the lease booked 5 of 10");
     for _ in 0..4 {
         assert_eq!(
@@ -1148,7 +1148,7 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     }
     // Empty: the next lease takes the 5 cells left in the bucket.
     let second = limiter.check("leased").await.unwrap();
-    assert_eq!(second.source(), Source::Redis);
+    assert_eq!(second.source(), Source::Buckets);
     assert_eq!(allowed(&second).remaining(), 0);
     assert_eq!(limiter.stats().lease_admitted, 4);
     // Past the lease's lifetime its 4 unused cells are not spent here: they go back with the
@@ -1156,7 +1156,7 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     // takes a new lease of 5 from the 7 cells then free: 2 remain.
     clock.advance(Duration::from_millis(350));
     let third = limiter.check("leased").await.unwrap();
-    assert_eq!(third.source(), Source::Redis);
+    assert_eq!(third.source(), Source::Buckets);
     assert_eq!(allowed(&third).remaining(), 2);
     let stats = limiter.stats();
     assert_eq!(
@@ -1187,11 +1187,11 @@ async fn a_lease_is_given_back_only_if_nothing_was_decided_on_top_of_it() {
     let admitted = |outcomes: Vec<Verdict>| outcomes.iter().filter(|v| v.is_allowed()).count();
 
     // Nothing on top: the unused cell comes back, and the bucket is as if only one was taken.
-    assert_eq!(leased.check("a").await.unwrap().source(), Source::Redis);
+    assert_eq!(leased.check("a").await.unwrap().source(), Source::Buckets);
     assert_eq!(leased.return_leases().await, 1);
     assert_eq!(allowed(&plain.check("a").await.unwrap()).remaining(), 0);
 
-    assert_eq!(leased.check("b").await.unwrap().source(), Source::Redis);
+    assert_eq!(leased.check("b").await.unwrap().source(), Source::Buckets);
     clock.advance(Duration::from_secs(120));
     assert!(plain.check("b").await.unwrap().is_allowed());
     clock.advance(Duration::from_secs(30));
@@ -1219,7 +1219,7 @@ async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
         );
     // Five keys, each with a lease of 5 cells of which 4 are unused.
     for key in ["a", "b", "c", "d", "e"] {
-        assert_eq!(limiter.check(key).await.unwrap().source(), Source::Redis);
+        assert_eq!(limiter.check(key).await.unwrap().source(), Source::Buckets);
     }
     server.kill();
     let trips = limiter.stats().round_trips;
@@ -1303,7 +1303,7 @@ async fn a_sliding_log_in_redis_is_exact_in_every_window() {
         };
         let there = log.check_n("k", n).await.unwrap();
         let here = twin.check_n(n).unwrap();
-        assert_eq!(there.source(), Source::Redis);
+        assert_eq!(there.source(), Source::Buckets);
         match (there.outcome(), here) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(

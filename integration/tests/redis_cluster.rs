@@ -103,7 +103,7 @@ async fn decisions_agree_with_one_server() {
             one.check_n(user, n).await.unwrap(),
             many.check_n(user, n).await.unwrap(),
         );
-        assert_eq!(b.source(), Source::Redis, "step {step}");
+        assert_eq!(b.source(), Source::Buckets, "step {step}");
         assert_eq!(a.is_allowed(), b.is_allowed(), "step {step}: {user} n={n}");
         match (a.outcome(), b.outcome()) {
             (Ok(x), Ok(y)) => {
@@ -140,7 +140,7 @@ async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
     // The global quota is spent: every later decision is refused in the second slot.
     for _ in 0..3 {
         let verdict = limiter.check("alice").await.unwrap();
-        assert_eq!(verdict.source(), Source::Redis);
+        assert_eq!(verdict.source(), Source::Buckets);
         let refused = verdict.outcome().unwrap_err();
         assert_eq!(refused.policy(), Some("all"));
         assert_eq!(value(&cluster, user_key), after_first, "put back exactly");
@@ -157,7 +157,7 @@ async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
         let mut admitted = 0;
         for _ in 0..5 {
             let verdict = log.check(key).await.unwrap();
-            assert_eq!(verdict.source(), Source::Redis, "{key}");
+            assert_eq!(verdict.source(), Source::Buckets, "{key}");
             admitted += u32::from(verdict.is_allowed());
         }
         assert_eq!(admitted, 3, "{key}");
@@ -226,7 +226,7 @@ async fn a_slot_moved_under_load_loses_no_decision_and_admits_nothing_extra() {
     }
     assert!(moved >= 1, "the hot key moved");
     assert_eq!(cluster.node_for_slot(slot), to);
-    let elsewhere: Vec<_> = sources.iter().filter(|s| **s != Source::Redis).collect();
+    let elsewhere: Vec<_> = sources.iter().filter(|s| **s != Source::Buckets).collect();
     assert!(
         elsewhere.is_empty(),
         "{} decisions not from Redis, the first {:?}",
@@ -300,7 +300,7 @@ async fn a_failure_between_slots_costs_cells_and_never_admits_extra() {
     let mut admitted = 0;
     for i in 0..20 {
         let verdict = limiter.check(&format!("other{i}")).await.unwrap();
-        if verdict.source() == Source::Redis && verdict.is_allowed() {
+        if verdict.source() == Source::Buckets && verdict.is_allowed() {
             admitted += 1;
         }
     }
@@ -324,7 +324,7 @@ async fn a_killed_master_fails_over_and_decisions_follow_the_failure_policy_mean
             .on_failure(OnFailure::Local { share: 0.5 }),
     )
     .unwrap();
-    assert_eq!(limiter.check("a").await.unwrap().source(), Source::Redis);
+    assert_eq!(limiter.check("a").await.unwrap().source(), Source::Buckets);
     let index = (cluster.masters().iter())
         .position(|m| *m == cluster.node_for_slot(cluster.slot_of(hot)))
         .unwrap();
@@ -335,7 +335,7 @@ async fn a_killed_master_fails_over_and_decisions_follow_the_failure_policy_mean
     for i in 0..4_000 {
         let verdict = limiter.check(&format!("u{}", i % 50)).await.unwrap();
         match verdict.source() {
-            Source::Redis => {
+            Source::Buckets => {
                 if failed > 0 {
                     back = Some(killed.at.elapsed());
                     break;
@@ -381,7 +381,7 @@ async fn a_configuration_file_names_a_cluster() {
     let mut admitted = Vec::new();
     for user in ["a", "a", "a", "b", "c"] {
         let verdict = limiter.check(user).await.unwrap();
-        assert_eq!(verdict.source(), Source::Redis);
+        assert_eq!(verdict.source(), Source::Buckets);
         admitted.push(verdict.is_allowed());
     }
     // Two for "a", then the global three are spent.

@@ -92,11 +92,11 @@ async fn a_hung_server_costs_a_decision_at_most_its_deadline() {
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(10)).await;
             source = Some(limiter.check("hot").await.unwrap().source());
-            if source == Some(Source::Redis) {
+            if source == Some(Source::Buckets) {
                 break;
             }
         }
-        assert_eq!(source, Some(Source::Redis), "lease {lease}");
+        assert_eq!(source, Some(Source::Buckets), "lease {lease}");
     }
 }
 
@@ -129,7 +129,7 @@ async fn outage(breaker: Breaker) -> Outage {
         .unwrap();
     for task in 0..TASKS {
         let verdict = limiter.check(&task.to_string()).await.unwrap();
-        assert_eq!(verdict.source(), Source::Redis);
+        assert_eq!(verdict.source(), Source::Buckets);
     }
     let before = limiter.stats();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -178,7 +178,7 @@ async fn outage(breaker: Breaker) -> Outage {
     // Until a decision comes from Redis again (bounded: 2 s).
     let mut back = None;
     for _ in 0..2_000 {
-        if limiter.check("probe").await.unwrap().source() == Source::Redis {
+        if limiter.check("probe").await.unwrap().source() == Source::Buckets {
             back = Some(Instant::now());
             break;
         }

@@ -48,7 +48,7 @@ fn on_clock<R: ?Sized + 'static>(
 
 /// The cells taken, or `None` for a refusal (which must take none).
 fn taken((taken, verdict): (u32, Verdict)) -> Option<u32> {
-    assert_eq!(verdict.source(), Source::Redis);
+    assert_eq!(verdict.source(), Source::Buckets);
     if verdict.is_allowed() {
         Some(taken)
     } else {
@@ -303,7 +303,7 @@ async fn agree(
         flowgate::policy::seed_jitter(step);
         let local = twin.check_up_to(&r, n);
         let context = format!("step {step}: {r:?} n={n}");
-        assert_eq!(verdict.source(), Source::Redis, "{context}");
+        assert_eq!(verdict.source(), Source::Buckets, "{context}");
         match (verdict.outcome(), local) {
             (Ok(remote), Ok((k, local))) => {
                 assert_eq!(count, k, "{context}");
@@ -403,7 +403,7 @@ async fn concurrent_takers_never_take_more_than_the_buckets_hold() {
                     let (mut total, mut partial) = (0, 0);
                     loop {
                         let (k, verdict) = limiter.check_up_to("hot", 9).await;
-                        assert_eq!(verdict.source(), Source::Redis, "{verdict:?}");
+                        assert_eq!(verdict.source(), Source::Buckets, "{verdict:?}");
                         if !verdict.is_allowed() {
                             return (total, partial);
                         }
@@ -510,7 +510,7 @@ mod cluster {
                 many.check_up_to(user, n).await,
             );
             let context = format!("step {step}: {user} n={n}");
-            assert_eq!(b.source(), Source::Redis, "{context}");
+            assert_eq!(b.source(), Source::Buckets, "{context}");
             assert_eq!((a.0, a.1.is_allowed()), (k, b.is_allowed()), "{context}");
             match (a.1.outcome(), b.outcome()) {
                 (Ok(x), Ok(y)) => {
@@ -544,7 +544,7 @@ mod cluster {
                     let mut total = 0;
                     loop {
                         let (k, verdict) = many.check_up_to(user, 4).await;
-                        assert_eq!(verdict.source(), Source::Redis, "{verdict:?}");
+                        assert_eq!(verdict.source(), Source::Buckets, "{verdict:?}");
                         if !verdict.is_allowed() {
                             return total;
                         }

@@ -50,7 +50,7 @@ async fn both(
     context: &str,
 ) -> Result<u32, u64> {
     let remote = redis.check_n("", n).await.expect("within the burst");
-    assert_eq!(remote.source(), Source::Redis, "{context}");
+    assert_eq!(remote.source(), Source::Buckets, "{context}");
     match (
         remote.outcome(),
         local.check_n("", n).expect("within the burst"),

@@ -1,22 +1,25 @@
-//! [`AnyPolicies`]: one policy set, decided in process or in Redis as chosen when it is built
-//! ([`Backend`] in code, `backend` in a configuration file), behind one asynchronous API that
-//! answers in the same outcomes either way. Code written against it switches backends by
-//! changing the backend and nothing else.
+//! The seam between a policy set and the place it decides: [`Backend`]. The HTTP middleware,
+//! the asynchronous waits and the metrics are written once against it and never name a
+//! backend. A [`Policies`](crate::Policies) set is the in-process backend (it decides at once,
+//! without an allocation or an await point); `flowgate-redis` implements the same trait for
+//! sets whose buckets live in Redis.
 //!
 //! ```
-//! use flowgate::backend::{AnyPolicies, Backend};
+//! use flowgate::backend::Backend;
 //! use flowgate::policy::{Policies, Policy};
 //!
+//! /// Written once: any backend, in process or remote.
+//! async fn admit(limits: &impl Backend<str>, user: &str) -> bool {
+//!     matches!(limits.check_n(user, 1).await, Ok(verdict) if verdict.is_allowed())
+//! }
+//!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! // `Backend::Redis(RedisBackend::new(client))` with the `redis` feature.
-//! let backend = Backend::InProcess;
-//! let limits: AnyPolicies<str> = Policies::builder()
+//! let limits = Policies::<str>::builder()
 //!     .policy(Policy::keyed("user", |user: &str| user).quota("2/min".parse()?))
-//!     .build_on(backend)?;
-//! assert!(limits.check("alice").await.is_ok());
-//! assert!(limits.check("alice").await.is_ok());
-//! let refused = limits.check("alice").await.unwrap_err();
-//! assert_eq!(refused.policy(), Some("user"));
+//!     .build()?;
+//! assert!(admit(&limits, "alice").await);
+//! assert!(admit(&limits, "alice").await);
+//! assert!(!admit(&limits, "alice").await);
 //! # Ok(())
 //! # }
 //! # block_on(run()).unwrap();
@@ -25,339 +28,296 @@
 //! # }
 //! ```
 //!
-//! In process, a decision is the [`Policies`] set's own (no await point is ever pending); in
-//! Redis it is a `redis::RedisLimiter`'s (feature `redis`), whose failure policy answers
-//! when Redis does not. [`AnyPolicies::in_process`] and `AnyPolicies::redis` give the set
-//! itself, for what only one backend has (quota replacement and sweeping in process; leases
-//! and the Redis counters).
+//! Every answer says where it came from ([`Source`]): the buckets themselves, a lease, or a
+//! failure policy that decided because the backend could not ([`Failure`]).
 
+mod any;
 #[cfg(feature = "serde")]
 mod config;
+mod in_process;
+mod verdict;
 
-use core::fmt;
 use core::future::Future;
-use core::time::Duration;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::sync::Arc;
 
-use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Allowed, Cited, Error, InsufficientCapacity, Refused};
-use crate::policy::{Policies, PoliciesBuilder, PolicyError};
+use crate::outcome::{Cited, Error, InsufficientCapacity, QuotaState, Refused};
 use crate::quota::Quota;
-#[cfg(feature = "redis")]
-use crate::redis::{RedisBackend, RedisConfigError, RedisLimiter};
-use crate::wait::WaitOptions;
+use crate::wait::{as_is, judge, Attempt};
 
-/// Where a policy set keeps its buckets and decides.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-// A setting, built once per set: its size costs nothing, and a box would cost every user a
-// `Box::new` to write one.
-#[allow(clippy::large_enum_variant)]
-pub enum Backend {
-    /// In this process: lock-free, no I/O, limits per process.
-    #[default]
-    InProcess,
-    /// In Redis (feature `redis`): limits shared by every process on the same prefix.
-    #[cfg(feature = "redis")]
-    Redis(RedisBackend),
-}
+pub use any::{AnyPolicies, BackendKind, BuildError};
+pub use verdict::{Failure, Source, Verdict};
 
-/// Why a policy set could not be built on its backend.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// The set is invalid on any backend.
-    Policy(PolicyError),
-    /// Redis cannot run the set as configured (feature `redis`).
-    #[cfg(feature = "redis")]
-    Redis(RedisConfigError),
-}
+/// A middleware's decision: admitted or refused (with the refusal's reason), or `n` beyond an
+/// enforcing quota's capacity.
+pub type Answer = Result<Result<(), Refused<Cited>>, InsufficientCapacity>;
 
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Policy(error) => error.fmt(f),
-            #[cfg(feature = "redis")]
-            Self::Redis(error) => error.fmt(f),
-        }
-    }
-}
+/// Where a policy set decides: in this process, or elsewhere (a server). See the
+/// [module docs](self).
+///
+/// Every method decides all or nothing across the set's policies and quotas, as
+/// [`Policies::check_n`](crate::Policies::check_n) does, and reports the states of quotas
+/// as [`QuotaState`]s.
+pub trait Backend<R: ?Sized>: Send + Sync + 'static {
+    /// A [`decide`](Self::decide) that has to wait for an answer: [`AtOnce`] (no such value)
+    /// for a backend that always answers at once, else a [`Remote`] future.
+    type Pending: Pending;
 
-impl core::error::Error for BuildError {}
-
-impl From<PolicyError> for BuildError {
-    fn from(error: PolicyError) -> Self {
-        Self::Policy(error)
-    }
-}
-
-#[cfg(feature = "redis")]
-impl From<RedisConfigError> for BuildError {
-    fn from(error: RedisConfigError) -> Self {
-        match error {
-            RedisConfigError::Policy(error) => Self::Policy(error),
-            other => Self::Redis(other),
-        }
-    }
-}
-
-/// Where an [`AnyPolicies`] decides.
-pub(crate) enum Inner<R: ?Sized, C: Clock> {
-    InProcess(Arc<Policies<R, C>>),
-    #[cfg(feature = "redis")]
-    Redis(RedisLimiter<R, C>),
-}
-
-/// A policy set on either backend; see the [module docs](self). Cheap to clone (the clones
-/// share the set).
-pub struct AnyPolicies<R: ?Sized, C: Clock = QuantaClock> {
-    pub(crate) inner: Inner<R, C>,
-}
-
-impl<R: ?Sized, C: Clock> Clone for AnyPolicies<R, C> {
-    fn clone(&self) -> Self {
-        let inner = match &self.inner {
-            Inner::InProcess(set) => Inner::InProcess(Arc::clone(set)),
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => Inner::Redis(set.clone()),
-        };
-        Self { inner }
-    }
-}
-
-impl<R: ?Sized, C: Clock> fmt::Debug for AnyPolicies<R, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnyPolicies")
-            .field("backend", &self.backend_name())
-            .field("policies", &self.names())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<R: ?Sized, C: Clock> From<Policies<R, C>> for AnyPolicies<R, C> {
-    fn from(set: Policies<R, C>) -> Self {
-        Self::from(Arc::new(set))
-    }
-}
-
-impl<R: ?Sized, C: Clock> From<Arc<Policies<R, C>>> for AnyPolicies<R, C> {
-    fn from(set: Arc<Policies<R, C>>) -> Self {
-        Self {
-            inner: Inner::InProcess(set),
-        }
-    }
-}
-
-#[cfg(feature = "redis")]
-impl<R: ?Sized, C: Clock> From<RedisLimiter<R, C>> for AnyPolicies<R, C> {
-    fn from(set: RedisLimiter<R, C>) -> Self {
-        Self {
-            inner: Inner::Redis(set),
-        }
-    }
-}
-
-impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
-    /// Takes one cell from every quota of every policy that applies to `request`, or nothing.
+    /// Decides `n` cells for `request` (`n = 0` takes nothing), for a caller that wants only a
+    /// yes or no and, if `states` is given, the state of every enforcing quota that applies:
+    /// after an admission, as the admission left them; after a refusal or for too many cells,
+    /// as they stood at the decision's reading, the refusing quota reported with nothing left.
     ///
-    /// # Errors
-    /// [`Refused`] names the refusing policy and quota and says when to retry.
-    pub async fn check(&self, request: &R) -> Result<Allowed<Cited>, Refused<Cited>> {
-        match self.check_n(request, 1).await {
-            Ok(answer) => answer,
-            // One cell never exceeds a capacity (every capacity is at least 1).
-            Err(capacity) => Err(capacity.never()),
-        }
-    }
+    /// A backend that answers at once returns [`Decision::Now`], having told `states`; one
+    /// that has to wait returns [`Decision::Pending`], whose [`Settled`] carries the states.
+    fn decide<S: States>(
+        &self,
+        request: &R,
+        n: u32,
+        states: Option<&mut S>,
+    ) -> Decision<Self::Pending>;
 
     /// Takes `n` cells from every quota of every policy that applies, or nothing; `n = 0`
-    /// takes nothing and reports the quotas as they are.
+    /// reports the quotas as they are. The verdict describes the tightest enforcing quota, or
+    /// the refusing one and when to retry.
     ///
     /// # Errors
-    /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the capacity of a quota of
-    /// an enforcing policy that applies: the request can never succeed. The inner `Err` is a
-    /// [`Refused<Cited>`](Refused), naming the refusing policy and quota.
-    pub async fn check_n(
+    /// [`InsufficientCapacity`] when `n` exceeds an enforcing quota's capacity.
+    fn check_n(
         &self,
         request: &R,
         n: u32,
-    ) -> Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity> {
-        match &self.inner {
-            Inner::InProcess(set) => set.check_n(request, n),
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => Ok(set.check_n(request, n).await?.outcome()),
-        }
-    }
+    ) -> impl Future<Output = Result<Verdict, InsufficientCapacity>> + Send;
 
-    /// Takes as many cells as the tightest enforcing quota that applies to `request` holds
-    /// now, up to `n`, and says how many: `Ok((k, allowed))` with `1 ≤ k ≤ n` (`(0, state)`
-    /// for `n = 0`), or the refusal of one cell. Dry-run policies do not limit `k`; `n` may
-    /// exceed every burst. [`Policies::check_up_to`] in process; in Redis
-    /// `RedisLimiter::check_up_to`, which counts and takes in one script call (no lease), and
-    /// whose failure policy answers when Redis does not.
-    ///
-    /// ```
-    /// use flowgate::backend::{AnyPolicies, Backend};
-    /// use flowgate::policy::{Policies, Policy};
-    ///
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let limits: AnyPolicies<str> = Policies::builder()
-    ///     .policy(Policy::keyed("user", |user: &str| user).quota("5/min".parse()?))
-    ///     .build_on(Backend::InProcess)?;
-    /// assert_eq!(limits.check_up_to("alice", 8).await?.0, 5);
-    /// assert!(limits.check_up_to("alice", 8).await.is_err());
-    /// # Ok(())
-    /// # }
-    /// # block_on(run()).unwrap();
-    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
-    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-    /// # }
-    /// ```
+    /// Takes as many cells as the tightest enforcing quota holds, up to `n`, and says how
+    /// many (`1 ≤ k ≤ n` when admitted, `0` for `n = 0`), or the refusal of one cell.
+    fn check_up_to(&self, request: &R, n: u32) -> impl Future<Output = (u32, Verdict)> + Send;
+
+    /// The state of every enforcing quota that applies to `request`, in evaluation order,
+    /// taking nothing.
     ///
     /// # Errors
-    /// [`Refused<Cited>`](Refused), as [`check`](Self::check) refuses one cell.
-    pub async fn check_up_to(
+    /// The [`Failure`] if the backend could not be read (nothing was visited).
+    fn look(&self, request: &R) -> impl Future<Output = Result<Vec<QuotaState>, Failure>> + Send;
+
+    /// Empties every bucket `request` goes to, as if it had never been used.
+    ///
+    /// # Errors
+    /// The [`Failure`] if the backend could not be reached (then nothing is known to be reset).
+    fn reset(&self, request: &R) -> impl Future<Output = Result<(), Failure>> + Send;
+
+    /// Each policy, in evaluation order, with its quotas as the backend enforces them.
+    fn policies(&self) -> Vec<PolicyInfo>;
+
+    /// The backend's clock reading in nanoseconds, for waits that measure what they spent.
+    fn now(&self) -> u64;
+
+    /// One attempt of a wait: decides `n` cells now, admitting a delayed booking only within
+    /// `left` nanoseconds (a booking further ahead is given back, and refused with its wait).
+    ///
+    /// By default, [`check_n`](Self::check_n)'s verdict: an admission goes ahead after its
+    /// delay, booking nothing to give back; a refusal is retried after its wait while that is
+    /// within `left`.
+    fn attempt(
         &self,
         request: &R,
         n: u32,
-    ) -> Result<(u32, Allowed<Cited>), Refused<Cited>> {
-        match &self.inner {
-            Inner::InProcess(set) => set.check_up_to(request, n),
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => {
-                let (taken, verdict) = set.check_up_to(request, n).await;
-                verdict.outcome().map(|allowed| (taken, allowed))
+        left: u64,
+    ) -> impl Future<Output = Attempt<Self::Booking<'_>, Cited>> + Send {
+        // The verdict's future alone: the attempt holds nothing of the request.
+        let verdict = self.check_n(request, n);
+        async move {
+            match verdict.await {
+                Err(capacity) => Attempt::Fail(Error::Capacity(capacity)),
+                Ok(verdict) if n == 0 => as_is(Ok(verdict.outcome())),
+                Ok(verdict) => judge(verdict.outcome(), None, left, |_| false),
             }
         }
     }
 
-    /// Takes `n` cells from every quota that applies to `request`, sleeping through `sleep`
-    /// until all admit at once, within `options`' bound: the set's own wait (see
-    /// [`Policies::until_ready_with`], and `RedisLimiter::until_ready_with`, which retries
-    /// each refusal after its retry-after and never reserves).
-    ///
-    /// # Errors
-    /// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity; [`Error::Refused`]
-    /// when the wait would exceed the bound, or never ends.
-    pub async fn until_ready_with<F: Future<Output = ()>>(
-        &self,
-        request: &R,
-        n: u32,
-        options: WaitOptions,
-        sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed<Cited>, Error<Cited>> {
-        match &self.inner {
-            Inner::InProcess(set) => set.until_ready_with(request, n, options, sleep).await,
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => set.until_ready_with(request, n, options, sleep).await,
-        }
+    /// A booking an [`attempt`](Self::attempt) made ahead of time: given back if its wait is
+    /// dropped before the booking's time. [`Unbooked`] for a backend that never books ahead.
+    type Booking<'a>: crate::wait::GiveBack + Send
+    where
+        Self: 'a;
+}
+
+/// A policy as a backend enforces it: what [`Backend::policies`] lists.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PolicyInfo {
+    /// The policy's name.
+    pub name: String,
+    /// Whether it is a dry run (reports, never refuses).
+    pub dry_run: bool,
+    /// Its quotas, as enforced (a remote backend may round them).
+    pub quotas: Vec<Quota>,
+}
+
+/// What a [`Backend::decide`] reports quota states to.
+pub trait States {
+    /// One enforcing quota's state, in evaluation order.
+    fn push(&mut self, state: QuotaState);
+
+    /// Forgets the states pushed so far (a decision that went on to refuse, which then
+    /// reports the states it refused at).
+    fn clear(&mut self);
+}
+
+impl States for Vec<QuotaState> {
+    fn push(&mut self, state: QuotaState) {
+        Vec::push(self, state);
     }
 
-    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound
-    /// (feature `tokio`).
-    ///
-    /// # Errors
-    /// As [`until_ready_with`](Self::until_ready_with).
-    #[cfg(feature = "tokio")]
-    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
-        self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
-            .await
+    fn clear(&mut self) {
+        Vec::clear(self);
     }
+}
 
-    /// [`until_ready`](Self::until_ready) for at most `max_wait` (feature `tokio`).
-    ///
-    /// # Errors
-    /// As [`until_ready_with`](Self::until_ready_with).
-    #[cfg(feature = "tokio")]
-    pub async fn until_ready_within(
-        &self,
-        request: &R,
-        n: u32,
-        max_wait: Duration,
-    ) -> Result<Allowed<Cited>, Error<Cited>> {
-        let options = WaitOptions::new().at_most(max_wait);
-        self.until_ready_with(request, n, options, tokio::time::sleep)
-            .await
-    }
+/// What [`Backend::decide`] gives: the answer now, or a decision under way.
+#[derive(Debug)]
+pub enum Decision<P> {
+    /// Decided at once (the states, if asked for, already told).
+    Now(Answer),
+    /// To be awaited.
+    Pending(P),
+}
 
-    /// The policies' names, in evaluation order.
-    pub fn names(&self) -> Vec<&str> {
-        match &self.inner {
-            Inner::InProcess(set) => set.names().collect(),
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => set.names().collect(),
-        }
-    }
+/// What a pending decision comes to: the answer, where it came from, and the states of the
+/// quotas it went through (if they were asked for).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Settled {
+    /// Admitted, refused, or too many cells.
+    pub answer: Answer,
+    /// Where the answer came from.
+    pub source: Source,
+    /// As [`Backend::decide`] describes them; empty if they were not asked for.
+    pub states: Vec<QuotaState>,
+}
 
-    /// The quotas of the policy `name` as the backend enforces them (in Redis, intervals
-    /// rounded up to whole µs).
-    ///
-    /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
-        match &self.inner {
-            Inner::InProcess(set) => set.quotas(name),
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => set.quotas(name),
-        }
-    }
-
-    /// Each policy's name, whether it is a dry run, and its quotas as enforced, in evaluation
-    /// order.
-    #[cfg(feature = "tower")]
-    pub(crate) fn describe(&self) -> Vec<(String, bool, Vec<Quota>)> {
-        match &self.inner {
-            Inner::InProcess(set) => (set.stats().into_iter())
-                .map(|stats| {
-                    let quotas = set.quotas(&stats.name).unwrap_or_default();
-                    (stats.name, stats.dry_run, quotas)
-                })
-                .collect(),
-            #[cfg(feature = "redis")]
-            Inner::Redis(set) => set.describe(),
-        }
-    }
-
-    /// `"in_process"` or `"redis"`.
-    pub fn backend_name(&self) -> &'static str {
-        match &self.inner {
-            Inner::InProcess(_) => "in_process",
-            #[cfg(feature = "redis")]
-            Inner::Redis(_) => "redis",
-        }
-    }
-
-    /// The in-process set, if that is the backend.
-    pub fn in_process(&self) -> Option<&Arc<Policies<R, C>>> {
-        match &self.inner {
-            Inner::InProcess(set) => Some(set),
-            #[cfg(feature = "redis")]
-            Inner::Redis(_) => None,
-        }
-    }
-
-    /// The Redis set, if that is the backend (feature `redis`).
-    #[cfg(feature = "redis")]
-    pub fn redis(&self) -> Option<&RedisLimiter<R, C>> {
-        match &self.inner {
-            Inner::Redis(set) => Some(set),
-            Inner::InProcess(_) => None,
+impl Settled {
+    /// `answer` from `source`, with `states`.
+    pub fn new(answer: Answer, source: Source, states: Vec<QuotaState>) -> Self {
+        Self {
+            answer,
+            source,
+            states,
         }
     }
 }
 
-impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuilder<R, C> {
-    /// The policy set on `backend`: [`build`](Self::build) for [`Backend::InProcess`],
-    /// `build_redis` for `Backend::Redis`.
-    ///
-    /// # Errors
-    /// [`BuildError::Policy`] for a set that is invalid anywhere; with the `redis` feature,
-    /// `BuildError::Redis` for what Redis cannot run.
-    pub fn build_on(self, backend: Backend) -> Result<AnyPolicies<R, C>, BuildError> {
-        match backend {
-            Backend::InProcess => Ok(self.build()?.into()),
-            #[cfg(feature = "redis")]
-            Backend::Redis(redis) => Ok(self.build_redis(redis)?.into()),
-        }
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::AtOnce {}
+    impl Sealed for super::Remote {}
+}
+
+/// The pending decision of a [`Backend`]: [`AtOnce`] or [`Remote`], nothing else (sealed), so
+/// that the middleware knows from the type alone whether a request can wait for its
+/// decision, and asks nothing of an in-process user's service for a case that never happens.
+pub trait Pending: sealed::Sealed + Future<Output = Settled> + Send + 'static {}
+
+impl Pending for AtOnce {}
+impl Pending for Remote {}
+
+/// The [`Backend::Pending`] of a backend that always decides at once: no value of it exists.
+#[derive(Debug)]
+pub enum AtOnce {}
+
+impl Future for AtOnce {
+    type Output = Settled;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Settled> {
+        match *self {}
+    }
+}
+
+/// The [`Backend::Pending`] of a backend that waits for a server: its decision, boxed (one
+/// allocation beside a round trip).
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Remote(Pin<Box<dyn Future<Output = Settled> + Send>>);
+
+impl Remote {
+    /// The decision `future` will settle.
+    pub fn new(future: impl Future<Output = Settled> + Send + 'static) -> Self {
+        Self(Box::pin(future))
+    }
+}
+
+impl core::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Remote")
+    }
+}
+
+impl Future for Remote {
+    type Output = Settled;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Settled> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+/// The booking of a backend that never books ahead (its waits retry): no value of it exists.
+#[derive(Debug)]
+pub enum Unbooked {}
+
+impl crate::wait::GiveBack for Unbooked {
+    fn give_back(self) {
+        match self {}
+    }
+}
+
+impl<R: ?Sized, B: Backend<R>> Backend<R> for Arc<B> {
+    type Pending = B::Pending;
+    type Booking<'a> = B::Booking<'a>;
+
+    #[inline]
+    fn decide<S: States>(
+        &self,
+        request: &R,
+        n: u32,
+        states: Option<&mut S>,
+    ) -> Decision<B::Pending> {
+        (**self).decide(request, n, states)
+    }
+
+    fn check_n(
+        &self,
+        request: &R,
+        n: u32,
+    ) -> impl Future<Output = Result<Verdict, InsufficientCapacity>> + Send {
+        (**self).check_n(request, n)
+    }
+
+    fn check_up_to(&self, request: &R, n: u32) -> impl Future<Output = (u32, Verdict)> + Send {
+        (**self).check_up_to(request, n)
+    }
+
+    fn look(&self, request: &R) -> impl Future<Output = Result<Vec<QuotaState>, Failure>> + Send {
+        (**self).look(request)
+    }
+
+    fn reset(&self, request: &R) -> impl Future<Output = Result<(), Failure>> + Send {
+        (**self).reset(request)
+    }
+
+    fn policies(&self) -> Vec<PolicyInfo> {
+        (**self).policies()
+    }
+
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+
+    fn attempt(
+        &self,
+        request: &R,
+        n: u32,
+        left: u64,
+    ) -> impl Future<Output = Attempt<Self::Booking<'_>, Cited>> + Send {
+        (**self).attempt(request, n, left)
     }
 }

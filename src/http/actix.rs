@@ -20,15 +20,13 @@ use actix_web::{Error, HttpResponse};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
-#[cfg(feature = "redis")]
-use super::future::Decision;
+use super::future::Conclusion;
 use super::inbound::MatchedRoute;
-use super::service::{judge, unkeyed};
-use super::{peer_addr, RateLimitLayer, Shared, RATELIMIT, RATELIMIT_POLICY};
-use crate::backend::Inner;
-use crate::clock::Clock;
+use super::service::{judge, unkeyed, Judged};
+use super::{peer_addr, Inbound, RateLimitLayer, Shared, RATELIMIT, RATELIMIT_POLICY};
+use crate::backend::Backend;
 
-impl<C: Clock> RateLimitLayer<C> {
+impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// This layer as actix-web middleware, for `App::wrap` or `Scope::wrap`: the same
     /// decisions, headers and refusals as the tower service.
     ///
@@ -54,7 +52,7 @@ impl<C: Clock> RateLimitLayer<C> {
     /// # let _ = app;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn actix(&self) -> ActixRateLimit<C> {
+    pub fn actix(&self) -> ActixRateLimit<B> {
         ActixRateLimit {
             shared: Arc::clone(&self.shared),
         }
@@ -63,11 +61,11 @@ impl<C: Clock> RateLimitLayer<C> {
 
 /// actix-web middleware made by [`RateLimitLayer::actix`]; clones share one policy set.
 #[must_use = "middleware does nothing until an App or Scope wraps it"]
-pub struct ActixRateLimit<C: Clock> {
-    shared: Arc<Shared<C>>,
+pub struct ActixRateLimit<B> {
+    shared: Arc<Shared<B>>,
 }
 
-impl<C: Clock> Clone for ActixRateLimit<C> {
+impl<B> Clone for ActixRateLimit<B> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -75,23 +73,21 @@ impl<C: Clock> Clone for ActixRateLimit<C> {
     }
 }
 
-impl<C: Clock> core::fmt::Debug for ActixRateLimit<C> {
+impl<B> core::fmt::Debug for ActixRateLimit<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ActixRateLimit")
-            .field("policies", &self.shared.policies.names())
-            .finish_non_exhaustive()
+        f.debug_struct("ActixRateLimit").finish_non_exhaustive()
     }
 }
 
-impl<S, B, C> Transform<S, ServiceRequest> for ActixRateLimit<C>
+impl<S, T, B> Transform<S, ServiceRequest> for ActixRateLimit<B>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: 'static,
-    C: Clock + Send + Sync + 'static,
+    S: Service<ServiceRequest, Response = ServiceResponse<T>, Error = Error> + 'static,
+    T: 'static,
+    B: Backend<Inbound>,
 {
-    type Response = ServiceResponse<EitherBody<B>>;
+    type Response = ServiceResponse<EitherBody<T>>;
     type Error = Error;
-    type Transform = ActixRateLimitService<S, C>;
+    type Transform = ActixRateLimitService<S, B>;
     type InitError = ();
     type Future = Ready<Result<Self::Transform, ()>>;
 
@@ -105,12 +101,12 @@ where
 
 /// The service [`ActixRateLimit`] wraps around an actix service.
 #[must_use = "services do nothing unless called"]
-pub struct ActixRateLimitService<S, C: Clock> {
+pub struct ActixRateLimitService<S, B> {
     inner: Rc<S>,
-    shared: Arc<Shared<C>>,
+    shared: Arc<Shared<B>>,
 }
 
-impl<S, C: Clock> core::fmt::Debug for ActixRateLimitService<S, C> {
+impl<S, B> core::fmt::Debug for ActixRateLimitService<S, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("ActixRateLimitService")
             .finish_non_exhaustive()
@@ -119,15 +115,15 @@ impl<S, C: Clock> core::fmt::Debug for ActixRateLimitService<S, C> {
 
 type Answer<B> = Result<ServiceResponse<EitherBody<B>>, Error>;
 
-impl<S, B, C> Service<ServiceRequest> for ActixRateLimitService<S, C>
+impl<S, T, B> Service<ServiceRequest> for ActixRateLimitService<S, B>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: 'static,
-    C: Clock + Send + Sync + 'static,
+    S: Service<ServiceRequest, Response = ServiceResponse<T>, Error = Error> + 'static,
+    T: 'static,
+    B: Backend<Inbound>,
 {
-    type Response = ServiceResponse<EitherBody<B>>;
+    type Response = ServiceResponse<EitherBody<T>>;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Answer<B>>>>;
+    type Future = Pin<Box<dyn Future<Output = Answer<T>>>>;
 
     fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
@@ -145,28 +141,24 @@ where
             }
         }
         let inner = Rc::clone(&self.inner);
-        // One arm without the `redis` feature.
-        #[allow(clippy::infallible_destructuring_match)]
-        let policies = match &shared.policies.inner {
-            Inner::InProcess(policies) => policies,
-            #[cfg(feature = "redis")]
-            Inner::Redis(limiter) => {
-                let decision = super::remote::decision(&self.shared, limiter, head, client);
-                return Box::pin(async move {
-                    match decision.await.1 {
-                        Decision::Admit(headers) => {
-                            admit(inner.call(request), headers.map(|h| *h)).await
-                        }
-                        Decision::Refuse(response, delay) => refuse(request, response, delay).await,
-                    }
-                });
-            }
-        };
-        match judge(shared, policies, &head, client) {
-            Ok(headers) => Box::pin(admit(inner.call(request), headers.map(|h| *h))),
-            Err(refused) => {
+        match judge(shared, &head, client) {
+            Judged::Admit(headers) => Box::pin(admit(inner.call(request), headers.map(|h| *h))),
+            Judged::Refuse(refused) => {
                 let (response, delay) = *refused;
                 Box::pin(refuse(request, response, delay))
+            }
+            Judged::Pending(pending) => {
+                let shared = Arc::clone(&self.shared);
+                Box::pin(async move {
+                    match shared.conclude(pending.await, head.headers()) {
+                        Conclusion::Admit(headers) => {
+                            admit(inner.call(request), headers.map(|h| *h)).await
+                        }
+                        Conclusion::Refuse(response, delay) => {
+                            refuse(request, response, delay).await
+                        }
+                    }
+                })
             }
         }
     }

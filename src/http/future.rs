@@ -1,49 +1,139 @@
 //! [`ResponseFuture`]: the service's answer — the inner service's response with the quota
-//! headers added, or a refusal, ready at once or after the configured delay; for a set decided
-//! in Redis, first the decision.
+//! headers added, or a refusal, ready at once or after the configured delay; for a backend
+//! whose decision is pending ([`Defer`]), first the decision.
 
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::request::Parts;
-use http::{Request, Response};
+use http::{HeaderMap, Request, Response};
 use pin_project_lite::pin_project;
 
 use super::headers::Ready;
+use crate::backend::{AtOnce, Pending, Remote, Settled};
 
-/// What a decision made off the calling thread (in Redis) concluded.
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-pub(crate) enum Decision {
+/// What the middleware concludes from a decision, as the sealed [`Defer`] passes it.
+pub struct Concluded(pub(crate) Conclusion);
+
+/// What the middleware concludes from a decision.
+pub(crate) enum Conclusion {
     /// Go on to the inner service, adding these headers to its response.
     Admit(Option<Box<Ready>>),
     /// Answer this, after this delay.
     Refuse(Response<Bytes>, Option<core::time::Duration>),
 }
 
-/// A decision under way: it gives the request's head back with its conclusion.
-pub(crate) type Deciding = Pin<Box<dyn Future<Output = (Parts, Decision)> + Send>>;
+/// How the middleware concludes from a settled decision, given the request's headers.
+pub type Conclude = Box<dyn FnOnce(Settled, &HeaderMap) -> Concluded + Send>;
+
+/// The rest of a response whose decision was pending: boxed, as the decision is.
+pub type Later<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// How a service waits for a decision its backend could not make at once (the backend's
+/// [`Pending`]). [`AtOnce`] never waits, and asks nothing of the inner service. A [`Remote`]
+/// decision holds the inner service, made ready, and the request until it settles (the
+/// service is cloned to take its place, tower's way of calling a service later, so it must be
+/// `Clone`, as axum's are).
+pub trait Defer<S, Q, B>: Pending + sealed::Hold<S, Q, B>
+where
+    S: tower_service::Service<Request<Q>, Response = Response<B>>,
+{
+}
+
+pub(crate) use sealed::Hold;
+
+mod sealed {
+    use super::{Conclude, Later, Request, Response};
+
+    /// What [`Defer`](super::Defer) does, out of users' sight.
+    pub trait Hold<S: tower_service::Service<Request<Q>>, Q, B> {
+        /// The response: the decision awaited, then the inner service's answer or the refusal.
+        fn defer(
+            self,
+            inner: &mut S,
+            request: Request<Q>,
+            conclude: Conclude,
+        ) -> Later<Result<Response<B>, S::Error>>;
+    }
+}
+
+impl<S, Q, B> Defer<S, Q, B> for AtOnce where
+    S: tower_service::Service<Request<Q>, Response = Response<B>>
+{
+}
+
+impl<S, Q, B> Defer<S, Q, B> for Remote
+where
+    S: tower_service::Service<Request<Q>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    Q: Send + 'static,
+    B: From<Bytes> + Send + 'static,
+{
+}
+
+impl<S, Q, B> sealed::Hold<S, Q, B> for AtOnce
+where
+    S: tower_service::Service<Request<Q>, Response = Response<B>>,
+{
+    fn defer(self, _: &mut S, _: Request<Q>, _: Conclude) -> Later<Result<Response<B>, S::Error>> {
+        match self {}
+    }
+}
+
+impl<S, Q, B> sealed::Hold<S, Q, B> for Remote
+where
+    S: tower_service::Service<Request<Q>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    Q: Send + 'static,
+    B: From<Bytes> + Send + 'static,
+{
+    fn defer(
+        self,
+        inner: &mut S,
+        request: Request<Q>,
+        conclude: Conclude,
+    ) -> Later<Result<Response<B>, S::Error>> {
+        let clone = inner.clone();
+        let mut ready = core::mem::replace(inner, clone);
+        Box::pin(async move {
+            let settled = self.await;
+            match conclude(settled, request.headers()).0 {
+                Conclusion::Admit(headers) => {
+                    let mut response = ready.call(request).await?;
+                    if let Some(headers) = headers {
+                        headers.write(response.headers_mut());
+                    }
+                    Ok(response)
+                }
+                Conclusion::Refuse(response, delay) => {
+                    if let Some(delay) = delay {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Ok(response.map(B::from))
+                }
+            }
+        })
+    }
+}
 
 pin_project! {
     /// The future of [`RateLimitService`](super::RateLimitService)'s response: `F` the inner
-    /// service's future; `S` the inner service and `Q` the request body, held while a decision
-    /// is made in Redis.
+    /// service's future, `B` the response body.
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct ResponseFuture<F, B, S, Q> {
+    pub struct ResponseFuture<F: Future, B> {
         #[pin]
-        kind: Kind<F, B, S, Q>,
+        kind: Kind<F, B>,
     }
 }
 
 pin_project! {
     #[project = KindProjection]
-    enum Kind<F, B, S, Q> {
-        // The decision, in Redis: the inner service (ready) and the request's body wait for it,
-        // boxed so that the in-process kinds stay as small as they were.
-        Deciding {
-            decision: Deciding,
-            pending: Option<Box<(S, Q)>>,
+    enum Kind<F: Future, B> {
+        // A decision that was pending, and the rest of the response after it (a remote
+        // backend's), boxed so that the in-process kinds stay as small as they were.
+        Later {
+            future: Later<F::Output>,
         },
         Admitted {
             #[pin]
@@ -65,14 +155,10 @@ pin_project! {
     }
 }
 
-impl<F, B, S, Q> ResponseFuture<F, B, S, Q> {
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn deciding(decision: Deciding, inner: S, body: Q) -> Self {
+impl<F: Future, B> ResponseFuture<F, B> {
+    pub(crate) fn later(future: Later<F::Output>) -> Self {
         Self {
-            kind: Kind::Deciding {
-                decision,
-                pending: Some(Box::new((inner, body))),
-            },
+            kind: Kind::Later { future },
         }
     }
 
@@ -96,34 +182,15 @@ impl<F, B, S, Q> ResponseFuture<F, B, S, Q> {
     }
 }
 
-impl<F, B, S, Q, E> Future for ResponseFuture<F, B, S, Q>
+impl<F, B, E> Future for ResponseFuture<F, B>
 where
     F: Future<Output = Result<Response<B>, E>>,
-    S: tower_service::Service<Request<Q>, Future = F>,
-    B: From<Bytes>,
 {
     type Output = Result<Response<B>, E>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let KindProjection::Deciding { decision, pending } =
-            self.as_mut().project().kind.project()
-        {
-            let (parts, decision) = ready!(decision.as_mut().poll(cx));
-            let next = match (decision, pending.take()) {
-                (Decision::Admit(headers), Some(pending)) => {
-                    let (mut inner, body) = *pending;
-                    let future = inner.call(Request::from_parts(parts, body));
-                    Self::admitted(future, headers)
-                }
-                (Decision::Refuse(response, delay), _) => {
-                    Self::refused(response.map(B::from), delay)
-                }
-                // Polled again after the decision was taken: nothing is left to answer with.
-                (Decision::Admit(_), None) => return Poll::Pending,
-            };
-            self.set(next);
-        }
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
+            KindProjection::Later { future } => future.as_mut().poll(cx),
             KindProjection::Admitted {
                 future,
                 headers,
@@ -140,8 +207,6 @@ where
                 }
                 Poll::Ready(Ok(response))
             }
-            // Replaced above as soon as it is ready.
-            KindProjection::Deciding { .. } => Poll::Pending,
             KindProjection::Refused { response, delay } => {
                 if let Some(sleep) = delay {
                     ready!(sleep.as_mut().poll(cx));
@@ -156,7 +221,7 @@ where
     }
 }
 
-impl<F, B, S, Q> core::fmt::Debug for ResponseFuture<F, B, S, Q> {
+impl<F: Future, B> core::fmt::Debug for ResponseFuture<F, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
@@ -177,30 +242,10 @@ mod tests {
         future.poll(&mut Context::from_waker(&waker))
     }
 
-    /// A service whose future is `Ready`, for the types of the futures below.
-    #[derive(Clone)]
-    struct Answers;
-
-    impl tower_service::Service<Request<()>> for Answers {
-        type Response = Response<Bytes>;
-        type Error = ();
-        type Future = core::future::Ready<Result<Response<Bytes>, ()>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ()>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: Request<()>) -> Self::Future {
-            core::future::ready(Ok(Response::new(Bytes::new())))
-        }
-    }
-
-    type Answer =
-        ResponseFuture<core::future::Ready<Result<Response<Bytes>, ()>>, Bytes, Answers, ()>;
+    type Answer = ResponseFuture<core::future::Ready<Result<Response<Bytes>, ()>>, Bytes>;
 
     /// Polled again after answering, every kind stays pending: the admitted one does not poll
-    /// its finished inner future (`Ready` would panic), the refused one has nothing left, and
-    /// a decided one has become one of those.
+    /// its finished inner future (`Ready` would panic), and the refused one has nothing left.
     #[test]
     fn answers_once_then_stays_pending() {
         let inner = core::future::ready(Ok::<_, ()>(Response::new(Bytes::new())));
@@ -212,11 +257,5 @@ mod tests {
         let mut refused = core::pin::pin!(refused);
         assert!(matches!(poll(refused.as_mut()), Poll::Ready(Ok(_))));
         assert!(poll(refused.as_mut()).is_pending());
-
-        let (parts, ()) = Request::new(()).into_parts();
-        let decision: Deciding = Box::pin(core::future::ready((parts, Decision::Admit(None))));
-        let mut decided = core::pin::pin!(Answer::deciding(decision, Answers, ()));
-        assert!(matches!(poll(decided.as_mut()), Poll::Ready(Ok(_))));
-        assert!(poll(decided.as_mut()).is_pending());
     }
 }

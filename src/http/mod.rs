@@ -108,17 +108,16 @@
 //! [`HeaderStyle::NONE`] the decision is a plain yes or no and nothing is allocated for an
 //! admission. `BENCHMARKS.md` compares it with `tower_governor`.
 //!
-//! # Over Redis
-//! The layer takes any [`AnyPolicies`]: a set built with `build_redis` (feature `redis`)
-//! decides every request in Redis, shared by every instance of the service, with the same
-//! responses as in process on one server or a Redis Cluster (the same 429 body, `Retry-After`,
-//! quota headers of every quota the decision went through, cost function, client addresses and
-//! refusal delay; `tests/http_redis.rs` compares the three response by response). The keys and
-//! cost are read at once; the inner service, made ready, and the request wait for the decision
-//! (the service is cloned to take its place, so it must be `Clone`, as axum's are). A request
-//! above a burst is refused after one look at the buckets, for its headers; a refusal across
-//! cluster slots looks at the other slots for its own. When Redis does not answer, the set's
-//! failure policy decides. An admission spent from a lease reports the quota the lease holds.
+//! # Any backend
+//! The layer decides through any [`Backend`]: a [`Policies`] set decides at once, on the
+//! calling thread, and asks nothing more of the inner service. A remote set (a Redis one, built
+//! with `build_redis`) is shared by every instance of the service, with the same responses as
+//! in process (the same 429 body, `Retry-After`, quota headers of every quota the decision went
+//! through, cost function, client addresses and refusal delay; `tests/http_redis.rs` compares
+//! them response by response). Its keys and cost are read at once; the inner service, made
+//! ready, and the request wait for the decision (the service is cloned to take its place, so it
+//! must be `Clone`, as axum's are: [`Defer`]). When the server does not answer, the set's
+//! failure policy decides.
 //!
 //! # Delaying refusals
 //! [`RateLimitLayer::delay_refusals`] holds a refusal for a while before sending it (for
@@ -143,8 +142,6 @@ mod grpc;
 mod headers;
 mod inbound;
 mod refusal;
-#[cfg(feature = "redis")]
-mod remote;
 mod service;
 mod text;
 
@@ -171,17 +168,20 @@ pub use inbound::{by_client_ip, peer_addr, Inbound};
 pub use refusal::Refusal;
 pub use service::RateLimitService;
 
+pub use future::Defer;
+
 use self::headers::{Item, PolicyCache};
-use crate::backend::AnyPolicies;
-use crate::clock::{Clock, QuantaClock};
+use crate::backend::Backend;
 use crate::observe::{self, Counter};
+use crate::policy::Policies;
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
 type Body = Arc<dyn Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync>;
 
 /// The configuration every service of one layer shares.
-pub(crate) struct Shared<C: Clock> {
-    policies: AnyPolicies<Inbound, C>,
+pub(crate) struct Shared<B> {
+    /// The backend (an `Arc`: a layer's settings are copied on write, never its buckets).
+    policies: Arc<B>,
     /// Per policy, in evaluation order: whether it has more than one quota (its header items
     /// are then numbered).
     several: Box<[bool]>,
@@ -198,10 +198,10 @@ pub(crate) struct Shared<C: Clock> {
     unkeyed_metric: Counter,
 }
 
-impl<C: Clock> Clone for Shared<C> {
+impl<B> Clone for Shared<B> {
     fn clone(&self) -> Self {
         Self {
-            policies: self.policies.clone(),
+            policies: Arc::clone(&self.policies),
             several: self.several.clone(),
             cache: self.cache.clone(),
             client_ip: self.client_ip.clone(),
@@ -218,11 +218,11 @@ impl<C: Clock> Clone for Shared<C> {
 /// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`](crate::Policies) set;
 /// see the [module docs](self).
 #[must_use = "a layer does nothing until it wraps a service"]
-pub struct RateLimitLayer<C: Clock = QuantaClock> {
-    shared: Arc<Shared<C>>,
+pub struct RateLimitLayer<B = Policies<Inbound>> {
+    shared: Arc<Shared<B>>,
 }
 
-impl<C: Clock> Clone for RateLimitLayer<C> {
+impl<B> Clone for RateLimitLayer<B> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -230,11 +230,17 @@ impl<C: Clock> Clone for RateLimitLayer<C> {
     }
 }
 
-impl<C: Clock> core::fmt::Debug for RateLimitLayer<C> {
+impl<B: Backend<Inbound>> core::fmt::Debug for RateLimitLayer<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let names: Vec<_> = self
+            .shared
+            .policies
+            .policies()
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
         f.debug_struct("RateLimitLayer")
-            .field("policies", &self.shared.policies.names())
-            .field("backend", &self.shared.policies.backend_name())
+            .field("policies", &names)
             .field("client_ip", &self.shared.client_ip)
             .field("style", &self.shared.style)
             .field("delay", &self.shared.delay)
@@ -242,33 +248,32 @@ impl<C: Clock> core::fmt::Debug for RateLimitLayer<C> {
     }
 }
 
-impl<C: Clock> RateLimitLayer<C> {
-    /// A layer deciding every request with `policies`: a [`Policies`](crate::Policies) set (owned, or an `Arc`
-    /// shared with the rest of the program), a Redis set (`RedisLimiter`), or either as an
-    /// [`AnyPolicies`]; each request costing one cell, with the draft's quota headers, the peer
-    /// as the client, and the default problem body.
-    pub fn new(policies: impl Into<AnyPolicies<Inbound, C>>) -> Self {
-        let policies = policies.into();
+impl<B: Backend<Inbound>> RateLimitLayer<B> {
+    /// A layer deciding every request through `policies`, any [`Backend`]: a
+    /// [`Policies`] set (owned, or an `Arc` shared with the rest of the program), or a remote
+    /// one; each request costing one cell, with the draft's quota headers, the peer as the
+    /// client, and the default problem body.
+    pub fn new(policies: B) -> Self {
         let mut several = Vec::new();
         let mut items = Vec::new();
-        for (policy_index, (name, dry_run, quotas)) in policies.describe().into_iter().enumerate() {
-            several.push(quotas.len() > 1);
-            if dry_run {
+        for (policy_index, policy) in policies.policies().into_iter().enumerate() {
+            several.push(policy.quotas.len() > 1);
+            if policy.dry_run {
                 continue;
             }
-            for (quota_index, quota) in quotas.into_iter().enumerate() {
+            for (quota_index, quota) in policy.quotas.into_iter().enumerate() {
                 items.push(Item {
                     policy_index,
                     quota_index,
                     quota,
-                    name: name.as_str().into(),
+                    name: policy.name.as_str().into(),
                     several: several[policy_index],
                 });
             }
         }
         Self {
             shared: Arc::new(Shared {
-                policies,
+                policies: Arc::new(policies),
                 several: several.into_boxed_slice(),
                 cache: PolicyCache::new(items),
                 client_ip: ClientIp::peer(),
@@ -318,10 +323,9 @@ impl<C: Clock> RateLimitLayer<C> {
         self
     }
 
-    /// The policy set; in process ([`AnyPolicies::in_process`]) for
-    /// [`stats`](crate::Policies::stats), [`sweep`](crate::Policies::sweep) or
-    /// [`replace_quotas`](crate::Policies::replace_quotas).
-    pub fn policies(&self) -> &AnyPolicies<Inbound, C> {
+    /// The policy set (in process: for [`stats`](crate::Policies::stats),
+    /// [`sweep`](crate::Policies::sweep) or [`replace_quotas`](crate::Policies::replace_quotas)).
+    pub fn policies(&self) -> &B {
         &self.shared.policies
     }
 
@@ -332,13 +336,13 @@ impl<C: Clock> RateLimitLayer<C> {
         self.shared.unkeyed.load(Ordering::Relaxed)
     }
 
-    fn shared_mut(&mut self) -> &mut Shared<C> {
+    fn shared_mut(&mut self) -> &mut Shared<B> {
         Arc::make_mut(&mut self.shared)
     }
 }
 
-impl<S, C: Clock> tower_layer::Layer<S> for RateLimitLayer<C> {
-    type Service = RateLimitService<S, C>;
+impl<S, B> tower_layer::Layer<S> for RateLimitLayer<B> {
+    type Service = RateLimitService<S, B>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimitService {

@@ -10,7 +10,6 @@ use http::{Response, StatusCode};
 
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::{grpc, Shared};
-use crate::clock::Clock;
 use crate::outcome::{Cause, Cited, InsufficientCapacity, Refused};
 
 /// Why a request was answered by the middleware, for a custom body
@@ -188,8 +187,8 @@ pub(super) type Answer = (Response<Bytes>, Option<Duration>);
 /// the quota headers `quotas` gives (every enforcing quota that applies), if the style has
 /// any; to a gRPC call (from `request`'s headers), a trailers-only gRPC answer with the same
 /// headers.
-pub(super) fn refusal_of<C: Clock>(
-    shared: &Shared<C>,
+pub(super) fn refusal_of<B>(
+    shared: &Shared<B>,
     refusal: &Refusal,
     quotas: impl FnOnce() -> Option<Ready>,
     request: &HeaderMap,

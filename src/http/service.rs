@@ -1,5 +1,7 @@
 //! [`RateLimitService`]: the tower service a [`RateLimitLayer`](super::RateLimitLayer) wraps
-//! around another, which decides each request before the inner service sees it.
+//! around another, which decides each request through the layer's backend before the inner
+//! service sees it, and what a decision comes to (quota headers or a refusal), written once
+//! for every backend.
 
 use core::task::{Context, Poll};
 use std::net::IpAddr;
@@ -9,23 +11,23 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
+use super::future::{Conclude, Concluded, Conclusion, Defer, Hold as _};
 use super::headers::{QuotaHeaders, Ready};
 use super::refusal::{refusal_of, Answer, Refusal};
 use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
-use crate::backend::{AnyPolicies, Inner};
-use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Cited, InsufficientCapacity, QuotaState, Refused};
-use crate::policy::{Policies, Silent, Visit};
+use crate::backend::{Backend, Decision, Settled, States};
+use crate::outcome::QuotaState;
+use crate::policy::Policies;
 
-/// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each request before the
-/// inner service sees it.
+/// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each
+/// request before the inner service sees it, through the layer's [`Backend`].
 #[must_use = "services do nothing unless called"]
-pub struct RateLimitService<S, C: Clock = QuantaClock> {
+pub struct RateLimitService<S, B = Policies<Inbound>> {
     pub(super) inner: S,
-    pub(super) shared: Arc<Shared<C>>,
+    pub(super) shared: Arc<Shared<B>>,
 }
 
-impl<S: Clone, C: Clock> Clone for RateLimitService<S, C> {
+impl<S: Clone, B> Clone for RateLimitService<S, B> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -34,7 +36,7 @@ impl<S: Clone, C: Clock> Clone for RateLimitService<S, C> {
     }
 }
 
-impl<S: core::fmt::Debug, C: Clock> core::fmt::Debug for RateLimitService<S, C> {
+impl<S: core::fmt::Debug, B> core::fmt::Debug for RateLimitService<S, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
@@ -42,9 +44,9 @@ impl<S: core::fmt::Debug, C: Clock> core::fmt::Debug for RateLimitService<S, C> 
     }
 }
 
-impl<S, C: Clock> RateLimitService<S, C> {
+impl<S, B> RateLimitService<S, B> {
     /// The policy set.
-    pub fn policies(&self) -> &AnyPolicies<Inbound, C> {
+    pub fn policies(&self) -> &B {
         &self.shared.policies
     }
 
@@ -54,67 +56,24 @@ impl<S, C: Clock> RateLimitService<S, C> {
     }
 }
 
-/// # Deciding in process
-impl<C: Clock> Shared<C> {
-    /// Decides `inbound` at `cost` cells in process: an admission's quota headers (if the
-    /// style has any: the states the decision left every enforcing quota in), or the refusal.
-    /// `reading` gets the decision's clock reading, if it took one.
-    pub(super) fn decide(
-        &self,
-        policies: &Policies<Inbound, C>,
-        inbound: &Inbound,
-        cost: u32,
-        reading: &core::cell::Cell<Option<u64>>,
-    ) -> Result<Result<Option<Box<Ready>>, Refused<Cited>>, InsufficientCapacity> {
-        if !self.style.any() {
-            if cost == 0 {
-                // Takes nothing, as `check_n(request, 0)`: admitted.
-                return Ok(Ok(None));
-            }
-            // Nothing to report: a yes or no, with no admission put together.
-            let answer = policies.decide(inbound, cost, || policies.clock().now(), Silent)?;
-            return Ok(answer.map(|()| None));
-        }
-        let now = || {
-            let now = policies.clock().now();
-            reading.set(Some(now));
-            now
-        };
-        if cost == 0 {
-            let states = |visit: &mut dyn FnMut(QuotaState)| {
-                policies.inspect_at(inbound, now(), visit);
-            };
-            return Ok(Ok(Some(Box::new(self.headers_of(None, states)))));
-        }
-        let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        let visit = Visit(|state: QuotaState| self.push(&mut headers, &state));
-        let answer = policies.decide(inbound, cost, now, visit)?;
-        Ok(answer.map(|()| Some(Box::new(headers.finish()))))
+/// The quota headers a decision's states make.
+struct Collect<'a, B> {
+    shared: &'a Shared<B>,
+    headers: QuotaHeaders<'a>,
+}
+
+impl<B> States for Collect<'_, B> {
+    #[inline]
+    fn push(&mut self, state: QuotaState) {
+        self.shared.push(&mut self.headers, &state);
     }
 
-    /// The quota headers of the states `states` visits. For a refusal, the quota that refused
-    /// is reported with nothing left for the request (its `r` is 0, and `Retry-After` is never
-    /// earlier than its `t`), whatever the backend.
-    pub(super) fn headers_of(
-        &self,
-        refusal: Option<&Refusal>,
-        states: impl FnOnce(&mut dyn FnMut(QuotaState)),
-    ) -> Ready {
-        let by = match refusal {
-            Some(Refusal::Limited(refused)) => refused.by(),
-            _ => None,
-        };
-        let mut headers = QuotaHeaders::new(self.style, &self.cache);
-        states(&mut |state| {
-            let state = match by {
-                Some(by) if *by == *state.by() => state.none_left(),
-                _ => state,
-            };
-            self.push(&mut headers, &state);
-        });
-        headers.finish()
+    fn clear(&mut self) {
+        self.headers = QuotaHeaders::new(self.shared.style, &self.shared.cache);
     }
+}
 
+impl<B> Shared<B> {
     fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState) {
         let several = self
             .several
@@ -123,12 +82,44 @@ impl<C: Clock> Shared<C> {
             .unwrap_or(true);
         headers.push(state, several);
     }
+
+    /// What a settled decision comes to: the admission's quota headers, or the refusal.
+    pub(super) fn conclude(&self, settled: Settled, request: &HeaderMap) -> Conclusion {
+        let refusal = match settled.answer {
+            Ok(Ok(())) => {
+                let headers = self.style.any().then(|| {
+                    let mut collect = Collect::new(self);
+                    settled.states.into_iter().for_each(|s| collect.push(s));
+                    Box::new(collect.headers.finish())
+                });
+                return Conclusion::Admit(headers);
+            }
+            Ok(Err(refused)) => Refusal::Limited(refused),
+            Err(capacity) => Refusal::Oversized(capacity),
+        };
+        let quotas = || {
+            let mut collect = Collect::new(self);
+            settled.states.into_iter().for_each(|s| collect.push(s));
+            Some(collect.headers.finish())
+        };
+        let (response, delay) = refusal_of(self, &refusal, quotas, request);
+        Conclusion::Refuse(response, delay)
+    }
+}
+
+impl<'a, B> Collect<'a, B> {
+    fn new(shared: &'a Shared<B>) -> Self {
+        Self {
+            shared,
+            headers: QuotaHeaders::new(shared.style, &shared.cache),
+        }
+    }
 }
 
 /// A request whose client could not be told: counted, and refused if the rule says so.
 #[cold]
 #[inline(never)]
-pub(super) fn unkeyed<C: Clock>(shared: &Shared<C>, request: &HeaderMap) -> Option<Answer> {
+pub(super) fn unkeyed<B>(shared: &Shared<B>, request: &HeaderMap) -> Option<Answer> {
     // Relaxed: a statistic.
     shared.unkeyed.fetch_add(1, Ordering::Relaxed);
     shared.unkeyed_metric.increment(1);
@@ -143,30 +134,51 @@ pub(super) fn unkeyed<C: Clock>(shared: &Shared<C>, request: &HeaderMap) -> Opti
     }
 }
 
-/// Decides `request` (whose client is `client`) with `policies` in process: the quota headers
-/// an admission carries (if the style has any), or the refusal.
+/// What deciding a request came to: the quota headers an admission carries (if the style has
+/// any), the refusal (boxed: the rare answer, and the admission's result stays small), or a
+/// decision still pending.
+pub(super) enum Judged<P> {
+    Admit(Option<Box<Ready>>),
+    Refuse(Box<Answer>),
+    Pending(P),
+}
+
+/// Decides `request` (whose client is `client`) through the layer's backend.
 #[inline]
-pub(super) fn judge<B, C: Clock>(
-    shared: &Shared<C>,
-    policies: &Policies<Inbound, C>,
-    request: &Request<B>,
+pub(super) fn judge<Q, B: Backend<Inbound>>(
+    shared: &Shared<B>,
+    request: &Request<Q>,
     client: Option<IpAddr>,
-) -> Result<Option<Box<Ready>>, Box<Answer>> {
+) -> Judged<B::Pending> {
     Inbound::scope(request, client, |inbound| {
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
-        let reading = core::cell::Cell::new(None);
-        let refusal = match shared.decide(policies, inbound, cost, &reading) {
-            Ok(Ok(headers)) => return Ok(headers),
+        let policies: &B = &shared.policies;
+        if !shared.style.any() {
+            // Nothing to report: a yes or no.
+            let answer = match policies.decide(inbound, cost, None::<&mut Collect<'_, B>>) {
+                Decision::Now(answer) => answer,
+                Decision::Pending(pending) => return Judged::Pending(pending),
+            };
+            let refusal = match answer {
+                Ok(Ok(())) => return Judged::Admit(None),
+                Ok(Err(refused)) => Refusal::Limited(refused),
+                Err(capacity) => Refusal::Oversized(capacity),
+            };
+            let answer = refusal_of(shared, &refusal, || None, inbound.headers());
+            return Judged::Refuse(Box::new(answer));
+        }
+        let mut collect = Collect::new(shared);
+        let answer = match policies.decide(inbound, cost, Some(&mut collect)) {
+            Decision::Now(answer) => answer,
+            Decision::Pending(pending) => return Judged::Pending(pending),
+        };
+        let refusal = match answer {
+            Ok(Ok(())) => return Judged::Admit(Some(Box::new(collect.headers.finish()))),
             Ok(Err(refused)) => Refusal::Limited(refused),
             Err(capacity) => Refusal::Oversized(capacity),
         };
-        // Every quota as it stood at the decision's own reading (a request of too many cells
-        // read none).
-        let now = reading.get().unwrap_or_else(|| policies.clock().now());
-        let states = |visit: &mut dyn FnMut(QuotaState)| policies.inspect_at(inbound, now, visit);
-        let quotas = || Some(shared.headers_of(Some(&refusal), states));
-        // Boxed: a refusal is the rare answer, and the admission's result stays small.
-        Err(Box::new(refusal_of(
+        let quotas = || Some(collect.headers.finish());
+        Judged::Refuse(Box::new(refusal_of(
             shared,
             &refusal,
             quotas,
@@ -175,15 +187,22 @@ pub(super) fn judge<B, C: Clock>(
     })
 }
 
-impl<S, C, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, C>
+/// How the layer's shared settings conclude from a decision that settles later.
+pub(super) fn concluding<B: Backend<Inbound>>(shared: &Arc<Shared<B>>) -> Conclude {
+    let shared = Arc::clone(shared);
+    Box::new(move |settled, headers| Concluded(shared.conclude(settled, headers)))
+}
+
+impl<S, B, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, B>
 where
-    S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    C: Clock + Send + Sync + 'static,
+    S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>>,
+    B: Backend<Inbound>,
+    B::Pending: Defer<S, ReqBody, ResBody>,
     ResBody: From<Bytes>,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResBody, S, ReqBody>;
+    type Future = ResponseFuture<S::Future, ResBody>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -200,27 +219,15 @@ where
                 return ResponseFuture::refused(response.map(ResBody::from), delay);
             }
         }
-        // One arm without the `redis` feature.
-        #[allow(clippy::infallible_destructuring_match)]
-        let policies = match &shared.policies.inner {
-            Inner::InProcess(policies) => policies,
-            #[cfg(feature = "redis")]
-            Inner::Redis(limiter) => {
-                let (parts, body) = request.into_parts();
-                let request = Request::from_parts(parts, ());
-                let decision = super::remote::decision(&self.shared, limiter, request, client);
-                // The service made ready goes with the request; a clone takes its place
-                // (tower's way of calling a service later).
-                let clone = self.inner.clone();
-                let ready = core::mem::replace(&mut self.inner, clone);
-                return ResponseFuture::deciding(decision, ready, body);
-            }
-        };
-        match judge(shared, policies, &request, client) {
-            Ok(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
-            Err(refused) => {
+        match judge(shared, &request, client) {
+            Judged::Admit(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
+            Judged::Refuse(refused) => {
                 let (response, delay) = *refused;
                 ResponseFuture::refused(response.map(ResBody::from), delay)
+            }
+            Judged::Pending(pending) => {
+                let conclude = concluding(&self.shared);
+                ResponseFuture::later(pending.defer(&mut self.inner, request, conclude))
             }
         }
     }

@@ -106,9 +106,9 @@ impl QuotaState {
     }
 
     /// The state as a refusal by this quota reports it: nothing left for the request (fewer
-    /// cells than it asked for), more in [`next_cell_after`](Self::next_cell_after).
-    #[cfg(feature = "tower")]
-    pub(crate) fn none_left(self) -> Self {
+    /// cells than it asked for), more in [`next_cell_after`](Self::next_cell_after). What a
+    /// [`Backend`](crate::backend::Backend) reports of the quota that refused.
+    pub fn none_left(self) -> Self {
         let gauge = &self.gauge;
         let used = gauge.unit.max(1).saturating_mul(gauge.limit);
         Self {

@@ -74,8 +74,8 @@ impl<R: ?Sized> Policy<R> {
     /// A policy like this one (its dry run, jitter and table settings) under `name`, with the
     /// key extractor `extract` and without quotas.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn like(&self, name: String, extract: Option<Extract<R>>) -> Self {
-        Self {
+    pub(crate) fn like<T: ?Sized>(&self, name: String, extract: Option<Extract<T>>) -> Policy<T> {
+        Policy {
             name,
             extract,
             quotas: Vec::new(),

@@ -4,7 +4,7 @@
 use core::fmt;
 
 use super::error::PolicyError;
-use super::layer::Layer;
+use super::layer::{Buckets, Layer};
 use super::Policies;
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
@@ -122,6 +122,29 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         stores
             .map(|(store, live)| store.sweep(budget, &One(&live.load()), now))
             .sum()
+    }
+
+    /// Forgets what `request` used: every bucket it goes to starts over (a global policy's as
+    /// its quota's [`initial`](crate::Quota::initial) fill says, as of now; a keyed policy's
+    /// key is forgotten, and comes back new). Other keys are untouched.
+    pub fn reset(&self, request: &R) {
+        for layer in self.layers.iter() {
+            let Some(tag) = layer.tag(request) else {
+                continue;
+            };
+            match &layer.buckets {
+                Buckets::Global(cells) => {
+                    for (cell, live) in cells.iter().zip(layer.quotas.iter()) {
+                        cell.store(live.load().initial_word(self.clock.now()));
+                    }
+                }
+                Buckets::Keyed { stores, .. } => {
+                    for store in stores.iter() {
+                        store.remove(tag);
+                    }
+                }
+            }
+        }
     }
 
     /// Slots in the largest keyed table: a [`sweep`](Self::sweep) of this many visits them all.

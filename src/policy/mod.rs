@@ -153,8 +153,8 @@ pub use manage::PolicyStats;
 pub use crate::jitter::seed_jitter;
 pub use crate::outcome::{DryRun, PolicyQuota, QuotaState};
 
-#[cfg(feature = "tower")]
 pub(crate) use report::{Silent, Visit};
+pub use wait::Booked;
 
 use self::layer::Layer;
 use self::report::Tightest;

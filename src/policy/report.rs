@@ -7,9 +7,7 @@
 
 use super::decide::Undo;
 use super::live::LiveQuota;
-#[cfg(feature = "tower")]
-use crate::outcome::QuotaState;
-use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota};
+use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota, QuotaState};
 use crate::quota::Quota;
 
 /// What an admission of a policy set reports.
@@ -107,10 +105,8 @@ impl<'p> Report<'p> for Tightest {
 }
 
 /// A yes and nothing more (the HTTP middleware without quota headers).
-#[cfg(feature = "tower")]
 pub(crate) struct Silent;
 
-#[cfg(feature = "tower")]
 impl<'p> Report<'p> for Silent {
     type Output = ();
 
@@ -123,10 +119,8 @@ impl<'p> Report<'p> for Silent {
 
 /// Every enforcing quota's state, in evaluation order, to `visit` (headers that list them).
 /// A refused decision has visited the quotas before the refusing one: the caller discards them.
-#[cfg(feature = "tower")]
 pub(crate) struct Visit<F>(pub(crate) F);
 
-#[cfg(feature = "tower")]
 impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
     type Output = ();
 

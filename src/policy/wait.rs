@@ -17,8 +17,10 @@ use crate::outcome::{Allowed, Cited, Error, Gauge, Refused};
 use crate::quota::Quota;
 use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
 
-/// A reservation on a policy set: every write of the admission, to undo whole.
-pub(crate) struct Booked<'p, R: ?Sized, C: Clock> {
+/// A booking ahead on a policy set (an admission a shaping quota delays), which a wait gives
+/// back whole, write by write, if it is dropped before the booking's time: what the in-process
+/// [`Backend`](crate::backend::Backend)'s waits hold.
+pub struct Booked<'p, R: ?Sized, C: Clock> {
     set: &'p Policies<R, C>,
     undo: UndoLog<'p>,
 }
@@ -111,7 +113,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         until(self.clock(), options, attempt, sleep).await
     }
 
-    fn attempt(
+    pub(crate) fn attempt(
         &self,
         request: &R,
         n: u32,

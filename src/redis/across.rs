@@ -36,7 +36,7 @@ use super::stats::add;
 use super::verdict::Decided;
 use super::{Failure, Plan, RedisLimiter, Source, Verdict};
 use crate::clock::Clock;
-use crate::outcome::{tightness, Allowed, Cited};
+use crate::outcome::{tightness, Allowed, Cited, Gauge};
 
 /// The decision script wrapped to also answer each bucket's value before and after:
 /// `{answer, before, after}`, `false` for a missing key (or one of another type).
@@ -327,12 +327,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 best = Some(allowed);
             }
         }
-        let mut allowed = best.unwrap_or(Allowed::new(super::UNLIMITED).cite(Cited::default()));
+        let mut allowed = best.unwrap_or(Allowed::new(Gauge::UNLIMITED).cite(Cited::default()));
         allowed.delay = delay;
         allowed.cited.dry_run = dry_run;
         Verdict {
             outcome: Ok(allowed),
-            source: Source::Redis,
+            source: Source::Buckets,
         }
     }
 }

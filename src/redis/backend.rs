@@ -315,7 +315,7 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
         let fallback = match backend.on_failure {
             OnFailure::Local { share } => Some(local_limiter(
                 &backend.prefix,
-                (&policies, &extracts),
+                (&policies, extracts.iter().map(Option::is_some)),
                 share,
                 clock.clone(),
             )?),

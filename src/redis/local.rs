@@ -6,7 +6,7 @@ use crate::clock::Clock;
 use crate::policy::{Checked, Extract, Key, Policies};
 use crate::quota::{Quota, QuotaError};
 
-use super::plan::SharedKey;
+use super::plan::Plan;
 use super::RedisConfigError;
 
 /// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a
@@ -33,26 +33,34 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaErr
     algorithm.with_quota(&quota?)
 }
 
-/// The in-process set of [`OnFailure::Local`](super::OnFailure::Local): the same policies (keys, dry runs, jitter, table
-/// settings), each quota scaled to `share` of its rate (the interval divided by `share`,
-/// rounded up) and of its burst (at least one cell), with its own algorithm.
+/// The in-process set of [`OnFailure::Local`](super::OnFailure::Local): the same policies
+/// (dry runs, jitter, table settings), each quota scaled to `share` of its rate (the interval
+/// divided by `share`, rounded up) and of its burst (at least one cell), with its own
+/// algorithm. A keyed policy (`keyed` says which) keys its buckets by the decision's [`Plan`]:
+/// the Redis key the request's key became, so that the fallback needs nothing of the request
+/// once it is planned.
 ///
 /// Its policies are named `redis:{prefix}:{policy}`, so that what the `metrics` feature reports
 /// of them never mixes with an in-process policy of the same name.
-pub(super) fn local_limiter<R: ?Sized + 'static, C: Clock + Clone>(
+pub(super) fn local_limiter<R: ?Sized, C: Clock + Clone>(
     prefix: &str,
-    (policies, extracts): (&Checked<R>, &[Option<SharedKey<R>>]),
+    (policies, keyed): (&Checked<R>, impl Iterator<Item = bool>),
     share: f64,
     clock: C,
-) -> Result<Policies<R, C>, RedisConfigError> {
+) -> Result<Policies<Plan, C>, RedisConfigError> {
     if !(share > 0.0 && share <= 1.0) {
         return Err(RedisConfigError::Share(share));
     }
-    let mut builder = Policies::<R>::builder().clock(clock);
-    for ((policy, _), extract) in policies.iter().zip(extracts) {
+    let mut builder = Policies::<Plan>::builder().clock(clock);
+    for (index, ((policy, _), keyed)) in policies.iter().zip(keyed).enumerate() {
         let name = format!("redis:{prefix}:{}", policy.name);
-        let extract = extract.clone().map(|shared| -> Extract<R> {
-            Box::new(move |request: &R, key: &mut Key<'_>| shared(request, key))
+        let extract = keyed.then(|| -> Extract<Plan> {
+            Box::new(move |plan: &Plan, key: &mut Key<'_>| {
+                match plan.key_of(index) {
+                    Some(bytes) => key.add(bytes),
+                    None => key.skip(),
+                };
+            })
         });
         let mut local = policy.like(name, extract);
         for algorithm in &policy.quotas {

@@ -250,7 +250,7 @@ impl<C: Clock> RedisSlidingLog<C> {
         };
         Some(Verdict {
             outcome,
-            source: Source::Redis,
+            source: Source::Buckets,
         })
     }
 

@@ -149,12 +149,12 @@ mod quota;
 #[cfg(feature = "redis-cluster")]
 mod redirect;
 mod script;
+mod seam;
 #[cfg(feature = "redis-cluster")]
 mod slots;
 mod stats;
 mod up_to;
 mod verdict;
-mod wait;
 
 use core::fmt;
 use core::time::Duration;
@@ -172,6 +172,7 @@ use crate::policy::{Key, PoliciesBuilder, Policy};
 #[cfg(doc)]
 use crate::Refused;
 
+pub use crate::backend::Verdict;
 pub use backend::{RedisBackend, RedisConfigError};
 pub use breaker::{Breaker, BreakerState};
 pub use failure::{Failure, OnFailure, Source};
@@ -180,7 +181,6 @@ pub use log::RedisSlidingLog;
 pub use quota::MAX_WINDOW_MICROS;
 pub use stats::RedisStats;
 pub(crate) use verdict::Decided;
-pub use verdict::Verdict;
 
 /// The reply check's types, for the fuzz targets (`crate::fuzzing`).
 #[cfg(fuzzing)]
@@ -206,7 +206,8 @@ struct Shared<R: ?Sized, C: Clock> {
     policies: Vec<Prepared<R>>,
     timeout: Duration,
     on_failure: OnFailure,
-    fallback: Option<Policies<R, C>>,
+    /// The local fallback, keyed by the buckets a decision planned.
+    fallback: Option<Policies<Plan, C>>,
     /// Cells per lease and a lease's lifetime in ms.
     lease: Option<(u32, u64)>,
     leases: Leases,
@@ -244,9 +245,6 @@ impl<R: ?Sized, C: Clock> fmt::Debug for RedisLimiter<R, C> {
     }
 }
 
-/// The gauge of an admission no quota describes (no policy applied, or Redis did not decide).
-const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
-
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Takes one cell from every quota of every policy that applies, or nothing.
     ///
@@ -269,12 +267,18 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// limiter was built.
     pub async fn check_n(&self, request: &R, n: u32) -> Result<Verdict, InsufficientCapacity> {
         let plan = self.plan(request, n)?;
-        let verdict = match self.decide(&plan, n).await {
+        Ok(self.check_plan(&plan, n).await)
+    }
+
+    /// [`check_n`](Self::check_n) once `plan` is made (the request no longer needed),
+    /// counted; the failure policy answers when Redis does not.
+    pub(crate) async fn check_plan(&self, plan: &Plan, n: u32) -> Verdict {
+        let verdict = match self.decide(plan, n).await {
             Ok(decided) => decided.verdict,
-            Err(failure) => self.fail(request, n, failure),
+            Err(failure) => self.fail(plan, n, failure),
         };
         self.count(&verdict);
-        Ok(verdict)
+        verdict
     }
 
     /// The buckets `request` goes to, or the error if `n` exceeds an enforcing quota's burst.
@@ -290,8 +294,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         add(&self.shared.counters.decisions, 1);
         if plan.keys.is_empty() {
             let verdict = Verdict {
-                outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
-                source: Source::Redis,
+                outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+                source: Source::Buckets,
             };
             return Ok(Decided::without_call(verdict));
         }
@@ -363,16 +367,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             policy: name.into(),
         })?;
         Ok(policy.quotas.iter().map(|m| m.quota).collect())
-    }
-
-    /// Each policy's name, whether it is a dry run, and its quotas as enforced.
-    #[cfg(feature = "tower")]
-    pub(crate) fn describe(&self) -> Vec<(String, bool, Vec<Quota>)> {
-        let policies = self.shared.policies.iter();
-        let quotas = |p: &Prepared<R>| p.quotas.iter().map(|m| m.quota).collect();
-        policies
-            .map(|p| (p.name.clone(), p.dry_run, quotas(p)))
-            .collect()
     }
 
     /// The algorithms of the policy `name` as Redis runs them (intervals rounded up, and a

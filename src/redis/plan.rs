@@ -214,6 +214,13 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The key of policy `policy`'s first bucket, if the policy applies: what the local
+    /// fallback keys that policy's buckets by.
+    pub(crate) fn key_of(&self, policy: usize) -> Option<&[u8]> {
+        let at = self.refs.iter().position(|&(p, _)| p == policy)?;
+        Some(&self.keys[at])
+    }
+
     /// Adds the dry-run range `first` to the last bucket so far.
     #[cold]
     #[inline(never)]

@@ -117,7 +117,7 @@ impl Script {
             }
             other => other,
         };
-        value.map_err(|error| Failure::from_error(&error))
+        value.map_err(|error| super::failure::failure_of(&error))
     }
 }
 

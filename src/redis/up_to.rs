@@ -16,9 +16,10 @@ use super::plan::Plan;
 use super::script::Reply;
 use super::stats::add;
 use super::verdict::{open_or_closed, Decided};
-use super::{RedisLimiter, Verdict, UNLIMITED};
+use super::{RedisLimiter, Verdict};
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Cited};
+use crate::outcome::Gauge;
+use crate::outcome::{Allowed, Cited, InsufficientCapacity};
 
 #[cfg(doc)]
 use super::failure::OnFailure;
@@ -66,15 +67,27 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// # }
     /// ```
     pub async fn check_up_to(&self, request: &R, n: u32) -> (u32, Verdict) {
+        self.up_to_of(self.plan(request, n.min(1)), n).await
+    }
+
+    /// [`check_up_to`](Self::check_up_to) once the request is planned (for `n.min(1)` cells).
+    pub(crate) async fn up_to_of(
+        &self,
+        plan: Result<Plan, InsufficientCapacity>,
+        n: u32,
+    ) -> (u32, Verdict) {
+        let plan = match plan {
+            Ok(plan) => plan,
+            // No capacity is below 0 cells, and one cell exceeds none (every capacity is at
+            // least 1).
+            Err(capacity) => {
+                let verdict = Verdict::new(Err(capacity.never()), Source::Buckets);
+                self.count(&verdict);
+                return (0, verdict);
+            }
+        };
         if n == 0 {
-            let mut verdict = match self.check_n(request, 0).await {
-                Ok(verdict) => verdict,
-                // No capacity is below 0 cells: a plan of 0 cells is always made.
-                Err(capacity) => Verdict {
-                    outcome: Err(capacity.never()),
-                    source: Source::Redis,
-                },
-            };
+            let mut verdict = self.check_plan(&plan, 0).await;
             // The buckets as they are, as in process: no delay and no dry run for no cells.
             if let Ok(allowed) = &mut verdict.outcome {
                 allowed.delay = 0;
@@ -82,17 +95,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             return (0, verdict);
         }
-        // One cell exceeds no capacity (every capacity is at least 1).
-        let (taken, verdict) = match self.plan(request, 1) {
-            Ok(plan) => match self.decide_up_to(&plan, n).await {
-                Ok((taken, decided)) => (taken, decided.verdict),
-                Err(failure) => self.fail_up_to(request, n, failure),
-            },
-            Err(capacity) => {
-                let outcome = Err(capacity.never());
-                let source = Source::Redis;
-                (0, Verdict { outcome, source })
-            }
+        let (taken, verdict) = match self.decide_up_to(&plan, n).await {
+            Ok((taken, decided)) => (taken, decided.verdict),
+            Err(failure) => self.fail_up_to(&plan, n, failure),
         };
         self.count(&verdict);
         (taken, verdict)
@@ -108,8 +113,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         add(&self.shared.counters.decisions, 1);
         if plan.keys.is_empty() {
             let verdict = Verdict {
-                outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
-                source: Source::Redis,
+                outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+                source: Source::Buckets,
             };
             return Ok((n, Decided::without_call(verdict)));
         }
@@ -139,11 +144,11 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// The failure policy's answer to up to `n ≥ 1` cells: the local share's own
     /// `check_up_to`, all `n` (open), or a refusal (closed).
-    fn fail_up_to(&self, request: &R, n: u32, failure: Failure) -> (u32, Verdict) {
+    fn fail_up_to(&self, plan: &Plan, n: u32, failure: Failure) -> (u32, Verdict) {
         let shared = &*self.shared;
         match self.local_share() {
             Some(local) => {
-                let (taken, outcome) = match local.check_up_to(request, n) {
+                let (taken, outcome) = match local.check_up_to(plan, n) {
                     Ok((taken, allowed)) => (taken, Ok(allowed)),
                     Err(refused) => (0, Err(refused)),
                 };

@@ -2,63 +2,20 @@
 //! failure policy becomes one: the same outcomes, naming the same quotas, as a policy set
 //! decided in process.
 
-use core::fmt;
-
 use smallvec::SmallVec;
 
 use super::failure::{Failure, OnFailure, Source};
 use super::plan::Plan;
 use super::script::{Dry, Reply};
 use super::stats::add;
-use super::{RedisLimiter, UNLIMITED};
+use super::RedisLimiter;
 use crate::algorithm::Algorithm;
+use crate::backend::Verdict;
 use crate::clock::Clock;
 use crate::jitter;
 use crate::observe;
 use crate::outcome::{tightness, Allowed, Cause, Cited, DryRun, Gauge, QuotaState, Refused};
 use crate::policy::Policies;
-
-/// The outcome of one decision, and where it came from.
-#[must_use = "a verdict says whether the request may go ahead"]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    pub(super) outcome: Result<Allowed<Cited>, Refused<Cited>>,
-    pub(super) source: Source,
-}
-
-impl Verdict {
-    /// Admitted (describing the tightest enforcing quota after taking the cells) or refused
-    /// (the enforcing quota that waits longest, and when to retry, with its policy's jitter):
-    /// the same types, and for a decision Redis made the same values, as a policy set decided
-    /// in process. [`Allowed::by`] and [`Refused::by`] name the quota; `None` when no policy
-    /// applied or Redis did not decide.
-    pub fn outcome(&self) -> Result<Allowed<Cited>, Refused<Cited>> {
-        self.outcome
-    }
-
-    /// Whether the request was admitted.
-    pub fn is_allowed(&self) -> bool {
-        self.outcome.is_ok()
-    }
-
-    /// Where the decision came from: Redis, a lease, or the failure policy.
-    pub fn source(&self) -> Source {
-        self.source
-    }
-}
-
-/// The outcome's line, then where it came from: `allowed: 2 of 3 left in policy 'per-user',
-/// quota #0 (decided by Redis)`, `rate limited: retry after 1s (failed closed: Redis did not
-/// answer in time)`.
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.outcome {
-            Ok(allowed) => allowed.fmt(f)?,
-            Err(refused) => refused.fmt(f)?,
-        }
-        write!(f, " ({})", self.source)
-    }
-}
 
 /// A decision Redis (or a lease) made, and the script's replies behind it, in the plan's
 /// order, each with the plan's bucket its first state stands for: one for the whole plan on
@@ -112,7 +69,7 @@ pub(super) fn open_or_closed(
     add(&counters.failed_open, 1);
     metrics.failed_open.increment(1);
     Verdict {
-        outcome: Ok(Allowed::new(UNLIMITED).cite(Cited::default())),
+        outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
         source: Source::FailedOpen(failure),
     }
 }
@@ -186,7 +143,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         Verdict {
             outcome,
-            source: Source::Redis,
+            source: Source::Buckets,
         }
     }
 
@@ -282,7 +239,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 best = Some((bucket, g));
             }
         }
-        let allowed = Allowed::delayed(best.map_or(UNLIMITED, |(_, g)| g), delay);
+        let allowed = Allowed::delayed(best.map_or(Gauge::UNLIMITED, |(_, g)| g), delay);
         allowed.cite(Cited {
             by: best.map(|(bucket, _)| self.by(plan, bucket)),
             ..Cited::default()
@@ -342,12 +299,12 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     }
 
     /// The decision of the failure policy.
-    pub(crate) fn fail(&self, request: &R, n: u32, failure: Failure) -> Verdict {
+    pub(crate) fn fail(&self, plan: &Plan, n: u32, failure: Failure) -> Verdict {
         let shared = &*self.shared;
         match self.local_share() {
             Some(local) => Verdict {
                 // The local policies name themselves `redis:{prefix}:{policy}`.
-                outcome: match local.check_n(request, n) {
+                outcome: match local.check_n(plan, n) {
                     Ok(answer) => answer,
                     // n fits every quota in Redis but not this process's share of one: never,
                     // locally.
@@ -366,7 +323,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// The set's local share when its failure policy decides there (counted as such a
     /// decision); `None` when the policy is open or closed.
-    pub(super) fn local_share(&self) -> Option<&Policies<R, C>> {
+    pub(super) fn local_share(&self) -> Option<&Policies<Plan, C>> {
         let shared = &*self.shared;
         match (shared.on_failure, &shared.fallback) {
             (OnFailure::Local { .. }, Some(local)) => {

@@ -8,7 +8,7 @@ use core::time::Duration;
 use crate::cell::Receipt;
 use crate::clock::Clock;
 use crate::jitter;
-use crate::outcome::{Allowed, Cause, Citation, Error, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Cause, Citation, Cited, Error, InsufficientCapacity, Refused};
 
 /// How a wait behaves: how long it may last, and the jitter its retries add.
 ///
@@ -77,14 +77,18 @@ impl Default for WaitOptions {
     }
 }
 
-/// What one attempt of a wait found; `G` is what gives a reservation back, `C` what its outcomes
-/// cite.
-pub(crate) enum Attempt<G, C = ()> {
+/// What one attempt of a wait found ([`Backend::attempt`](crate::backend::Backend::attempt));
+/// `G` is what gives a reservation back, `C` what its outcomes cite.
+#[derive(Debug)]
+pub enum Attempt<G, C = ()> {
     /// Admitted: go ahead after `delay` ns. `reserved` holds what gives the cells back if the
     /// wait is abandoned while it sleeps on them (a reservation: a delay > 0).
     Ready {
+        /// The admission.
         value: Allowed<C>,
+        /// Nanoseconds to sleep before going ahead.
         delay: u64,
+        /// The booking to give back if the wait ends before the delay.
         reserved: Option<G>,
     },
     /// Refused for now: sleep this many ns and ask again.
@@ -173,40 +177,68 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Gives a reservation's cells back: an exact undo of what the decision wrote.
-/// A decision that never reserves (a remote one): nothing to give back.
-#[cfg(feature = "redis")]
-pub(crate) enum Unreserved {}
-
-#[cfg(feature = "redis")]
-impl GiveBack for Unreserved {
-    fn give_back(self) {
-        match self {}
-    }
-}
-
-/// The asynchronous loop over attempts that are themselves asynchronous (a decision in Redis,
-/// given what is left of `max_wait`), which never reserve: each refusal is slept out for its
-/// retry-after (plus `options`' jitter) on `clock`'s time, then asked again.
-#[cfg(feature = "redis")]
-pub(crate) async fn until_remote<C: Clock, X, A: Future<Output = Attempt<Unreserved, X>>, F>(
-    clock: &C,
+/// Takes `n` cells from every quota of every policy of `backend` that applies to `request`,
+/// sleeping through `sleep` until all admit at once, within `options`' bound: the one wait
+/// over the [`Backend`] seam, whatever the backend. Each refusal is slept out for its
+/// retry-after (plus `options`' jitter, measured on the backend's clock); an admission a
+/// shaping quota delays is a booking that the wait sleeps on, given back if the future is
+/// dropped first. Cancellation-safe: between attempts it holds nothing.
+///
+/// ```
+/// use flowgate::policy::{Policies, Policy};
+/// use flowgate::wait::{until_ready_with, WaitOptions};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let limits = Policies::<str>::builder()
+///     .policy(Policy::keyed("user", |user: &str| user).quota("2/min".parse()?))
+///     .build()?;
+/// let bounded = WaitOptions::new().at_most(core::time::Duration::from_millis(10));
+/// let sleep = |_| async {};
+/// assert!(until_ready_with(&limits, "alice", 2, bounded, sleep).await.is_ok());
+/// // The next cell is 30 s away: past the bound, refused at once.
+/// assert!(until_ready_with(&limits, "alice", 1, bounded, sleep).await.is_err());
+/// # Ok(())
+/// # }
+/// # block_on(run()).unwrap();
+/// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+///
+/// # Errors
+/// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity; [`Error::Refused`] when
+/// the wait would exceed the bound, or a refusal never conforms (a failure policy's refusals
+/// included: they are waited out like any other).
+///
+/// [`Backend`]: crate::backend::Backend
+pub async fn until_ready_with<R, B, F>(
+    backend: &B,
+    request: &R,
+    n: u32,
     options: WaitOptions,
-    mut attempt: impl FnMut(u64) -> A,
     mut sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed<X>, Error<X>>
+) -> Result<Allowed<Cited>, Error<Cited>>
 where
+    R: ?Sized,
+    B: crate::backend::Backend<R>,
     F: Future<Output = ()>,
 {
-    let start = clock.now();
+    let start = backend.now();
     loop {
         // A clock that steps back counts as no time spent.
-        let left = (options.max_wait).saturating_sub(clock.now().saturating_sub(start));
-        match attempt(left).await {
-            Attempt::Ready { value, delay, .. } => {
+        let left = (options.max_wait).saturating_sub(backend.now().saturating_sub(start));
+        match backend.attempt(request, n, left).await {
+            Attempt::Ready {
+                value,
+                delay,
+                reserved,
+            } => {
+                // Armed before the sleep: given back unless the wait completes.
+                let mut guard = Reservation { reserved };
                 if delay > 0 {
                     sleep(Duration::from_nanos(delay)).await;
                 }
+                guard.reserved = None;
                 return Ok(value);
             }
             Attempt::Retry(wait) => sleep(options.retry_sleep(wait, left)).await,
@@ -215,7 +247,8 @@ where
     }
 }
 
-pub(crate) trait GiveBack {
+/// What gives a wait's booking back: [`Booked`](crate::policy::Booked) in process.
+pub trait GiveBack {
     /// Undoes the reservation (each write it made, if the bucket still holds it).
     fn give_back(self);
 }

@@ -69,10 +69,8 @@
 
 mod engine;
 
-pub use engine::WaitOptions;
-pub(crate) use engine::{as_is, block, judge, judge_reservation, until, Attempt, GiveBack};
-#[cfg(feature = "redis")]
-pub(crate) use engine::{until_remote, Unreserved};
+pub(crate) use engine::{as_is, block, judge, judge_reservation, until};
+pub use engine::{until_ready_with, Attempt, GiveBack, WaitOptions};
 
 #[cfg(doc)]
 use crate::clock::Clock;
