@@ -343,13 +343,10 @@
 //! ```
 //!
 //! Code that should not care where it decides is written against the
-//! [`Backend`](crate::backend::Backend) trait, which both sets implement (`check_n`,
-//! `check_up_to`, `look`, `reset`, and [`wait::until_ready_with`](crate::wait::until_ready_with)
-//! over it); the HTTP layer takes any backend. [`AnyPolicies`](crate::backend::AnyPolicies) is
-//! either set, chosen when it is built (`build_on(BackendKind::…)`, or a configuration file's
-//! `backend = "redis"` with `PoliciesConfig::build_any`). Every algorithm runs in Redis; the
-//! exact sliding window is
-//! `RedisSlidingLog`. `cargo run -p flowgate-integration --example service` is the whole setup:
+//! [`Backend`](crate::backend::Backend) trait, which both sets implement; the HTTP layer and
+//! [`wait::until_ready_with`](crate::wait::until_ready_with) take any backend; `AnyPolicies` is
+//! either, chosen in code or by a file (`build_any`). Every algorithm runs in Redis (the exact
+//! sliding window: `RedisSlidingLog`). `cargo run -p flowgate-integration --example service`:
 //! an axum service whose API limits are shared by every instance.
 //!
 //! # Metrics (feature `metrics`)

@@ -68,8 +68,8 @@
 //! * `redis` (feature `redis`; `redis-cluster` for Redis Cluster): the same policy sets decided
 //!   in Redis, shared by many processes, with a failure policy, a circuit breaker and local
 //!   leases.
-//! * [`backend`] (`std`): [`AnyPolicies`](backend::AnyPolicies), a policy set on either
-//!   backend, chosen when it is built (in code or in a configuration file), behind one API.
+//! * [`backend`] (`std`): the [`Backend`](backend::Backend) trait a policy set is decided
+//!   through, in process or remote; the HTTP layers and [`wait::until_ready_with`] take any.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
 //! * `stream` (feature `futures`): a rate-limited `Stream` and `Sink`, items weighted by a

@@ -18,6 +18,7 @@ use std::time::Duration;
 use actix_web::{web, App, HttpServer};
 use axum::routing::get;
 use axum::Router;
+use flowgate::backend::Backend;
 use flowgate::clock::ManualClock;
 use flowgate::http::{ActixRateLimit, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
 use flowgate::policy::{Policies, Policy};
@@ -41,9 +42,7 @@ fn policies(clock: &ManualClock) -> flowgate::policy::PoliciesBuilder<Inbound, M
 
 /// The layer over `set`, with the client from `X-Forwarded-For` behind the loopback proxy and
 /// a cost from `x-cost`.
-fn layer(
-    set: impl Into<flowgate::backend::AnyPolicies<Inbound, ManualClock>>,
-) -> RateLimitLayer<ManualClock> {
+fn layer<B: Backend<Inbound>>(set: B) -> RateLimitLayer<B> {
     RateLimitLayer::new(set)
         .client_ip(ClientIp::peer().trust(["127.0.0.0/8".parse().unwrap()]))
         .headers(HeaderStyle::BOTH)
@@ -55,7 +54,7 @@ fn layer(
 }
 
 /// Serves `limit` around two routes in an actix server of one worker, on its own thread.
-fn serve_actix(limit: ActixRateLimit<ManualClock>) -> SocketAddr {
+fn serve_actix<B: Backend<Inbound>>(limit: ActixRateLimit<B>) -> SocketAddr {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
@@ -76,7 +75,7 @@ fn serve_actix(limit: ActixRateLimit<ManualClock>) -> SocketAddr {
     receiver.recv().unwrap()
 }
 
-async fn serve_axum(layer: RateLimitLayer<ManualClock>) -> SocketAddr {
+async fn serve_axum(layer: RateLimitLayer<Policies<Inbound, ManualClock>>) -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/users/{id}", get(|| async { "user" }))

@@ -5,9 +5,10 @@
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use flowgate::backend::{AnyPolicies, Backend, BackendKind, BuildError};
+use flowgate::backend::Backend;
 use flowgate::clock::QuantaClock;
 use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
+use flowgate::redis::{AnyPolicies, BackendKind, BuildError};
 use flowgate::redis::{BreakerState, RedisBackend, RedisConfigError};
 use redis_server::RedisServer;
 
@@ -250,4 +251,37 @@ async fn waits_sleep_alike_on_either_backend() {
         slept_by[0], slept_by[1],
         "Redis waits as the in-process set does"
     );
+}
+
+/// `look` takes nothing and `reset` forgets what one request used (its key's buckets and the
+/// global ones it goes through), alike on either backend; other keys keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn looks_and_resets_alike_on_either_backend() {
+    let server = RedisServer::start();
+    let set = || {
+        Policies::<str>::builder()
+            .policy(Policy::keyed("per-user", |u: &str| u).quota("3/hour".parse().unwrap()))
+            .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
+    };
+    let backend = RedisBackend::new(server.client()).prefix("backends-reset");
+    let sets = [
+        set().build_on(BackendKind::InProcess).unwrap(),
+        set().build_on(BackendKind::Redis(backend)).unwrap(),
+    ];
+    let left = |states: Vec<flowgate::policy::QuotaState>| -> Vec<u32> {
+        states.iter().map(|s| s.remaining()).collect()
+    };
+    for limits in &sets {
+        let name = limits.backend_name();
+        for user in ["alice", "alice", "bob"] {
+            let verdict = limits.check_n(user, 1).await.unwrap();
+            assert!(verdict.is_allowed(), "{name}: {verdict}");
+        }
+        for _ in 0..2 {
+            assert_eq!(left(limits.look("alice").await.unwrap()), [1, 2], "{name}");
+        }
+        limits.reset("alice").await.unwrap();
+        assert_eq!(left(limits.look("alice").await.unwrap()), [3, 5], "{name}");
+        assert_eq!(left(limits.look("bob").await.unwrap()), [2, 5], "{name}");
+    }
 }

@@ -83,7 +83,10 @@ fn policies(clock: &ManualClock) -> Policies<Inbound, ManualClock> {
         .unwrap()
 }
 
-async fn serve(layer: RateLimitLayer<ManualClock>, connect_info: bool) -> SocketAddr {
+async fn serve(
+    layer: RateLimitLayer<Policies<Inbound, ManualClock>>,
+    connect_info: bool,
+) -> SocketAddr {
     let app = Router::new().route_service(PATH, EchoRoute).layer(layer);
     axum_server::serve(app, connect_info).await
 }

@@ -9,7 +9,6 @@ mod http_client;
 mod axum_server;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
@@ -52,7 +51,7 @@ async fn get_with(
     }
 }
 
-fn app(layer: RateLimitLayer<ManualClock>) -> Router {
+fn app(layer: RateLimitLayer<Policies<Inbound, ManualClock>>) -> Router {
     Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/users/{id}", get(|| async { "user" }))
@@ -106,8 +105,6 @@ async fn without_headers_the_decisions_are_the_same() {
     // One refusal counted, against the per-client policy.
     let refused: Vec<_> = layer
         .policies()
-        .in_process()
-        .unwrap()
         .stats()
         .into_iter()
         .map(|stats| (stats.name, stats.refused))
@@ -241,7 +238,10 @@ async fn an_oversized_request_gets_no_retry_after() {
 }
 
 /// One cell per minute per client, the client told by `client_ip`.
-fn per_client_minute(clock: &ManualClock, client_ip: ClientIp) -> RateLimitLayer<ManualClock> {
+fn per_client_minute(
+    clock: &ManualClock,
+    client_ip: ClientIp,
+) -> RateLimitLayer<Policies<Inbound, ManualClock>> {
     let policies = Policies::<Inbound>::builder()
         .clock(clock.clone())
         .policy(Policy::keyed_with("per-client", by_client_ip).quota("1/min".parse().unwrap()))
@@ -350,7 +350,7 @@ async fn requests_without_a_client_address_follow_the_rule() {
         assert!(reply.body.contains("peer address"), "{}", reply.body);
     }
     assert_eq!(default.unkeyed(), 2);
-    assert_eq!(default.policies().in_process().unwrap().stats()[0].keys, 0);
+    assert_eq!(default.policies().stats()[0].keys, 0);
 
     let sharing = per_client_minute(&clock, ClientIp::peer().when_missing(Unkeyed::Shared));
     let shared = serve(app(sharing.clone()), false).await;
@@ -368,14 +368,14 @@ async fn requests_without_a_client_address_follow_the_rule() {
         &clock,
         ClientIp::peer().when_missing(Unkeyed::Refuse(StatusCode::FORBIDDEN)),
     );
-    let policies = Arc::clone(refusing.policies().in_process().unwrap());
+    let kept = refusing.clone();
     let refused = serve(app(refusing), false).await;
     let reply = get_with(&client, refused, "/", &[]).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
     assert_eq!(reply.header("retry-after"), None);
     assert!(reply.body.contains("could not be determined"));
     // No policy was consulted: the table holds no key.
-    assert_eq!(policies.stats()[0].keys, 0);
+    assert_eq!(kept.policies().stats()[0].keys, 0);
 }
 
 /// Keys from the matched route: `/users/1` and `/users/2` share the `/users/{id}` bucket, and
@@ -603,4 +603,55 @@ async fn every_refusal_under_load_reports_the_refusing_quota_as_the_decision_saw
     }
     // At most 5 + 50 cells a second of the 3 200 requests' are admitted.
     assert!(refusals >= 1_000, "only {refusals} refusals");
+}
+
+/// In process, the layer asks nothing of the inner service that only a backend with pending
+/// decisions needs: a service that is not `Clone` (nor `Send`) is wrapped and called, and its
+/// response future is the layer's own type over the inner future (this test does not compile
+/// if the service demands `Clone` again).
+#[tokio::test]
+async fn in_process_the_inner_service_need_not_be_clone() {
+    use std::rc::Rc;
+    use tower::{Layer as _, Service, ServiceExt as _};
+
+    /// Counts its calls; `Rc` makes it neither `Clone` (not derived) nor `Send`.
+    struct Counting(Rc<core::cell::Cell<u32>>);
+
+    impl Service<Request<()>> for Counting {
+        type Response = http::Response<Bytes>;
+        type Error = core::convert::Infallible;
+        type Future = core::future::Ready<Result<http::Response<Bytes>, Self::Error>>;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut core::task::Context<'_>,
+        ) -> core::task::Poll<Result<(), Self::Error>> {
+            core::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            self.0.set(self.0.get() + 1);
+            core::future::ready(Ok(http::Response::new(Bytes::from_static(b"ok"))))
+        }
+    }
+
+    let policies = Policies::<Inbound>::builder()
+        .clock(ManualClock::new())
+        .policy(Policy::global("everyone").quota("1/min".parse().unwrap()))
+        .build()
+        .unwrap();
+    let calls = Rc::new(core::cell::Cell::new(0));
+    let layer =
+        RateLimitLayer::new(policies).client_ip(ClientIp::peer().when_missing(Unkeyed::Shared));
+    let mut service = layer.layer(Counting(Rc::clone(&calls)));
+    let first: flowgate::http::ResponseFuture<_, Bytes> =
+        service.ready().await.unwrap().call(Request::new(()));
+    assert_eq!(first.await.unwrap().status(), StatusCode::OK);
+    let second = service.ready().await.unwrap().call(Request::new(())).await;
+    assert_eq!(second.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        calls.get(),
+        1,
+        "the refused request never reached the service"
+    );
 }

@@ -24,6 +24,7 @@ use axum::Router;
 use flowgate::clock::ManualClock;
 use flowgate::http::{by_client_ip, HeaderStyle, Inbound, RateLimitLayer};
 use flowgate::policy::{PoliciesBuilder, Policy};
+use flowgate::redis::AnyPolicies;
 use flowgate::redis::{OnFailure, RedisBackend};
 use http::{HeaderMap, StatusCode};
 use http_client::HttpClient;
@@ -70,7 +71,7 @@ fn reply(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Reply {
     }
 }
 
-async fn serve(layer: RateLimitLayer<ManualClock>) -> SocketAddr {
+async fn serve(layer: Layer) -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route_layer(layer);
@@ -100,10 +101,11 @@ fn policies() -> PoliciesBuilder<Inbound> {
         .policy(Policy::global("global").quotas([quota("1000/h"), quota("10/h")]))
 }
 
-fn layer(
-    set: impl Into<flowgate::backend::AnyPolicies<Inbound, ManualClock>>,
-) -> RateLimitLayer<ManualClock> {
-    RateLimitLayer::new(set)
+/// One layer type for every backend.
+type Layer = RateLimitLayer<AnyPolicies<Inbound, ManualClock>>;
+
+fn layer(set: impl Into<AnyPolicies<Inbound, ManualClock>>) -> Layer {
+    RateLimitLayer::new(set.into())
         .headers(HeaderStyle::BOTH)
         .cost(|r: &Inbound| {
             r.header("x-cost")

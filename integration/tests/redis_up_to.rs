@@ -1,4 +1,4 @@
-//! `RedisLimiter::check_up_to` and `AnyPolicies::check_up_to` against a real `redis-server`:
+//! `RedisLimiter::check_up_to` and `Backend::check_up_to` against a real `redis-server`:
 //! the tightest enforcing quota sets the count, for every kind of bucket the script keeps;
 //! dry-run policies do not limit it; `n` above the burst and `n = 0`; the refusal of one cell;
 //! decision for decision the same counts and outcomes as the in-process `Policies::check_up_to`;
@@ -12,9 +12,10 @@ use redis_cluster::redis_server;
 use std::time::Duration;
 
 use flowgate::algorithm::AnyAlgorithm;
-use flowgate::backend::{AnyPolicies, Backend};
+use flowgate::backend::Backend;
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
+use flowgate::redis::{AnyPolicies, BackendKind};
 use flowgate::redis::{OnFailure, RedisBackend, RedisLimiter, Source, Verdict};
 use flowgate::Quota;
 use redis_server::{nobody, RedisServer};
@@ -425,7 +426,7 @@ async fn concurrent_takers_never_take_more_than_the_buckets_hold() {
     }
 }
 
-/// `AnyPolicies::check_up_to` delegates to either backend, with the same answers.
+/// `Backend::check_up_to` of an `AnyPolicies` delegates to either backend, with the same answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_policies_takes_up_to_n_on_either_backend() {
     let server = RedisServer::start();
@@ -435,15 +436,24 @@ async fn any_policies_takes_up_to_n_on_either_backend() {
             .build_on(backend)
             .unwrap()
     };
-    let redis = Backend::Redis(RedisBackend::new(server.client()).prefix("any"));
-    for limits in [set(Backend::InProcess), set(redis)] {
+    let redis = BackendKind::Redis(RedisBackend::new(server.client()).prefix("any"));
+    for limits in [set(BackendKind::InProcess), set(redis)] {
         let limits: AnyPolicies<str> = limits;
         let name = limits.backend_name();
-        let (zero, state) = limits.check_up_to("alice", 0).await.unwrap();
-        assert_eq!((zero, state.remaining()), (0, 5), "{name}");
-        assert_eq!(limits.check_up_to("alice", 3).await.unwrap().0, 3, "{name}");
-        assert_eq!(limits.check_up_to("alice", 8).await.unwrap().0, 2, "{name}");
-        let refused = limits.check_up_to("alice", 8).await.unwrap_err();
+        let (zero, state) = limits.check_up_to("alice", 0).await;
+        assert_eq!(
+            (zero, state.outcome().unwrap().remaining()),
+            (0, 5),
+            "{name}"
+        );
+        assert_eq!(limits.check_up_to("alice", 3).await.0, 3, "{name}");
+        assert_eq!(limits.check_up_to("alice", 8).await.0, 2, "{name}");
+        let refused = limits
+            .check_up_to("alice", 8)
+            .await
+            .1
+            .outcome()
+            .unwrap_err();
         assert_eq!(refused.policy(), Some("user"), "{name}");
     }
 }

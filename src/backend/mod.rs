@@ -31,10 +31,6 @@
 //! Every answer says where it came from ([`Source`]): the buckets themselves, a lease, or a
 //! failure policy that decided because the backend could not ([`Failure`]).
 
-mod any;
-#[cfg(feature = "serde")]
-mod config;
-mod in_process;
 mod verdict;
 
 use core::future::Future;
@@ -42,11 +38,10 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
+use crate::outcome::{as_is, judge, Attempt};
 use crate::outcome::{Cited, Error, InsufficientCapacity, QuotaState, Refused};
 use crate::quota::Quota;
-use crate::wait::{as_is, judge, Attempt};
 
-pub use any::{AnyPolicies, BackendKind, BuildError};
 pub use verdict::{Failure, Source, Verdict};
 
 /// A middleware's decision: admitted or refused (with the refusal's reason), or `n` beyond an
@@ -138,7 +133,7 @@ pub trait Backend<R: ?Sized>: Send + Sync + 'static {
 
     /// A booking an [`attempt`](Self::attempt) made ahead of time: given back if its wait is
     /// dropped before the booking's time. [`Unbooked`] for a backend that never books ahead.
-    type Booking<'a>: crate::wait::GiveBack + Send
+    type Booking<'a>: crate::outcome::GiveBack + Send
     where
         Self: 'a;
 }
@@ -264,7 +259,7 @@ impl Future for Remote {
 #[derive(Debug)]
 pub enum Unbooked {}
 
-impl crate::wait::GiveBack for Unbooked {
+impl crate::outcome::GiveBack for Unbooked {
     fn give_back(self) {
         match self {}
     }

@@ -7,7 +7,7 @@ use core::fmt;
 use core::hash::Hash;
 use core::marker::PhantomData;
 
-use super::store::{Options, Store};
+use super::store::{KeyedError, Options, Store, MAX_TIERS};
 use super::{Classify, KeyedRateLimiter, Tag, Tiers};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::Clock;
@@ -18,8 +18,6 @@ use crate::quota::Quota;
 
 /// Keys a limiter holds unless told otherwise: 2²⁰, about 22 MB of table.
 const DEFAULT_MAX_KEYS: usize = 1 << 20;
-/// Most quota tiers (the tier takes the low bits of a key's tag).
-const MAX_TIERS: usize = 256;
 
 /// What a full table does with a request from a key it does not hold, when no idle key can make
 /// room. Keys it holds are never affected.
@@ -36,54 +34,6 @@ pub enum WhenFull {
     /// untracked admissions too.
     AdmitUntracked,
 }
-
-/// Why a [`Builder`] could not build a limiter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyedError {
-    /// `max_keys` was 0.
-    NoKeys,
-    /// `max_keys` above 2⁴⁰, or a table that could not be allocated.
-    TooManyKeys {
-        /// The `max_keys` asked for.
-        max_keys: usize,
-    },
-    /// More than 256 quota tiers.
-    TooManyTiers,
-    /// A shard count that is 0 or not a power of two.
-    Shards {
-        /// The shard count asked for.
-        shards: usize,
-    },
-    /// Built without the `std` feature and without [`Builder::hash_seed`]: there is no
-    /// randomness source to seed the key hash from, and a hash seeded the same in every build
-    /// would let anyone choose keys that share buckets or crowd one shard.
-    NoHashSeed,
-}
-
-impl fmt::Display for KeyedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoKeys => write!(f, "a keyed limiter needs max_keys of at least 1"),
-            Self::TooManyKeys { max_keys } => write!(
-                f,
-                "a table for {max_keys} keys cannot be allocated (at most 2^40 keys, 16 bytes \
-                 per slot)"
-            ),
-            Self::TooManyTiers => write!(f, "at most {MAX_TIERS} quota tiers"),
-            Self::Shards { shards } => {
-                write!(f, "the shard count must be a power of two, not {shards}")
-            }
-            Self::NoHashSeed => write!(
-                f,
-                "without the std feature a keyed limiter needs a random hash seed from the \
-                 caller (Builder::hash_seed)"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for KeyedError {}
 
 /// A limiter's algorithms, one per tier, picked by the low bits of a key's tag.
 #[derive(Debug)]

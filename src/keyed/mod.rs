@@ -90,7 +90,8 @@ use core::hash::Hash;
 
 pub(crate) use builder::hasher;
 use builder::TierSet;
-pub use builder::{Builder, KeyedError, WhenFull};
+pub use builder::{Builder, WhenFull};
+pub use store::KeyedError;
 #[cfg(feature = "std")]
 pub use sweeper::Sweeper;
 

@@ -38,12 +38,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod attempt;
 mod decision;
 mod display;
 mod error;
 mod policy;
 mod why;
 
+pub(crate) use attempt::{as_is, judge};
+pub use attempt::{Attempt, GiveBack};
 pub use decision::{Allowed, Refused};
 pub use error::{Error, InsufficientCapacity};
 pub use policy::{Citation, Cited, DryRun, PolicyQuota, QuotaState};

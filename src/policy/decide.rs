@@ -16,8 +16,8 @@ use arrayvec::ArrayVec;
 
 use super::layer::{Bucket, Buckets, Layer};
 use super::live::LiveQuota;
-use super::report::{Report, Summary};
-use super::{Policies, MAX_QUOTAS};
+use super::report::{Report, Summary, Undo, UndoLog};
+use super::Policies;
 use crate::algorithm::{next_cell, Algorithm, AnyAlgorithm, Apply, Rule, Step, WORDS};
 use crate::cell::taking;
 use crate::clock::Clock;
@@ -27,19 +27,6 @@ use crate::outcome::{Cited, DryRun, Gauge, InsufficientCapacity, Refused};
 
 /// A decision's answer: too many cells (never), or admitted (reported as `A`) or refused (now).
 pub(crate) type Answer<A> = Result<Result<A, Refused<Cited>>, InsufficientCapacity>;
-
-/// One write to undo if a later quota refuses (or a wait gives its reservation back).
-#[derive(Clone, Copy)]
-pub(crate) struct Undo<'p> {
-    /// The quota (which knows its policy and place).
-    pub(crate) live: &'p LiveQuota,
-    pub(crate) tag: Tag,
-    pub(crate) before: u64,
-    pub(crate) after: u64,
-}
-
-/// The undo log of a decision: one entry per quota that admitted it.
-pub(crate) type UndoLog<'p> = ArrayVec<Undo<'p>, MAX_QUOTAS>;
 
 /// The clock, read once for the whole decision when first needed (after the first lookup).
 struct Reading<F> {

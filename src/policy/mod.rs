@@ -123,6 +123,7 @@
 //!
 //! [`AnyAlgorithm::reads_buckets_of`]: crate::algorithm::AnyAlgorithm::reads_buckets_of
 
+mod backend;
 mod builder;
 #[cfg(feature = "serde")]
 mod config;
@@ -153,7 +154,6 @@ pub use manage::PolicyStats;
 pub use crate::jitter::seed_jitter;
 pub use crate::outcome::{DryRun, PolicyQuota, QuotaState};
 
-pub(crate) use report::{Silent, Visit};
 pub use wait::Booked;
 
 use self::layer::Layer;

@@ -5,10 +5,26 @@
 //! A decision tells its report of each enforcing quota as the quota admits the request, so that
 //! no report keeps more than it needs.
 
-use super::decide::Undo;
+use arrayvec::ArrayVec;
+
 use super::live::LiveQuota;
+use super::MAX_QUOTAS;
+use crate::keyed::Tag;
 use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota, QuotaState};
 use crate::quota::Quota;
+
+/// One write to undo if a later quota refuses (or a wait gives its reservation back).
+#[derive(Clone, Copy)]
+pub(crate) struct Undo<'p> {
+    /// The quota (which knows its policy and place).
+    pub(crate) live: &'p LiveQuota,
+    pub(crate) tag: Tag,
+    pub(crate) before: u64,
+    pub(crate) after: u64,
+}
+
+/// The undo log of a decision: one entry per quota that admitted it.
+pub(crate) type UndoLog<'p> = ArrayVec<Undo<'p>, MAX_QUOTAS>;
 
 /// What an admission of a policy set reports.
 pub(crate) trait Report<'p> {

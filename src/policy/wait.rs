@@ -7,8 +7,8 @@
 use core::future::Future;
 use core::time::Duration;
 
-use super::decide::UndoLog;
 use super::live::LiveQuota;
+use super::report::UndoLog;
 use super::report::{Report, Summary, Tightest};
 use super::Policies;
 use crate::algorithm::Algorithm;

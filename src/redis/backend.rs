@@ -11,7 +11,7 @@ use crate::observe::RedisMetrics;
 use crate::policy::{PoliciesBuilder, PolicyError};
 use crate::quota::QuotaError;
 
-use super::breaker::Breaker;
+use super::breaker::{Breaker, Circuit};
 use super::connection::{connect, Server};
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::local::local_limiter;
@@ -337,7 +337,8 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
         }
         let lease = lease_in_millis(backend.lease)?;
         let metrics = RedisMetrics::new(&backend.prefix);
-        let (connection, circuit) = connect(&backend, &metrics)?;
+        let connection = connect(&backend)?;
+        let circuit = Circuit::of(&backend, &connection, &metrics);
         Ok(RedisLimiter {
             shared: Arc::new(Shared {
                 connection,

@@ -139,6 +139,19 @@ pub(super) struct Circuit {
 }
 
 impl Circuit {
+    /// The breaker in front of `connection` that `backend` asks for (none when it is off).
+    pub(super) fn of(
+        backend: &super::RedisBackend,
+        connection: &Connection,
+        metrics: &crate::observe::RedisMetrics,
+    ) -> Option<Arc<Self>> {
+        (!backend.breaker.is_off()).then(|| {
+            let state = metrics.breaker_state.clone();
+            let probing = (connection.clone(), backend.timeout);
+            Self::new(backend.breaker, probing, state)
+        })
+    }
+
     /// A closed breaker with `settings` (not [`Breaker::off`]), probing through `connection`
     /// within `timeout`, its probes spawned on the current runtime.
     pub(super) fn new(

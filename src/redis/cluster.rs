@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::redirect::{after, server_kind, Target};
+use super::redirect::{after, server_kind, Learn, Target};
 use super::script::Sender;
 use super::slots::{cluster_slots, key_slot, SLOTS};
 
@@ -340,7 +340,13 @@ impl Sender for Cluster {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            let next = match after(self, slot, &error) {
+            let (next, learn) = after(&error);
+            match learn {
+                Learn::Nothing => {}
+                Learn::Moved { host, port } => self.moved(slot, &host, port),
+                Learn::Refresh => self.refresh_soon(false),
+            }
+            let next = match next {
                 Some(next) if attempt < MAX_REDIRECTS => next,
                 _ => return Err(error),
             };

@@ -3,16 +3,13 @@
 //! front of it.
 
 use core::time::Duration;
-use std::sync::Arc;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::breaker::Circuit;
 use super::plan::check_part;
 use super::script::Script;
 use super::stats::Counters;
 use super::{Failure, RedisBackend, RedisConfigError};
-use crate::observe::RedisMetrics;
 
 /// Where a limiter's buckets are.
 #[derive(Debug, Clone)]
@@ -63,17 +60,13 @@ impl Connection {
     }
 }
 
-/// A connection to `backend`'s server or cluster, connecting lazily (inside a tokio runtime),
-/// and the circuit breaker in front of it unless it is off.
+/// A connection to `backend`'s server or cluster, connecting lazily (inside a tokio runtime).
 ///
 /// With a breaker, a connection manager (a cluster has one per master) makes one attempt per
 /// reconnection and never sleeps between attempts: the breaker is the backoff (one probe per
 /// cool-down), so a decision never waits for a reconnection that is sleeping. Without one, the
 /// manager retries with its own backoff.
-pub(super) fn connect(
-    backend: &RedisBackend,
-    metrics: &RedisMetrics,
-) -> Result<(Connection, Option<Arc<Circuit>>), RedisConfigError> {
+pub(super) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigError> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(RedisConfigError::NoRuntime);
     }
@@ -103,13 +96,5 @@ pub(super) fn connect(
             Connection::Cluster(super::cluster::Cluster::new(seeds.clone(), config))
         }
     };
-    let circuit = (!backend.breaker.is_off()).then(|| {
-        let state = metrics.breaker_state.clone();
-        Circuit::new(
-            backend.breaker,
-            (connection.clone(), backend.timeout),
-            state,
-        )
-    });
-    Ok((connection, circuit))
+    Ok(connection)
 }

@@ -131,7 +131,8 @@ impl<C: Clock> RedisSlidingLog<C> {
             return Err(RedisConfigError::LocalLog);
         }
         let metrics = RedisMetrics::new(&backend.prefix);
-        let (connection, circuit) = connect(&backend, &metrics)?;
+        let connection = connect(&backend)?;
+        let circuit = Circuit::of(&backend, &connection, &metrics);
         Ok(Self {
             shared: Arc::new(Log {
                 connection,

@@ -133,11 +133,14 @@
 
 #[cfg(feature = "redis-cluster")]
 mod across;
+mod any;
 mod backend;
 mod breaker;
 mod call;
 #[cfg(feature = "redis-cluster")]
 mod cluster;
+#[cfg(feature = "serde")]
+mod config;
 mod connection;
 mod failure;
 mod lease;
@@ -173,6 +176,7 @@ use crate::policy::{Key, PoliciesBuilder, Policy};
 use crate::Refused;
 
 pub use crate::backend::Verdict;
+pub use any::{AnyPolicies, BackendKind, BuildError};
 pub use backend::{RedisBackend, RedisConfigError};
 pub use breaker::{Breaker, BreakerState};
 pub use failure::{Failure, OnFailure, Source};

@@ -3,8 +3,6 @@
 
 use ::redis::{ErrorKind, ServerErrorKind};
 
-use super::cluster::Cluster;
-
 /// Where to send a command next.
 pub(super) enum Target {
     /// To the master of the command's slot.
@@ -13,53 +11,52 @@ pub(super) enum Target {
     Node { host: String, port: u16, ask: bool },
 }
 
-/// What to do after an error: the target to send to next, or `None` if the command may have
-/// run (or was refused for good). A redirect also teaches the map (`MOVED`).
-pub(super) fn after(cluster: &Cluster, slot: u16, error: &::redis::RedisError) -> Option<Target> {
+/// What an error teaches the cluster's map: a slot moved to a node (`MOVED`), or the map
+/// should be asked for again soon.
+pub(super) enum Learn {
+    Nothing,
+    Moved { host: String, port: u16 },
+    Refresh,
+}
+
+/// What to do after an error: the target to send to next (`None` if the command may have run,
+/// or was refused for good), and what the map learns from it.
+pub(super) fn after(error: &::redis::RedisError) -> (Option<Target>, Learn) {
     // An empty host (`:6380`, a cluster whose nodes announce no endpoint) names no node: the
     // map is asked for again instead.
     let node = || {
         let (node, _slot) = error.redirect_node()?;
         let (host, port) = node.rsplit_once(':')?;
-        let node = (!host.is_empty()).then(|| (host.to_owned(), port.parse::<u16>().ok()));
-        match node {
-            Some((host, Some(port))) => Some((host, port)),
-            _ => {
-                cluster.refresh_soon(false);
-                None
-            }
-        }
+        let port = port.parse::<u16>().ok()?;
+        (!host.is_empty()).then(|| (host.to_owned(), port))
+    };
+    let named = |node: Option<(String, u16)>| match node {
+        Some((host, port)) => Learn::Moved { host, port },
+        None => Learn::Refresh,
     };
     match error.kind() {
-        ErrorKind::Server(ServerErrorKind::Moved) => {
-            if let Some((host, port)) = node() {
-                cluster.moved(slot, &host, port);
-            }
-            Some(Target::Slot)
-        }
-        ErrorKind::Server(ServerErrorKind::Ask) => Some(match node() {
-            Some((host, port)) => Target::Node {
-                host,
-                port,
-                ask: true,
-            },
-            None => Target::Slot,
-        }),
+        ErrorKind::Server(ServerErrorKind::Moved) => (Some(Target::Slot), named(node())),
+        ErrorKind::Server(ServerErrorKind::Ask) => match node() {
+            Some((host, port)) => (
+                Some(Target::Node {
+                    host,
+                    port,
+                    ask: true,
+                }),
+                Learn::Nothing,
+            ),
+            None => (Some(Target::Slot), Learn::Refresh),
+        },
         ErrorKind::Server(
             ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown
             | ServerErrorKind::BusyLoading
             | ServerErrorKind::ReadOnly,
-        ) => {
-            cluster.refresh_soon(false);
-            Some(Target::Slot)
-        }
+        ) => (Some(Target::Slot), Learn::Refresh),
         _ => {
-            if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
-                cluster.refresh_soon(false);
-            }
-            None
+            let lost = error.is_io_error() || error.is_connection_dropped() || error.is_timeout();
+            (None, if lost { Learn::Refresh } else { Learn::Nothing })
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::chart::{escape, tick, Scale, Style, OFFERED_FILL};
+use super::Replay;
 
 /// The plot of one panel: its width and height.
 const PANEL_W: f64 = 190.0;
@@ -241,6 +241,152 @@ pub(super) fn y_axis(out: &mut String, grid: &Grid, scale: &Scale) {
         scale.y_label()
     );
     let _ = writeln!(out, "</g>");
+}
+
+/// The offered traffic's fill, in the legend and in every panel.
+pub(super) const OFFERED_FILL: &str = "#dddddd";
+
+/// What the y axis shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Cells in each bin.
+    PerBin,
+    /// Cells from the start of the trace to the end of each bin.
+    Cumulative,
+}
+
+/// The scales every panel shares: the bins and time the x axis spans, the value atop the y axis.
+pub(super) struct Scale {
+    /// The first bin drawn: a round time shortly before anything happens (quiet bins before it
+    /// are left out, so that what happens fills the panels' width).
+    pub(super) first: usize,
+    /// The end of the bins drawn: the longest line's, past `first`.
+    pub(super) bins: usize,
+    /// A bin's width in seconds.
+    pub(super) bin_secs: f64,
+    /// Where the x axis starts (bin `first`'s start) and the time it spans, in seconds.
+    pub(super) from: f64,
+    pub(super) span: f64,
+    /// The x axis's step between ticks, in seconds.
+    pub(super) step: f64,
+    /// The value at the top of the y axis.
+    pub(super) y_max: f64,
+    /// What the y axis shows.
+    pub(super) style: Style,
+}
+
+impl Scale {
+    /// The scales that fit `replay`'s lines, `offered` and `series` as shaped for `style`.
+    pub(super) fn new(replay: &Replay, offered: &[u64], series: &[Vec<u64>], style: Style) -> Self {
+        let lines = || replay.outcomes.iter().map(|o| &o.series[..]);
+        let bins = lines()
+            .chain([&replay.offered[..]])
+            .map(<[u64]>::len)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let active = lines()
+            .chain([&replay.offered[..]])
+            .filter_map(|s| s.iter().position(|&v| v > 0))
+            .min();
+        let top = series
+            .iter()
+            .flatten()
+            .chain(offered.iter())
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let bin_secs = replay.bin.as_secs_f64();
+        let first = lead_in(active, bins, bin_secs);
+        let span = (bins - first) as f64 * bin_secs;
+        Self {
+            first,
+            bins,
+            bin_secs,
+            from: first as f64 * bin_secs,
+            span,
+            // About five ticks, at a round step.
+            step: nice(span / 4.0),
+            y_max: nice(top.max(1) as f64),
+            style,
+        }
+    }
+
+    /// The y axis's label.
+    pub(super) fn y_label(&self) -> String {
+        match self.style {
+            Style::PerBin => format!("cells per {} s", number(self.bin_secs)),
+            Style::Cumulative => "cells so far".to_owned(),
+        }
+    }
+}
+
+/// The first bin to draw when bin `active` is the first with anything in it, of `bins`: the
+/// bin at the last round time before it (on the scale of the time from it to the end), so
+/// that a quiet start is cut but some of it shows.
+pub(super) fn lead_in(active: Option<usize>, bins: usize, bin_secs: f64) -> usize {
+    let Some(active) = active.filter(|&a| a < bins) else {
+        return 0;
+    };
+    let start = active as f64 * bin_secs;
+    let step = nice((bins - active) as f64 * bin_secs / 4.0);
+    let from = ((start / step).ceil() - 1.0).max(0.0) * step;
+    // The bin that time falls in.
+    ((from / bin_secs + 1e-9).floor().max(0.0) as usize).min(active)
+}
+
+/// The smallest of 1, 2, 2.5 or 5 × 10^k at or above `x` (`x` > 0).
+pub(super) fn nice(x: f64) -> f64 {
+    let x = if x.is_finite() && x > 0.0 { x } else { 1.0 };
+    let mut unit = 10f64.powf(x.log10().floor());
+    while unit * 5.0 < x {
+        unit *= 10.0;
+    }
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if unit * m >= x * (1.0 - 1e-12) {
+            return unit * m;
+        }
+    }
+    unit * 10.0
+}
+
+/// A tick label: whole numbers without a point, others with up to three decimals.
+pub(super) fn number(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{}", x.round() as i64)
+    } else {
+        let text = format!("{x:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+/// A tick label: [`number`], counted in thousands (`k`), millions (`M`), billions (`G`) or
+/// trillions (`T`) from 10 000 on, so that labels stay short.
+pub(super) fn tick(x: f64) -> String {
+    let units = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
+    match units.iter().find(|(unit, _)| x.abs() >= 1e4_f64.max(*unit)) {
+        Some((unit, suffix)) => format!("{}{suffix}", number(x / unit)),
+        None => number(x),
+    }
+}
+
+/// `text` with XML's special characters escaped, and the characters XML 1.0 does not allow at
+/// all (control characters other than tab and line breaks, U+FFFE and U+FFFF) replaced by U+FFFD.
+pub(super) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c < ' ' || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

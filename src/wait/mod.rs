@@ -69,8 +69,10 @@
 
 mod engine;
 
-pub(crate) use engine::{as_is, block, judge, judge_reservation, until};
-pub use engine::{until_ready_with, Attempt, GiveBack, WaitOptions};
+pub(crate) use crate::outcome::{as_is, judge};
+pub use crate::outcome::{Attempt, GiveBack};
+pub(crate) use engine::{block, judge_reservation, until};
+pub use engine::{until_ready_with, WaitOptions};
 
 #[cfg(doc)]
 use crate::clock::Clock;

@@ -8,6 +8,7 @@ use axum::Router;
 use flowgate::clock::QuantaClock;
 use flowgate::http::{by_client_ip, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
 use flowgate::policy::{KeyExtractors, PoliciesConfig};
+use flowgate::redis::AnyPolicies;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 
@@ -82,11 +83,14 @@ fn keys() -> KeyExtractors<Inbound> {
 /// One instance: its router, and the handle its `/metrics` renders. Build it inside a tokio
 /// runtime (the Redis set connects lazily). Each instance keeps its own metrics recorder, so
 /// that two instances in one process report apart, as two processes would.
+/// A layer over a set on whichever backend its configuration names.
+type Layer = RateLimitLayer<AnyPolicies<Inbound>>;
+
 pub fn app(config: &Config) -> Result<(Router, PrometheusHandle), Box<dyn std::error::Error>> {
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
     let keys = keys();
-    let layer = |set: &PoliciesConfig| -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
+    let layer = |set: &PoliciesConfig| -> Result<Layer, Box<dyn std::error::Error>> {
         // Handles are registered as the set is built: under this instance's recorder.
         let limits =
             metrics::with_local_recorder(&recorder, || set.build_any(&keys, QuantaClock::new()))?;

@@ -8,7 +8,8 @@
 
 mod insert;
 
-use super::builder::KeyedError;
+use core::fmt;
+
 use super::slot::{Slot, Tag, FIRST_TAG};
 use super::table::{SizeError, Table};
 use super::WhenFull;
@@ -20,6 +21,56 @@ use crate::observe::TableMetrics;
 use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
 
+/// Most quota tiers (the tier takes the low bits of a key's tag).
+pub(crate) const MAX_TIERS: usize = 256;
+
+/// Why a [`Builder`](super::Builder) could not build a limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// `max_keys` was 0.
+    NoKeys,
+    /// `max_keys` above 2⁴⁰, or a table that could not be allocated.
+    TooManyKeys {
+        /// The `max_keys` asked for.
+        max_keys: usize,
+    },
+    /// More than 256 quota tiers.
+    TooManyTiers,
+    /// A shard count that is 0 or not a power of two.
+    Shards {
+        /// The shard count asked for.
+        shards: usize,
+    },
+    /// Built without the `std` feature and without [`Builder::hash_seed`](super::Builder::hash_seed): there is no
+    /// randomness source to seed the key hash from, and a hash seeded the same in every build
+    /// would let anyone choose keys that share buckets or crowd one shard.
+    NoHashSeed,
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoKeys => write!(f, "a keyed limiter needs max_keys of at least 1"),
+            Self::TooManyKeys { max_keys } => write!(
+                f,
+                "a table for {max_keys} keys cannot be allocated (at most 2^40 keys, 16 bytes \
+                 per slot)"
+            ),
+            Self::TooManyTiers => write!(f, "at most {MAX_TIERS} quota tiers"),
+            Self::Shards { shards } => {
+                write!(f, "the shard count must be a power of two, not {shards}")
+            }
+            Self::NoHashSeed => write!(
+                f,
+                "without the std feature a keyed limiter needs a random hash seed from the \
+                 caller (Builder::hash_seed)"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for KeyedError {}
 /// Most keys: 2⁴⁰ (a table of about 23 TB), far beyond any machine, to keep sizes in range.
 const MAX_KEYS: usize = 1 << 40;
 /// Fewest keys per shard when the shard count is chosen automatically.

@@ -2,7 +2,6 @@
 //! (feature `serde`).
 
 use crate::clock::Clock;
-#[cfg(feature = "redis")]
 use crate::policy::RedisConfig;
 use crate::policy::{ConfigError, KeyExtractors, PoliciesConfig};
 
@@ -46,7 +45,6 @@ impl PoliciesConfig {
                 let set = builder.build().map_err(|e| self.blame(e))?;
                 Ok(set.into())
             }
-            #[cfg(feature = "redis")]
             Some("redis") => {
                 let Some(redis) = &self.redis else {
                     return Err(ConfigError::setting(
@@ -56,33 +54,25 @@ impl PoliciesConfig {
                 };
                 let set = builder.build_redis(redis_backend(redis)?);
                 set.map(AnyPolicies::from).map_err(|error| match error {
-                    crate::redis::RedisConfigError::Policy(e) => self.blame(e),
+                    super::RedisConfigError::Policy(e) => self.blame(e),
                     other => ConfigError::setting("redis", other.to_string()),
                 })
             }
             Some(other) => Err(ConfigError::setting(
                 "backend",
-                format!(
-                    "{other:?}: expected \"in_process\"{}",
-                    if cfg!(feature = "redis") {
-                        " or \"redis\""
-                    } else {
-                        " (\"redis\" needs the `redis` feature)"
-                    }
-                ),
+                format!("{other:?}: expected \"in_process\" or \"redis\""),
             )),
         }
     }
 }
 
 /// The backend a `[redis]` table describes.
-#[cfg(feature = "redis")]
-fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, ConfigError> {
+fn redis_backend(config: &RedisConfig) -> Result<super::RedisBackend, ConfigError> {
     use core::time::Duration;
 
+    use super::{Breaker, OnFailure, RedisBackend};
     use crate::policy::BreakerConfig;
     use crate::quota::parse_duration;
-    use crate::redis::{Breaker, OnFailure, RedisBackend};
 
     let duration = |field: &str, text: &str| {
         parse_duration(text)
@@ -147,12 +137,11 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::redis::RedisBackend, Con
 }
 
 /// The backend of a Redis Cluster whose seeds are `url` and `more`.
-#[cfg(feature = "redis")]
-fn cluster(url: &str, more: &[String]) -> Result<crate::redis::RedisBackend, ConfigError> {
+fn cluster(url: &str, more: &[String]) -> Result<super::RedisBackend, ConfigError> {
     #[cfg(feature = "redis-cluster")]
     {
         let seeds = core::iter::once(url).chain(more.iter().map(String::as_str));
-        crate::redis::RedisBackend::cluster(seeds)
+        super::RedisBackend::cluster(seeds)
             .map_err(|e| ConfigError::setting("redis.cluster", e.to_string()))
     }
     #[cfg(not(feature = "redis-cluster"))]

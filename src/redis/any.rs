@@ -4,11 +4,12 @@
 //! nothing else.
 //!
 //! ```
-//! use flowgate::backend::{AnyPolicies, Backend as _, BackendKind};
+//! use flowgate::backend::Backend as _;
+//! use flowgate::redis::{AnyPolicies, BackendKind};
 //! use flowgate::policy::{Policies, Policy};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! // `BackendKind::Redis(RedisBackend::new(client))` with the `redis` feature.
+//! // Or `BackendKind::Redis(RedisBackend::new(client))`.
 //! let limits: AnyPolicies<str> = Policies::builder()
 //!     .policy(Policy::keyed("user", |user: &str| user).quota("2/min".parse()?))
 //!     .build_on(BackendKind::InProcess)?;
@@ -30,14 +31,13 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
-use super::{Backend, Decision, Failure, PolicyInfo, Source, States, Verdict};
+use super::{RedisBackend, RedisConfigError, RedisLimiter};
+use crate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, Source, States, Verdict};
 use crate::clock::{Clock, QuantaClock};
+use crate::outcome::Attempt;
 use crate::outcome::{Cited, InsufficientCapacity, QuotaState};
 use crate::policy::{Booked, Policies, PoliciesBuilder, PolicyError};
 use crate::quota::Quota;
-#[cfg(feature = "redis")]
-use crate::redis::{RedisBackend, RedisConfigError, RedisLimiter};
-use crate::wait::Attempt;
 
 /// Where a policy set keeps its buckets and decides.
 #[derive(Debug, Clone, Default)]
@@ -50,7 +50,6 @@ pub enum BackendKind {
     #[default]
     InProcess,
     /// In Redis (feature `redis`): limits shared by every process on the same prefix.
-    #[cfg(feature = "redis")]
     Redis(RedisBackend),
 }
 
@@ -61,7 +60,6 @@ pub enum BuildError {
     /// The set is invalid on any backend.
     Policy(PolicyError),
     /// Redis cannot run the set as configured (feature `redis`).
-    #[cfg(feature = "redis")]
     Redis(RedisConfigError),
 }
 
@@ -69,7 +67,6 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Policy(error) => error.fmt(f),
-            #[cfg(feature = "redis")]
             Self::Redis(error) => error.fmt(f),
         }
     }
@@ -83,7 +80,6 @@ impl From<PolicyError> for BuildError {
     }
 }
 
-#[cfg(feature = "redis")]
 impl From<RedisConfigError> for BuildError {
     fn from(error: RedisConfigError) -> Self {
         match error {
@@ -96,7 +92,6 @@ impl From<RedisConfigError> for BuildError {
 /// Where an [`AnyPolicies`] decides.
 enum Inner<R: ?Sized, C: Clock> {
     InProcess(Arc<Policies<R, C>>),
-    #[cfg(feature = "redis")]
     Redis(RedisLimiter<R, C>),
 }
 
@@ -110,7 +105,6 @@ impl<R: ?Sized, C: Clock> Clone for AnyPolicies<R, C> {
     fn clone(&self) -> Self {
         let inner = match &self.inner {
             Inner::InProcess(set) => Inner::InProcess(Arc::clone(set)),
-            #[cfg(feature = "redis")]
             Inner::Redis(set) => Inner::Redis(set.clone()),
         };
         Self { inner }
@@ -140,7 +134,6 @@ impl<R: ?Sized, C: Clock> From<Arc<Policies<R, C>>> for AnyPolicies<R, C> {
     }
 }
 
-#[cfg(feature = "redis")]
 impl<R: ?Sized, C: Clock> From<RedisLimiter<R, C>> for AnyPolicies<R, C> {
     fn from(set: RedisLimiter<R, C>) -> Self {
         Self {
@@ -154,7 +147,6 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     pub fn names(&self) -> Vec<&str> {
         match &self.inner {
             Inner::InProcess(set) => set.names().collect(),
-            #[cfg(feature = "redis")]
             Inner::Redis(set) => set.names().collect(),
         }
     }
@@ -167,7 +159,6 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
         match &self.inner {
             Inner::InProcess(set) => set.quotas(name),
-            #[cfg(feature = "redis")]
             Inner::Redis(set) => set.quotas(name),
         }
     }
@@ -176,7 +167,6 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     pub fn backend_name(&self) -> &'static str {
         match &self.inner {
             Inner::InProcess(_) => "in_process",
-            #[cfg(feature = "redis")]
             Inner::Redis(_) => "redis",
         }
     }
@@ -185,13 +175,11 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     pub fn in_process(&self) -> Option<&Arc<Policies<R, C>>> {
         match &self.inner {
             Inner::InProcess(set) => Some(set),
-            #[cfg(feature = "redis")]
             Inner::Redis(_) => None,
         }
     }
 
     /// The Redis set, if that is the backend (feature `redis`).
-    #[cfg(feature = "redis")]
     pub fn redis(&self) -> Option<&RedisLimiter<R, C>> {
         match &self.inner {
             Inner::Redis(set) => Some(set),
@@ -210,22 +198,15 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
     pub fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError> {
         match backend {
             BackendKind::InProcess => Ok(self.build()?.into()),
-            #[cfg(feature = "redis")]
             BackendKind::Redis(redis) => Ok(self.build_redis(redis)?.into()),
         }
     }
 }
 
-#[cfg(feature = "redis")]
-type AnyPending = super::Remote;
-#[cfg(not(feature = "redis"))]
-type AnyPending = super::AtOnce;
-
 /// A call's answer on either backend: ready at once (in process, no allocation), or a remote
 /// set's future, boxed. It holds nothing of the request.
 enum Call<'a, T> {
     Ready(Option<T>),
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Later(Pin<Box<dyn Future<Output = T> + Send + 'a>>),
 }
 
@@ -250,7 +231,6 @@ macro_rules! either {
     ($any:expr, $set:ident => $now:expr, $later:expr) => {
         match &$any.inner {
             Inner::InProcess($set) => Call::Ready(Some($now)),
-            #[cfg(feature = "redis")]
             Inner::Redis($set) => Call::Later(Box::pin($later)),
         }
     };
@@ -262,21 +242,15 @@ where
     R: ?Sized + 'static,
     C: Clock + Send + Sync + 'static,
 {
-    type Pending = AnyPending;
+    type Pending = Remote;
     type Booking<'a> = Booked<'a, R, C>;
 
-    fn decide<S: States>(
-        &self,
-        request: &R,
-        n: u32,
-        states: Option<&mut S>,
-    ) -> Decision<AnyPending> {
+    fn decide<S: States>(&self, request: &R, n: u32, states: Option<&mut S>) -> Decision<Remote> {
         match &self.inner {
             Inner::InProcess(set) => match Backend::decide(&**set, request, n, states) {
                 Decision::Now(answer) => Decision::Now(answer),
                 Decision::Pending(never) => match never {},
             },
-            #[cfg(feature = "redis")]
             Inner::Redis(set) => Backend::decide(set, request, n, states),
         }
     }
@@ -328,7 +302,6 @@ where
     fn policies(&self) -> Vec<PolicyInfo> {
         match &self.inner {
             Inner::InProcess(set) => Backend::policies(&**set),
-            #[cfg(feature = "redis")]
             Inner::Redis(set) => Backend::policies(set),
         }
     }
@@ -336,7 +309,6 @@ where
     fn now(&self) -> u64 {
         match &self.inner {
             Inner::InProcess(set) => set.clock().now(),
-            #[cfg(feature = "redis")]
             Inner::Redis(set) => Backend::now(set),
         }
     }
