@@ -45,9 +45,10 @@ pub fn seed_jitter(seed: u64) {
     STATE.with(|state| state.set(seed | 1 << 63));
 }
 
-/// The jitter a policy with the range `(min, max)` adds to a refusal that conforms in `wait`
-/// ns: a draw, or none for a policy without jitter or a refusal that never conforms.
-pub(crate) fn for_refusal((min, max): (u64, u64), wait: u64) -> u64 {
+/// The jitter, in ns, a policy with the range `(min, max)` ns adds to a refusal that conforms
+/// in `wait` ns: a draw from this thread's generator ([`seed_jitter`]), or none for a policy
+/// without jitter or a refusal that never conforms. What a backend adds to its refusals.
+pub fn refusal_jitter((min, max): (u64, u64), wait: u64) -> u64 {
     if max > 0 && wait != u64::MAX {
         draw(min, max)
     } else {

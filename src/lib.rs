@@ -147,13 +147,8 @@ compile_error!(
 pub mod algorithm;
 #[cfg(feature = "std")]
 pub mod backend;
-#[cfg(any(feature = "redis", flowgate_loom))]
-mod breaker_word;
 mod cell;
 pub mod clock;
-#[cfg(fuzzing)]
-#[doc(hidden)]
-pub mod fuzzing;
 #[cfg(feature = "std")]
 pub mod guide;
 #[cfg(feature = "tower")]
@@ -162,8 +157,6 @@ pub mod http;
 mod jitter;
 #[cfg(feature = "alloc")]
 pub mod keyed;
-#[cfg(any(feature = "redis", flowgate_loom))]
-mod lease_word;
 mod limiter;
 #[cfg(feature = "alloc")]
 mod observe;
@@ -172,8 +165,6 @@ pub mod outcome;
 pub mod policy;
 mod primitive;
 pub mod quota;
-#[cfg(feature = "redis")]
-pub mod redis;
 #[cfg(feature = "simulate")]
 pub mod simulate;
 #[cfg(feature = "alloc")]
@@ -203,7 +194,5 @@ pub use wait::WaitOptions;
 #[cfg(flowgate_loom)]
 #[doc(hidden)]
 pub mod loom {
-    pub use crate::breaker_word::{BreakerWord, Gate, Phase};
-    pub use crate::lease_word::LeaseWord;
     pub use crate::primitive::fail_next_cas;
 }

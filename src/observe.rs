@@ -15,8 +15,6 @@ use alloc::string::String;
 /// Whether metrics are compiled in: a constant, for code that should vanish entirely without.
 pub(crate) const ENABLED: bool = cfg!(feature = "metrics");
 
-#[cfg(all(feature = "metrics", feature = "redis"))]
-pub(crate) use metrics::Histogram;
 #[cfg(feature = "metrics")]
 pub(crate) use metrics::{Counter, Gauge};
 
@@ -51,30 +49,11 @@ impl Gauge {
 
     #[inline(always)]
     pub(crate) fn decrement(&self, _by: f64) {}
-
-    #[cfg(feature = "redis")]
-    #[inline(always)]
-    pub(crate) fn set(&self, _value: f64) {}
-}
-
-/// Without the feature: records nothing.
-#[cfg(all(not(feature = "metrics"), feature = "redis"))]
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Histogram;
-
-#[cfg(all(not(feature = "metrics"), feature = "redis"))]
-impl Histogram {
-    pub(crate) fn noop() -> Self {
-        Self
-    }
-
-    #[inline(always)]
-    pub(crate) fn record(&self, _value: f64) {}
 }
 
 /// Every metric flowgate reports: name, kind, and what it counts (the exporter's HELP line).
 #[cfg(feature = "metrics")]
-const DESCRIBED: [(&str, char, &str); 12] = [
+const DESCRIBED: [(&str, char, &str); 7] = [
     (
         "flowgate_admitted_cells_total",
         'c',
@@ -102,31 +81,6 @@ const DESCRIBED: [(&str, char, &str); 12] = [
         "Idle keys a keyed table forgot.",
     ),
     (
-        "flowgate_redis_failures_total",
-        'c',
-        "Redis calls that timed out, lost their connection or had a malformed reply, or were not sent because the circuit breaker was open.",
-    ),
-    (
-        "flowgate_redis_breaker_state",
-        'g',
-        "The Redis circuit breaker: 0 closed, 1 half open (probing), 2 open.",
-    ),
-    (
-        "flowgate_redis_fallbacks_total",
-        'c',
-        "Decisions made by the failure policy while Redis did not answer.",
-    ),
-    (
-        "flowgate_redis_call_seconds",
-        'h',
-        "Time of one script call to Redis, answered or not.",
-    ),
-    (
-        "flowgate_redis_decisions_total",
-        'c',
-        "Decisions of a set decided in Redis, by where they came from.",
-    ),
-    (
         "flowgate_http_unkeyed_total",
         'c',
         "HTTP requests whose client address could not be told.",
@@ -140,8 +94,7 @@ fn describe() {
     for (name, kind, help) in DESCRIBED {
         match kind {
             'c' => metrics::describe_counter!(name, help),
-            'g' => metrics::describe_gauge!(name, help),
-            _ => metrics::describe_histogram!(name, metrics::Unit::Seconds, help),
+            _ => metrics::describe_gauge!(name, help),
         }
     }
 }
@@ -180,17 +133,6 @@ fn gauge(_name: &'static str, _labels: &[(&'static str, String)]) -> Gauge {
     Gauge::noop()
 }
 
-/// A histogram named `name` with `labels`.
-#[cfg(all(feature = "metrics", feature = "redis"))]
-fn histogram(name: &'static str, labels: &[(&'static str, String)]) -> Histogram {
-    metrics::histogram!(name, self::labels(labels))
-}
-
-#[cfg(all(not(feature = "metrics"), feature = "redis"))]
-fn histogram(_name: &'static str, _labels: &[(&'static str, String)]) -> Histogram {
-    Histogram::noop()
-}
-
 /// The HTTP middleware's count of requests whose client address could not be told.
 #[cfg(feature = "tower")]
 pub(crate) fn unkeyed_counter() -> Counter {
@@ -198,10 +140,12 @@ pub(crate) fn unkeyed_counter() -> Counter {
     counter("flowgate_http_unkeyed_total", &[])
 }
 
-/// The counters of one quota of a policy.
+/// The counters of one quota of a policy, under the names and labels the crate docs list
+/// ("Metrics"): what a backend counts so that dashboards read the same whatever decides.
+/// Without the `metrics` feature every count is a no-op.
 #[cfg(feature = "std")]
 #[derive(Debug, Clone)]
-pub(crate) struct QuotaMetrics {
+pub struct QuotaMetrics {
     pub(crate) admitted: Counter,
     pub(crate) refused: Counter,
     pub(crate) dry_run_refused: Counter,
@@ -210,8 +154,9 @@ pub(crate) struct QuotaMetrics {
 
 #[cfg(feature = "std")]
 impl QuotaMetrics {
-    /// The quota written `quota` (`"200/10s"`, `"20000/d fixed"`) of the policy `policy`.
-    pub(crate) fn new(policy: &str, quota: &str) -> Self {
+    /// The quota written `quota` (`"200/10s"`, `"20000/d fixed"`) of the policy `policy`,
+    /// registered with the recorder installed now.
+    pub fn new(policy: &str, quota: &str) -> Self {
         describe();
         let labels = [("policy", policy.to_owned()), ("quota", quota.to_owned())];
         Self {
@@ -220,6 +165,34 @@ impl QuotaMetrics {
             dry_run_refused: counter("flowgate_dry_run_refused_cells_total", &labels),
             near_limit: counter("flowgate_near_limit_total", &labels),
         }
+    }
+
+    /// Whether counts go anywhere (the `metrics` feature): code that only works out what to
+    /// count can be skipped without it.
+    pub const ENABLED: bool = ENABLED;
+
+    /// `cells` admitted.
+    #[inline]
+    pub fn admitted(&self, cells: u64) {
+        self.admitted.increment(cells);
+    }
+
+    /// `cells` refused by this quota.
+    #[inline]
+    pub fn refused(&self, cells: u64) {
+        self.refused.increment(cells);
+    }
+
+    /// `cells` this dry-run quota would have refused.
+    #[inline]
+    pub fn dry_run_refused(&self, cells: u64) {
+        self.dry_run_refused.increment(cells);
+    }
+
+    /// An admission that left the bucket at least 80 % used.
+    #[inline]
+    pub fn near_limit(&self) {
+        self.near_limit.increment(1);
     }
 }
 
@@ -254,63 +227,6 @@ impl TableMetrics {
         Self {
             keys: gauge("flowgate_keys", labels),
             evicted: counter("flowgate_keys_evicted_total", labels),
-        }
-    }
-}
-
-/// The failure counters of one Redis limiter, its calls' time, and its decisions by source.
-#[cfg(feature = "redis")]
-#[derive(Debug, Clone)]
-pub(crate) struct RedisMetrics {
-    pub(crate) calls: Histogram,
-    pub(crate) from_redis: Counter,
-    pub(crate) from_lease: Counter,
-    pub(crate) timeouts: Counter,
-    pub(crate) connection_failures: Counter,
-    pub(crate) reply_failures: Counter,
-    pub(crate) breaker_refused: Counter,
-    pub(crate) breaker_state: Gauge,
-    pub(crate) failed_open: Counter,
-    pub(crate) failed_closed: Counter,
-    pub(crate) local: Counter,
-}
-
-#[cfg(feature = "redis")]
-impl RedisMetrics {
-    /// The limiter whose keys start with `prefix`.
-    pub(crate) fn new(prefix: &str) -> Self {
-        let failure = |kind: &str| {
-            counter(
-                "flowgate_redis_failures_total",
-                &[("prefix", prefix.to_owned()), ("kind", kind.to_owned())],
-            )
-        };
-        let fallback = |policy: &str| {
-            counter(
-                "flowgate_redis_fallbacks_total",
-                &[("prefix", prefix.to_owned()), ("policy", policy.to_owned())],
-            )
-        };
-        describe();
-        let prefix_label = [("prefix", prefix.to_owned())];
-        let source = |source: &str| {
-            counter(
-                "flowgate_redis_decisions_total",
-                &[("prefix", prefix.to_owned()), ("source", source.to_owned())],
-            )
-        };
-        Self {
-            calls: histogram("flowgate_redis_call_seconds", &prefix_label),
-            from_redis: source("redis"),
-            from_lease: source("lease"),
-            timeouts: failure("timeout"),
-            connection_failures: failure("connection"),
-            reply_failures: failure("reply"),
-            breaker_refused: failure("breaker"),
-            breaker_state: gauge("flowgate_redis_breaker_state", &prefix_label),
-            failed_open: fallback("open"),
-            failed_closed: fallback("closed"),
-            local: fallback("local"),
         }
     }
 }

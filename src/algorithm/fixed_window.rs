@@ -109,6 +109,12 @@ impl FixedWindow {
     pub fn utc_offset(&self) -> i16 {
         self.stepped.utc_offset()
     }
+
+    /// The word of a bucket counting `used` cells in window `index` (any index: it is kept
+    /// modulo 2^40), as a counter elsewhere (a Redis script) hands its state over.
+    pub fn word_at(index: u64, used: u32) -> u64 {
+        Stepped::word_at(index, used)
+    }
 }
 
 super::delegate_algorithm!(FixedWindow, stepped);

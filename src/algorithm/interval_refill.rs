@@ -87,6 +87,12 @@ impl IntervalRefill {
         self.stepped.utc_offset()
     }
 
+    /// The word of a bucket counting `used` cells in window `index` (any index: it is kept
+    /// modulo 2^40), as a counter elsewhere (a Redis script) hands its state over.
+    pub fn word_at(index: u64, used: u32) -> u64 {
+        Stepped::word_at(index, used)
+    }
+
     /// The refill interval: a batch arrives at each of its boundaries.
     pub fn interval(&self) -> Duration {
         Duration::from_nanos(self.stepped.window())

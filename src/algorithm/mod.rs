@@ -58,9 +58,8 @@ pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
 pub(crate) use rule::Rule;
-#[cfg(feature = "redis")]
-pub(crate) use stepped::Stepped;
-pub(crate) use up_to::up_to;
+pub use up_to::up_to;
+pub use window::phase as window_phase;
 pub(crate) use words::{Apply, WORDS};
 
 use crate::outcome::{Allowed, Refused};
@@ -162,7 +161,7 @@ pub trait Algorithm {
 
 /// Nanoseconds until the bucket `word` holds one more cell than at `now` (0 if it is full, or
 /// if one more is admitted now): when the IETF draft's `RateLimit` says more quota comes.
-pub(crate) fn next_cell<A: Algorithm + ?Sized>(algorithm: &A, word: u64, now: u64) -> u64 {
+pub fn next_cell<A: Algorithm + ?Sized>(algorithm: &A, word: u64, now: u64) -> u64 {
     let remaining = algorithm.state(word, now).remaining();
     if remaining >= algorithm.capacity() {
         return 0;

@@ -141,6 +141,12 @@ impl SlidingWindow {
         self.offset
     }
 
+    /// How far the previous window's weights are shifted: `(W − elapsed) >> shift` out of
+    /// `W >> shift` (what a counter elsewhere, a Redis script, weighs with).
+    pub fn weight_shift(&self) -> u32 {
+        self.shift
+    }
+
     /// What the counter holds beyond its quota (the window length, then the UTC offset above
     /// the weight's scale), as words: with the quota's own words, what a policy's live quota
     /// stores (see `algorithm::any`).
@@ -166,8 +172,7 @@ impl SlidingWindow {
     /// The word of a bucket counting `previous` and `current` cells with `index` the present
     /// window (any index: it is kept modulo 2^28), as a counter elsewhere (a Redis script)
     /// hands its state over.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn word_at(index: u64, previous: u32, current: u32) -> u64 {
+    pub fn word_at(index: u64, previous: u32, current: u32) -> u64 {
         Self::pack(index & ((1 << INDEX_BITS) - 1), previous, current)
     }
 

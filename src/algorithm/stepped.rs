@@ -132,7 +132,6 @@ impl Stepped {
 
     /// The word of a bucket counting `used` cells in window `index` (any index: it is kept
     /// modulo 2^40), as a counter elsewhere (a Redis script) hands its state over.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn word_at(index: u64, used: u32) -> u64 {
         Self::pack(index & ((1 << INDEX_BITS) - 1), used)
     }

@@ -20,7 +20,7 @@ use crate::outcome::{Allowed, Refused};
 /// shaper, or an algorithm whose `state` and `check` disagree) by bisection: at most 33
 /// evaluations of `check`, all of one word.
 #[inline]
-pub(crate) fn up_to<A: Algorithm + ?Sized>(
+pub fn up_to<A: Algorithm + ?Sized>(
     algorithm: &A,
     word: u64,
     now: u64,

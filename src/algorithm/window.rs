@@ -101,7 +101,7 @@ impl Windows {
 /// An offset of `minutes` (east of UTC) modulo `length`, in a unit of which a minute is
 /// `per_minute`: the phase of windows of that length (see [`Windows`]).
 #[inline(always)]
-pub(crate) fn phase(minutes: i16, length: u64, per_minute: u64) -> u64 {
+pub fn phase(minutes: i16, length: u64, per_minute: u64) -> u64 {
     if minutes == 0 {
         return 0;
     }

@@ -38,7 +38,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
-use crate::outcome::{as_is, judge, Attempt};
+use crate::outcome::Attempt;
 use crate::outcome::{Cited, Error, InsufficientCapacity, QuotaState, Refused};
 use crate::quota::Quota;
 
@@ -125,8 +125,7 @@ pub trait Backend<R: ?Sized>: Send + Sync + 'static {
         async move {
             match verdict.await {
                 Err(capacity) => Attempt::Fail(Error::Capacity(capacity)),
-                Ok(verdict) if n == 0 => as_is(Ok(verdict.outcome())),
-                Ok(verdict) => judge(verdict.outcome(), None, left, |_| false),
+                Ok(verdict) => Attempt::retrying(verdict.outcome(), n, left),
             }
         }
     }
@@ -148,6 +147,17 @@ pub struct PolicyInfo {
     pub dry_run: bool,
     /// Its quotas, as enforced (a remote backend may round them).
     pub quotas: Vec<Quota>,
+}
+
+impl PolicyInfo {
+    /// The policy `name`, a dry run or not, enforcing `quotas`.
+    pub fn new(name: String, dry_run: bool, quotas: Vec<Quota>) -> Self {
+        Self {
+            name,
+            dry_run,
+            quotas,
+        }
+    }
 }
 
 /// What a [`Backend::decide`] reports quota states to.

@@ -2,7 +2,7 @@
 //! and how a decision's answer becomes an attempt: the vocabulary the waits of every limiter
 //! and every [`Backend`](crate::backend::Backend) share.
 
-use crate::outcome::{Allowed, Cause, Citation, Error, InsufficientCapacity, Refused};
+use crate::outcome::{Allowed, Cause, Citation, Cited, Error, InsufficientCapacity, Refused};
 
 /// What one attempt of a wait found ([`Backend::attempt`](crate::backend::Backend::attempt));
 /// `G` is what gives a reservation back, `C` what its outcomes cite.
@@ -85,4 +85,17 @@ pub(crate) fn as_is<G, C>(
 pub trait GiveBack {
     /// Undoes the reservation (each write it made, if the bucket still holds it).
     fn give_back(self);
+}
+
+impl<G: GiveBack> Attempt<G, Cited> {
+    /// The attempt that `outcome`, a decision of `n` cells that booked nothing ahead, makes for
+    /// a wait with `left` ns left: go ahead (after the admission's delay, if within `left`),
+    /// retry after a refusal's wait (if within `left`), or fail. What a backend whose waits
+    /// retry answers.
+    pub fn retrying(outcome: Result<Allowed<Cited>, Refused<Cited>>, n: u32, left: u64) -> Self {
+        if n == 0 {
+            return as_is(Ok(outcome));
+        }
+        judge(outcome, None, left, |_| false)
+    }
 }

@@ -7,9 +7,7 @@
 
 use core::time::Duration;
 
-#[cfg(doc)]
-use super::policy::Cited;
-use super::policy::{Citation, DryRun, PolicyQuota};
+use super::policy::{Citation, Cited, DryRun, PolicyQuota};
 use super::why::Why;
 use super::{Cause, Gauge};
 
@@ -58,9 +56,9 @@ impl Allowed {
         }
     }
 
-    /// The same admission, citing `cited`.
+    /// The same admission, citing `cited` (a backend cites the quota it describes).
     #[inline(always)]
-    pub(crate) fn cite<D>(self, cited: D) -> Allowed<D> {
+    pub fn cite<D>(self, cited: D) -> Allowed<D> {
         Allowed {
             gauge: self.gauge,
             delay: self.delay,
@@ -171,9 +169,9 @@ impl Refused {
         self
     }
 
-    /// The same refusal, citing `cited`.
+    /// The same refusal, citing `cited` (a backend cites the refusing quota).
     #[inline(always)]
-    pub(crate) fn cite<D>(self, cited: D) -> Refused<D> {
+    pub fn cite<D>(self, cited: D) -> Refused<D> {
         Refused {
             gauge: self.gauge,
             wait: self.wait,
@@ -185,7 +183,7 @@ impl Refused {
 
 impl<C: Citation> Refused<C> {
     /// The same refusal, for `cause`.
-    pub(crate) fn because(mut self, cause: Cause) -> Self {
+    pub fn because(mut self, cause: Cause) -> Self {
         self.why = self.why.because(cause);
         self
     }
@@ -293,6 +291,26 @@ impl<C: Citation> Refused<C> {
 }
 
 // The message is the refusal's `Display`, in `display.rs` with the other outcomes'.
+/// # What a backend adjusts
+impl Allowed<Cited> {
+    /// The same admission, going ahead after `delay_nanos` and citing `dry_run` as the first
+    /// dry-run policy that would have refused.
+    pub fn with(mut self, delay_nanos: u64, dry_run: Option<DryRun>) -> Self {
+        self.delay = delay_nanos;
+        self.cited.dry_run = dry_run;
+        self
+    }
+}
+
+/// # What a backend adjusts
+impl Refused<Cited> {
+    /// The same refusal, citing `dry_run` as the first dry-run policy that would have refused.
+    pub fn with_dry_run(mut self, dry_run: Option<DryRun>) -> Self {
+        self.cited.dry_run = dry_run;
+        self
+    }
+}
+
 impl<C: Citation> core::error::Error for Refused<C> {}
 
 #[cfg(all(test, not(flowgate_loom)))]

@@ -20,9 +20,19 @@ pub struct InsufficientCapacity {
 }
 
 impl InsufficientCapacity {
+    /// `requested` cells asked of the quota `by`, whose capacity is `burst`: what a backend
+    /// answers a request that can never succeed.
+    pub fn of(requested: u32, burst: u32, by: &'static PolicyQuota) -> Self {
+        Self {
+            requested,
+            burst,
+            by: Some(by),
+        }
+    }
+
     /// `Ok` if `n` cells fit in a bucket of `capacity`; otherwise the error.
     #[inline(always)]
-    pub(crate) fn check(n: u32, capacity: u32) -> Result<(), Self> {
+    pub fn check(n: u32, capacity: u32) -> Result<(), Self> {
         if n > capacity {
             return Err(Self {
                 requested: n,
@@ -37,7 +47,7 @@ impl InsufficientCapacity {
     /// refusal (one cell exceeds no capacity, every capacity being at least 1): one that never
     /// conforms, naming the quota.
     #[cold]
-    pub(crate) fn never(self) -> Refused<Cited> {
+    pub fn never(self) -> Refused<Cited> {
         let gauge = Gauge::new(u64::from(self.burst), 1, self.burst, u64::MAX);
         Refused::new(gauge, u64::MAX).cite(Cited {
             by: self.by,

@@ -82,7 +82,7 @@ impl Gauge {
 
     /// The gauge of an admission no quota describes (a policy set none of whose enforcing
     /// policies applied): nothing used of `u32::MAX` cells.
-    pub(crate) const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
+    pub const UNLIMITED: Gauge = Gauge::new(0, 1, u32::MAX, 0);
 
     /// Whole cells available: `limit − ⌈used / unit⌉`, at least 0.
     #[inline]
@@ -110,7 +110,7 @@ impl Gauge {
 
     /// Whether at least four fifths of the bucket are in use (Envoy's "near limit"), without a
     /// division.
-    pub(crate) fn near_limit(&self) -> bool {
+    pub fn near_limit(&self) -> bool {
         u128::from(self.used) * 5 >= u128::from(self.unit) * u128::from(self.limit) * 4
     }
 }
@@ -119,7 +119,7 @@ impl Gauge {
 /// number: the smaller, the tighter (fewer cells left, then the longer reset). What an
 /// admission of several quotas and the legacy rate-limit headers report.
 #[inline(always)]
-pub(crate) fn tightness(remaining: u32, reset_after_nanos: u64) -> u128 {
+pub fn tightness(remaining: u32, reset_after_nanos: u64) -> u128 {
     u128::from(remaining) << 64 | u128::from(u64::MAX - reset_after_nanos)
 }
 

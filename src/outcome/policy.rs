@@ -32,12 +32,9 @@ pub struct PolicyQuota {
 impl PolicyQuota {
     /// The interned record of quota `quota_index` of the policy `policy` at `policy_index`.
     /// A set holds at most 32 quotas, so the places fit in 16 bits.
+    /// A backend names its quotas with these, as a set built in process does.
     #[cfg(feature = "std")]
-    pub(crate) fn intern(
-        policy: &str,
-        policy_index: usize,
-        quota_index: usize,
-    ) -> &'static PolicyQuota {
+    pub fn intern(policy: &str, policy_index: usize, quota_index: usize) -> &'static PolicyQuota {
         // The lock is std's, not `primitive`'s: it guards bookkeeping done while a set is
         // built, which no decision reads, so there is nothing for loom to model in it.
         static KEPT: Mutex<BTreeMap<(String, u16, u16), &'static PolicyQuota>> =
@@ -91,7 +88,10 @@ pub struct QuotaState {
 }
 
 impl QuotaState {
-    pub(crate) fn new(by: &'static PolicyQuota, quota: Quota, gauge: Gauge) -> Self {
+    /// The state of the quota `by` (in force: `quota`), its bucket at `gauge`; one more cell
+    /// in `gauge`'s own time until it is full again, until told otherwise
+    /// ([`next_after`](Self::next_after)).
+    pub fn new(by: &'static PolicyQuota, quota: Quota, gauge: Gauge) -> Self {
         Self {
             by,
             quota,
@@ -101,7 +101,7 @@ impl QuotaState {
     }
 
     /// The same state, whose bucket holds one more cell in `next` ns.
-    pub(crate) fn next_after(self, next: u64) -> Self {
+    pub fn next_after(self, next: u64) -> Self {
         Self { next, ..self }
     }
 
@@ -227,6 +227,19 @@ pub struct Cited {
     pub(crate) jitter: u64,
 }
 
+impl Cited {
+    /// A citation of the quota `by` (the refusing one, or an admission's tightest), the first
+    /// dry-run policy that would have refused, and the jitter, in ns, added to a refusal's
+    /// wait: what a backend attaches to its outcomes.
+    pub fn new(by: Option<&'static PolicyQuota>, dry_run: Option<DryRun>, jitter: u64) -> Self {
+        Self {
+            by,
+            dry_run,
+            jitter,
+        }
+    }
+}
+
 impl Citation for Cited {
     #[inline(always)]
     fn by(&self) -> Option<&'static PolicyQuota> {
@@ -252,6 +265,11 @@ pub struct DryRun {
 }
 
 impl DryRun {
+    /// The dry-run quota `by`, which would have refused for `wait` ns.
+    pub fn new(by: &'static PolicyQuota, wait: u64) -> Self {
+        Self { by, wait }
+    }
+
     /// The quota that would have refused (a dry-run policy takes nothing from a quota that
     /// would refuse).
     pub fn by(&self) -> &'static PolicyQuota {

@@ -71,10 +71,10 @@ impl<R: ?Sized> Policy<R> {
         Self::with_extract(name.into(), Some(Box::new(key)))
     }
 
-    /// A policy like this one (its dry run, jitter and table settings) under `name`, with the
-    /// key extractor `extract` and without quotas.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn like<T: ?Sized>(&self, name: String, extract: Option<Extract<T>>) -> Policy<T> {
+    /// A policy like this one (its dry run, jitter and table settings) under `name`, keyed by
+    /// `extract` (global if `None`), without quotas: what a backend builds its own policies
+    /// from (a Redis set's local fallback, keyed by the Redis keys).
+    pub fn like<T: ?Sized>(&self, name: String, extract: Option<Extract<T>>) -> Policy<T> {
         Policy {
             name,
             extract,
@@ -161,6 +161,16 @@ impl<R: ?Sized> Policy<R> {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Its quotas' algorithms, in order.
+    pub fn algorithms(&self) -> &[AnyAlgorithm] {
+        &self.quotas
+    }
+
+    /// Whether it is a dry run; whether it is keyed; its retry-after jitter `(min, max)`.
+    pub fn settings(&self) -> (bool, bool, (Duration, Duration)) {
+        (self.dry_run, self.extract.is_some(), self.jitter)
+    }
 }
 
 impl<R: ?Sized> fmt::Debug for Policy<R> {
@@ -244,6 +254,20 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
             clock,
             replacing: Mutex::new(stored),
         })
+    }
+
+    /// The policies and the clock, once every rule that holds on any backend is checked (as
+    /// [`build`](Self::build) checks them): what a backend that keeps buckets elsewhere builds
+    /// from.
+    ///
+    /// # Errors
+    /// The [`PolicyError`] [`build`](Self::build) would return for a set invalid anywhere.
+    pub fn into_policies(self) -> Result<(Vec<Policy<R>>, C), PolicyError> {
+        let (checked, clock) = self.into_checked()?;
+        Ok((
+            checked.into_iter().map(|(policy, _)| policy).collect(),
+            clock,
+        ))
     }
 
     /// The policies, each with its jitter in ns, and the clock, once every rule that holds on

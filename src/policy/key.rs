@@ -79,8 +79,7 @@ impl Key<'_> {
 impl<'a> Key<'a> {
     /// A key that records its parts' bytes into `record` (a set decided in Redis; see the
     /// type's docs).
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn recording(record: &'a mut Recording) -> Self {
+    fn recording(record: &'a mut Recording) -> Self {
         Self {
             hasher: ahash::RandomState::with_seeds(0, 0, 0, 0).build_hasher(),
             skip: false,
@@ -112,9 +111,40 @@ impl<'a> Key<'a> {
     }
 
     /// Whether the extractor skipped the request.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn skipped(&self) -> bool {
+    fn skipped(&self) -> bool {
         self.skip
+    }
+}
+
+impl<R: ?Sized> super::Policy<R> {
+    /// Appends to `out` the key this policy names for `request` in its portable form (the
+    /// parts' bytes as std hashes them; see [`Key`]), the same on every machine: what a backend
+    /// that keeps buckets elsewhere keys them by. Appends nothing for a global policy; `false`,
+    /// leaving `out` as it was, if the extractor skipped the request.
+    pub fn record_key(&self, request: &R, out: &mut Vec<u8>) -> bool {
+        let Some(extract) = &self.extract else {
+            return true;
+        };
+        let start = out.len();
+        let mut recording = Recording {
+            bytes: core::mem::take(out),
+            shape: Shape::Empty,
+        };
+        let mut key = Key::recording(&mut recording);
+        extract(request, &mut key);
+        let skipped = key.skipped();
+        let Recording { bytes, shape } = recording;
+        *out = bytes;
+        if skipped {
+            out.truncate(start);
+            return false;
+        }
+        if shape == Shape::Str {
+            out.pop();
+        } else {
+            out.insert(start, 0xff);
+        }
+        true
     }
 }
 
@@ -126,36 +156,6 @@ pub(crate) struct Recording {
 }
 
 impl Recording {
-    /// `front` followed by the key `extract` names for `request` in its Redis form (see
-    /// [`Key`]'s docs), in one buffer with `room` bytes to spare after them (a Redis key built
-    /// around the request's key, recorded in place); `None` if it skipped the request.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn key_after<R: ?Sized>(
-        extract: &(dyn Fn(&R, &mut Key<'_>) + Send + Sync),
-        request: &R,
-        front: &[u8],
-        room: usize,
-    ) -> Option<Vec<u8>> {
-        let mut bytes = Vec::with_capacity(front.len() + room + 32);
-        bytes.extend_from_slice(front);
-        let mut recording = Self {
-            bytes,
-            shape: Shape::Empty,
-        };
-        let mut key = Key::recording(&mut recording);
-        extract(request, &mut key);
-        if key.skipped() {
-            return None;
-        }
-        let Self { mut bytes, shape } = recording;
-        if shape == Shape::Str {
-            bytes.pop();
-            return Some(bytes);
-        }
-        bytes.insert(front.len(), 0xff);
-        Some(bytes)
-    }
-
     /// Out of line: the recording path must not weigh on the hashing one, which every
     /// in-process decision runs.
     #[cold]
@@ -194,7 +194,7 @@ macro_rules! record_le {
 
 impl Hasher for Recording {
     fn finish(&self) -> u64 {
-        // Never asked: a recording key is read with `Recording::key_after`.
+        // Never asked: a recording key is read through `Policy::record_key`.
         0
     }
 
@@ -225,15 +225,25 @@ impl Hasher for Recording {
 }
 
 /// A policy's key extractor, boxed.
-pub(crate) type Extract<R> = Box<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
+pub type Extract<R> = Box<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
 
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
-    use super::{Extract, Key, Recording};
+    use super::Key;
+    use crate::policy::Policy;
+
+    /// What `add` records after `front`, or `None` if it skipped.
+    fn recorded(
+        front: &[u8],
+        add: impl Fn(&mut Key<'_>) + Send + Sync + 'static,
+    ) -> Option<Vec<u8>> {
+        let policy = Policy::keyed_with("p", move |_: &(), key: &mut Key<'_>| add(key));
+        let mut out = front.to_vec();
+        policy.record_key(&(), &mut out).then_some(out)
+    }
 
     fn bytes(add: impl Fn(&mut Key<'_>) + Send + Sync + 'static) -> Vec<u8> {
-        let extract: Extract<()> = Box::new(move |_: &(), key: &mut Key<'_>| add(key));
-        Recording::key_after(&extract, &(), &[], 0).unwrap()
+        recorded(&[], add).unwrap()
     }
 
     /// The bytes a recording key keeps are fixed by the parts' values, so that processes built
@@ -276,20 +286,17 @@ mod tests {
         });
         assert_eq!(raw[1..6], *b"alice");
         assert_ne!(raw, alice);
-        let skipping: Extract<()> = Box::new(|_: &(), key: &mut Key<'_>| {
+        let skipping = recorded(b"{p}:", |key| {
             key.add("x").skip();
         });
-        assert_eq!(Recording::key_after(&skipping, &(), b"{p}:", 0), None);
+        assert_eq!(skipping, None);
     }
 
     /// A key recorded after a front is the front followed by the key's own bytes (its `0xff`
     /// mark, for a key that is not one string, comes after the front).
     #[test]
     fn records_after_a_front() {
-        let after = |add: fn(&mut Key<'_>)| {
-            let extract: Extract<()> = Box::new(move |_: &(), key: &mut Key<'_>| add(key));
-            Recording::key_after(&extract, &(), b"{p}:", 8).unwrap()
-        };
+        let after = |add: fn(&mut Key<'_>)| recorded(b"{p}:", add).unwrap();
         assert_eq!(
             after(|k| {
                 k.add("alice");

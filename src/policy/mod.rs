@@ -138,20 +138,15 @@ mod report;
 mod up_to;
 mod wait;
 
-#[cfg(feature = "redis")]
-pub(crate) use builder::Checked;
 pub use builder::{PoliciesBuilder, Policy};
 #[cfg(feature = "serde")]
-pub use config::{
-    BreakerConfig, ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig, RedisConfig,
-};
+pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 pub use error::PolicyError;
-pub use key::Key;
-#[cfg(feature = "redis")]
-pub(crate) use key::{Extract, Recording};
+pub use key::{Extract, Key};
 pub use manage::PolicyStats;
 
-pub use crate::jitter::seed_jitter;
+pub use crate::jitter::{refusal_jitter, seed_jitter};
+pub use crate::observe::QuotaMetrics;
 pub use crate::outcome::{DryRun, PolicyQuota, QuotaState};
 
 pub use wait::Booked;

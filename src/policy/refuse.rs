@@ -159,7 +159,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         }
         let (live, refused) = worst;
         let layer = &self.layers[live.at().0];
-        let jitter = jitter::for_refusal(layer.jitter, refused.wait);
+        let jitter = jitter::refusal_jitter(layer.jitter, refused.wait);
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
         live.metrics.refused.increment(u64::from(n));

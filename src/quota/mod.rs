@@ -20,8 +20,7 @@ use core::fmt;
 use core::time::Duration;
 
 pub use error::{ParseQuotaError, ParseQuotaErrorKind, QuotaError};
-#[cfg(feature = "serde")]
-pub(crate) use parse::parse_duration;
+pub use parse::parse_duration;
 pub(crate) use parse::{parse_spec, write_duration, write_utc_offset, Named};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;

@@ -138,9 +138,11 @@ impl<'a> Cursor<'a> {
 }
 
 /// A duration in the period grammar (`"5ms"`, `"1 s"`, `"0ms"`), in nanoseconds: for settings
-/// written beside quotas, such as a policy's jitter.
-#[cfg(feature = "serde")]
-pub(crate) fn parse_duration(s: &str) -> Result<u64, ParseQuotaError> {
+/// written beside quotas, such as a policy's jitter or a backend's timeout.
+///
+/// # Errors
+/// A [`ParseQuotaError`] naming what is wrong and where.
+pub fn parse_duration(s: &str) -> Result<u64, ParseQuotaError> {
     let mut cur = Cursor { input: s, at: 0 };
     cur.skip_ws();
     if cur.rest().is_empty() {

@@ -53,10 +53,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-mod redis;
-
-pub use self::redis::{BreakerConfig, RedisConfig};
-
 use super::builder::{PoliciesBuilder, Policy};
 use super::error::PolicyError;
 use super::key::Key;
@@ -70,14 +66,11 @@ use crate::quota::parse_duration;
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoliciesConfig {
-    /// Where the set decides: `"in_process"` (the default) or `"redis"` (feature `redis`,
-    /// with the [`redis`](Self::redis) table). Built by `build_any` (see
-    /// [`crate::backend`]); [`build`](Self::build) builds in process only.
+    /// Where the set decides: `"in_process"` (the default), or a remote backend's name
+    /// (`"redis"`, with its `[redis]` table, read and built by the `flowgate-redis` crate's
+    /// loader); [`build`](Self::build) builds in process only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
-    /// The Redis settings of `backend = "redis"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redis: Option<RedisConfig>,
     /// The policies, in evaluation order.
     pub policies: Vec<PolicyConfig>,
 }
@@ -176,7 +169,7 @@ impl core::error::Error for ConfigError {}
 
 impl ConfigError {
     /// A mistake in a setting of the whole file (`backend`, `redis.…`), not of one policy.
-    pub(crate) fn setting(field: &str, message: impl Into<String>) -> Self {
+    pub fn setting(field: &str, message: impl Into<String>) -> Self {
         Self {
             policy: "(all)".into(),
             field: field.into(),
@@ -203,8 +196,8 @@ impl PoliciesConfig {
                 return Err(ConfigError::setting(
                     "backend",
                     format!(
-                        "{other:?}: `build` builds in process; build the set with `build_any` \
-                         (flowgate::backend) to decide where the file says"
+                        "{other:?}: `build` builds in process; a remote backend's crate \
+                         builds the set where the file says (flowgate-redis: `Config::build`)"
                     ),
                 ))
             }
@@ -214,8 +207,11 @@ impl PoliciesConfig {
             .map_err(|e| self.blame(e))
     }
 
-    /// A builder holding the file's policies, on `clock`.
-    pub(crate) fn builder<R: ?Sized + 'static, C: Clock>(
+    /// A builder holding the file's policies, on `clock`, for a backend to build the set on.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build), for what is wrong with a policy as written.
+    pub fn builder<R: ?Sized + 'static, C: Clock>(
         &self,
         keys: &KeyExtractors<R>,
         clock: C,
@@ -284,7 +280,7 @@ impl PoliciesConfig {
     }
 
     /// A builder's error, pointed at its policy.
-    pub(crate) fn blame(&self, error: PolicyError) -> ConfigError {
+    pub fn blame(&self, error: PolicyError) -> ConfigError {
         let (policy, field) = match &error {
             PolicyError::NoPolicies => (String::from("(none)"), "policies"),
             PolicyError::NoName { index } => (format!("#{index}"), "name"),

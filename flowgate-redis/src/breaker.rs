@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::connection::Connection;
 use crate::breaker_word::{BreakerWord, Gate, Phase};
-use crate::observe::Gauge;
+use crate::metrics::Gauge;
 
 /// When a [`RedisLimiter`](super::RedisLimiter) stops calling Redis, and for how long: its
 /// circuit breaker. Give it to [`RedisBackend::breaker`](super::RedisBackend::breaker).
@@ -51,7 +51,7 @@ impl Breaker {
     /// `cool_down` before each probe. A cool-down too long to add to the clock keeps the
     /// breaker open for as long as the clock runs (about 146 years).
     ///
-    /// [`PoliciesBuilder::build_redis`](crate::policy::PoliciesBuilder::build_redis) refuses a
+    /// [`PoliciesBuilder::build_redis`](flowgate::policy::PoliciesBuilder::build_redis) refuses a
     /// breaker with no failure or no cool-down ([`RedisConfigError::Breaker`](super::RedisConfigError::Breaker)):
     /// [`Breaker::off`] is the way to have none.
     pub const fn new(failures: u32, cool_down: Duration) -> Self {
@@ -143,7 +143,7 @@ impl Circuit {
     pub(super) fn of(
         backend: &super::RedisBackend,
         connection: &Connection,
-        metrics: &crate::observe::RedisMetrics,
+        metrics: &crate::metrics::RedisMetrics,
     ) -> Option<Arc<Self>> {
         (!backend.breaker.is_off()).then(|| {
             let state = metrics.breaker_state.clone();

@@ -32,12 +32,12 @@ use core::task::{Context, Poll};
 use std::sync::Arc;
 
 use super::{RedisBackend, RedisConfigError, RedisLimiter};
-use crate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, Source, States, Verdict};
-use crate::clock::{Clock, QuantaClock};
-use crate::outcome::Attempt;
-use crate::outcome::{Cited, InsufficientCapacity, QuotaState};
-use crate::policy::{Booked, Policies, PoliciesBuilder, PolicyError};
-use crate::quota::Quota;
+use flowgate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, States, Verdict};
+use flowgate::clock::{Clock, QuantaClock};
+use flowgate::outcome::Attempt;
+use flowgate::outcome::{Cited, InsufficientCapacity, QuotaState};
+use flowgate::policy::{Booked, Policies, PolicyError};
+use flowgate::quota::Quota;
 
 /// Where a policy set keeps its buckets and decides.
 #[derive(Debug, Clone, Default)]
@@ -188,49 +188,30 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
     }
 }
 
-impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuilder<R, C> {
-    /// The policy set on `backend`: [`build`](Self::build) for [`BackendKind::InProcess`],
-    /// `build_redis` for `BackendKind::Redis`.
-    ///
-    /// # Errors
-    /// [`BuildError::Policy`] for a set that is invalid anywhere; with the `redis` feature,
-    /// `BuildError::Redis` for what Redis cannot run.
-    pub fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError> {
-        match backend {
-            BackendKind::InProcess => Ok(self.build()?.into()),
-            BackendKind::Redis(redis) => Ok(self.build_redis(redis)?.into()),
-        }
-    }
+/// A call's answer on either backend: the in-process set's own future (ready at once, no
+/// allocation), or a Redis set's, boxed. Neither holds the request.
+enum Call<'a, F: Future> {
+    Now(F),
+    Later(Pin<Box<dyn Future<Output = F::Output> + Send + 'a>>),
 }
 
-/// A call's answer on either backend: ready at once (in process, no allocation), or a remote
-/// set's future, boxed. It holds nothing of the request.
-enum Call<'a, T> {
-    Ready(Option<T>),
-    Later(Pin<Box<dyn Future<Output = T> + Send + 'a>>),
-}
+impl<F: Future + Unpin> Future for Call<'_, F> {
+    type Output = F::Output;
 
-// The answer is never pinned (it is moved out whole), and the future is boxed.
-impl<T> Unpin for Call<'_, T> {}
-
-impl<T> Future for Call<'_, T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        match &mut *self {
-            // Polled again after its answer: pending for ever, as a finished future may be.
-            Self::Ready(value) => value.take().map_or(Poll::Pending, Poll::Ready),
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.get_mut() {
+            Self::Now(future) => Pin::new(future).poll(cx),
             Self::Later(future) => future.as_mut().poll(cx),
         }
     }
 }
 
-/// The answer of the set `$any` holds: in process, `$now` (an answer) with the set as `$set`;
-/// in Redis, `$later` (a future that holds nothing of the request), with the set as `$set`.
+/// The call `$call` (a [`Backend`] method, with its arguments after the set) on the set
+/// `$any` holds: in process the set's own; in Redis `$later`, given the set as `$set`.
 macro_rules! either {
-    ($any:expr, $set:ident => $now:expr, $later:expr) => {
+    ($any:expr, $call:ident($($arg:expr),*), $set:ident => $later:expr) => {
         match &$any.inner {
-            Inner::InProcess($set) => Call::Ready(Some($now)),
+            Inner::InProcess(set) => Call::Now(Backend::$call(&**set, $($arg),*)),
             Inner::Redis($set) => Call::Later(Box::pin($later)),
         }
     };
@@ -260,8 +241,7 @@ where
         request: &R,
         n: u32,
     ) -> impl Future<Output = Result<Verdict, InsufficientCapacity>> + Send {
-        either!(self, set => Policies::check_n(set, request, n)
-            .map(|outcome| Verdict::new(outcome, Source::Buckets)), {
+        either!(self, check_n(request, n), set => {
             let plan = set.plan(request, n);
             async move { Ok(set.check_plan(&plan?, n).await) }
         }) as Call<'s, _>
@@ -272,31 +252,20 @@ where
         request: &R,
         n: u32,
     ) -> impl Future<Output = (u32, Verdict)> + Send {
-        let in_process = |set: &Policies<R, C>| match set.check_up_to(request, n) {
-            Ok((taken, allowed)) => (taken, Verdict::new(Ok(allowed), Source::Buckets)),
-            Err(refused) => (0, Verdict::new(Err(refused), Source::Buckets)),
-        };
-        either!(self, set => in_process(set), set.up_to_of(set.plan(request, n.min(1)), n))
-            as Call<'s, _>
+        either!(self, check_up_to(request, n), set => {
+            set.up_to_of(set.plan(request, n.min(1)), n)
+        }) as Call<'s, _>
     }
 
     fn look<'s>(
         &'s self,
         request: &R,
     ) -> impl Future<Output = Result<Vec<QuotaState>, Failure>> + Send {
-        let in_process = |set: &Policies<R, C>| {
-            let mut states = Vec::new();
-            set.inspect(request, |state| states.push(state));
-            Ok(states)
-        };
-        either!(self, set => in_process(set), set.look_plan(set.plan(request, 0))) as Call<'s, _>
+        either!(self, look(request), set => set.look_plan(set.plan(request, 0))) as Call<'s, _>
     }
 
     fn reset<'s>(&'s self, request: &R) -> impl Future<Output = Result<(), Failure>> + Send {
-        either!(self, set => {
-            Policies::reset(set, request);
-            Ok(())
-        }, set.reset_plan(set.plan(request, 0))) as Call<'s, _>
+        either!(self, reset(request), set => set.reset_plan(set.plan(request, 0))) as Call<'s, _>
     }
 
     fn policies(&self) -> Vec<PolicyInfo> {
@@ -319,13 +288,12 @@ where
         n: u32,
         left: u64,
     ) -> impl Future<Output = Attempt<Booked<'s, R, C>, Cited>> + Send {
-        let now = |set: &'s Policies<R, C>| set.attempt(request, n, set.clock().now(), left);
-        either!(self, set => now(set), {
+        either!(self, attempt(request, n, left), set => {
             let plan = set.plan(request, n);
             async move {
                 match plan {
-                    Ok(plan) => set.attempt_of(&plan, n, left).await,
-                    Err(capacity) => Attempt::Fail(crate::outcome::Error::Capacity(capacity)),
+                    Ok(plan) => Attempt::retrying(set.check_plan(&plan, n).await.outcome(), n, left),
+                    Err(capacity) => Attempt::Fail(flowgate::outcome::Error::Capacity(capacity)),
                 }
             }
         }) as Call<'s, _>

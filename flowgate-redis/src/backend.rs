@@ -6,18 +6,19 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::clock::Clock;
-use crate::observe::RedisMetrics;
-use crate::policy::{PoliciesBuilder, PolicyError};
-use crate::quota::QuotaError;
+use crate::metrics::RedisMetrics;
+use flowgate::clock::Clock;
+use flowgate::policy::{PoliciesBuilder, PolicyError};
+use flowgate::quota::QuotaError;
 
 use super::breaker::{Breaker, Circuit};
 use super::connection::{connect, Server};
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::local::local_limiter;
-use super::plan::{check_part, Prepared, SharedKey, Tag};
+use super::plan::{check_part, Prepared, Tag};
 use super::script::Script;
 use super::stats::Counters;
+use super::{AnyPolicies, BackendKind, BuildError};
 use super::{OnFailure, RedisLimiter, Shared};
 
 /// Why a policy set could not be built in Redis.
@@ -43,7 +44,7 @@ pub enum RedisConfigError {
         /// The quota's index in the policy.
         quota: usize,
     },
-    /// A quota starts its buckets less than full ([`Quota::with_initial`](crate::Quota::with_initial)): in Redis a missing
+    /// A quota starts its buckets less than full ([`Quota::with_initial`](flowgate::Quota::with_initial)): in Redis a missing
     /// key is a full bucket.
     InitialNotFull {
         /// The policy.
@@ -198,7 +199,7 @@ impl RedisBackend {
     /// # Errors
     /// [`RedisConfigError::Client`] if a node's URL is not one, there is none, or one is not a
     /// plain TCP address (`redis://`).
-    #[cfg(feature = "redis-cluster")]
+    #[cfg(feature = "cluster")]
     pub fn cluster<T: ::redis::IntoConnectionInfo>(
         nodes: impl IntoIterator<Item = T>,
     ) -> Result<Self, RedisConfigError> {
@@ -275,7 +276,7 @@ impl RedisBackend {
     }
 
     /// Decides at the set's clock (in µs) instead of the server's `TIME`: for tests and
-    /// simulations with a [`ManualClock`](crate::clock::ManualClock), never in production
+    /// simulations with a [`ManualClock`](flowgate::clock::ManualClock), never in production
     /// (hosts' clocks differ, and a process's clock reads the wall clock once, at its start).
     /// Keys still expire in the server's real time.
     pub fn client_time(mut self, client_time: bool) -> Self {
@@ -284,45 +285,56 @@ impl RedisBackend {
     }
 }
 
-impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuilder<R, C> {
+/// Building a [`PoliciesBuilder`]'s set in Redis: `use flowgate_redis::BuildRedis`, then
+/// `Policies::builder()…build_redis(backend)` where `build()` builds in process.
+pub trait BuildRedis<R: ?Sized, C: Clock> {
     /// The policy set, decided in Redis: the same policies (names, keys, quotas, dry runs,
-    /// jitter, order) as [`build`](Self::build) decides in process, their buckets shared by
-    /// every process that uses the same prefix. The set's clock times leases and the local
-    /// fallback (and, with [`RedisBackend::client_time`], the decisions). A keyed policy's
-    /// table settings ([`Policy::max_keys`](crate::Policy::max_keys), [`Policy::when_full`](crate::Policy::when_full)) apply to the local fallback
-    /// only: Redis keeps a key until its buckets are full again.
+    /// jitter, order) as `build` decides in process, their buckets shared by every process
+    /// that uses the same prefix. The set's clock times leases and the local fallback (and,
+    /// with [`RedisBackend::client_time`], the decisions). A keyed policy's table settings
+    /// ([`Policy::max_keys`](flowgate::Policy::max_keys),
+    /// [`Policy::when_full`](flowgate::Policy::when_full)) apply to the local fallback only:
+    /// Redis keeps a key until its buckets are full again.
     ///
     /// It connects lazily: a set built while Redis is down decides by its failure policy until
     /// Redis answers.
     ///
     /// # Errors
     /// A [`RedisConfigError`] naming what is wrong: the set itself
-    /// ([`RedisConfigError::Policy`], as [`build`](Self::build) would say), or what Redis cannot
-    /// run.
-    pub fn build_redis(
-        self,
-        backend: RedisBackend,
-    ) -> Result<RedisLimiter<R, C>, RedisConfigError> {
+    /// ([`RedisConfigError::Policy`], as `build` would say), or what Redis cannot run.
+    fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError>;
+
+    /// The policy set on `backend`: `build` for [`BackendKind::InProcess`],
+    /// [`build_redis`](Self::build_redis) for [`BackendKind::Redis`].
+    ///
+    /// # Errors
+    /// [`BuildError::Policy`] for a set that is invalid anywhere; [`BuildError::Redis`] for
+    /// what Redis cannot run.
+    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError>;
+}
+
+impl<R, C> BuildRedis<R, C> for PoliciesBuilder<R, C>
+where
+    R: ?Sized + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
+{
+    fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError> {
         check_part(&backend.prefix, "prefix")?;
         if backend.timeout.is_zero() {
             return Err(RedisConfigError::Timeout);
         }
-        let (mut policies, clock) = self.into_checked()?;
-        // Each extractor is shared by the limiter and its local fallback.
-        let extracts: Vec<Option<SharedKey<R>>> = (policies.iter_mut())
-            .map(|(policy, _)| policy.extract.take().map(SharedKey::from))
-            .collect();
+        let (policies, clock) = self.into_policies()?;
         let fallback = match backend.on_failure {
             OnFailure::Local { share } => Some(local_limiter(
                 &backend.prefix,
-                (&policies, extracts.iter().map(Option::is_some)),
+                &policies,
                 share,
                 clock.clone(),
             )?),
             _ => None,
         };
         // One keyed policy tags each key on its own, so keys spread over a cluster.
-        let tag = if extracts.len() == 1 && extracts[0].is_some() {
+        let tag = if policies.len() == 1 && policies[0].settings().1 {
             Tag::Key
         } else if backend.is_cluster() {
             Tag::Policy
@@ -330,10 +342,9 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
             Tag::Prefix
         };
         let mut prepared = Vec::with_capacity(policies.len());
-        let all = policies.into_iter().zip(extracts).enumerate();
-        for (index, ((policy, jitter), extract)) in all {
+        for (index, policy) in policies.into_iter().enumerate() {
             let place = (backend.prefix.as_str(), tag);
-            prepared.push(Prepared::new(index, (policy, extract), jitter, place)?);
+            prepared.push(Prepared::new(index, policy, place)?);
         }
         let lease = lease_in_millis(backend.lease)?;
         let metrics = RedisMetrics::new(&backend.prefix);
@@ -358,6 +369,13 @@ impl<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static> PoliciesBuil
                 metrics,
             }),
         })
+    }
+
+    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError> {
+        match backend {
+            BackendKind::InProcess => Ok(self.build()?.into()),
+            BackendKind::Redis(redis) => Ok(self.build_redis(redis)?.into()),
+        }
     }
 }
 

@@ -17,14 +17,14 @@ use super::script::Reply;
 use super::stats::add;
 use super::verdict::{open_or_closed, Decided};
 use super::{RedisLimiter, Verdict};
-use crate::clock::Clock;
-use crate::outcome::Gauge;
-use crate::outcome::{Allowed, Cited, InsufficientCapacity};
+use flowgate::clock::Clock;
+use flowgate::outcome::Gauge;
+use flowgate::outcome::{Allowed, Cited, InsufficientCapacity};
 
 #[cfg(doc)]
 use super::failure::OnFailure;
 #[cfg(doc)]
-use crate::policy::Policies;
+use flowgate::policy::Policies;
 
 /// # Taking up to `n`
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
@@ -89,9 +89,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         if n == 0 {
             let mut verdict = self.check_plan(&plan, 0).await;
             // The buckets as they are, as in process: no delay and no dry run for no cells.
-            if let Ok(allowed) = &mut verdict.outcome {
-                allowed.delay = 0;
-                allowed.cited.dry_run = None;
+            if let Ok(allowed) = verdict.outcome() {
+                verdict = Verdict::new(Ok(allowed.with(0, None)), verdict.source());
             }
             return (0, verdict);
         }
@@ -112,13 +111,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     ) -> Result<(u32, Decided), Failure> {
         add(&self.shared.counters.decisions, 1);
         if plan.keys.is_empty() {
-            let verdict = Verdict {
-                outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
-                source: Source::Buckets,
-            };
+            let verdict = Verdict::new(
+                Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+                Source::Buckets,
+            );
             return Ok((n, Decided::without_call(verdict)));
         }
-        #[cfg(feature = "redis-cluster")]
+        #[cfg(feature = "cluster")]
         if let super::Connection::Cluster(cluster) = &self.shared.connection {
             if plan.spans_policies() {
                 return Box::pin(self.across_up_to(plan, n, cluster)).await;
@@ -153,7 +152,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     Err(refused) => (0, Err(refused)),
                 };
                 let source = Source::Local(failure);
-                (taken, Verdict { outcome, source })
+                (taken, Verdict::new(outcome, source))
             }
             None => {
                 let (counters, metrics) = (&shared.counters, &shared.metrics);
@@ -165,7 +164,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 }
 
 /// # Taking up to `n` across cluster slots
-#[cfg(feature = "redis-cluster")]
+#[cfg(feature = "cluster")]
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Decides `plan`, whose policies live in different slots, for up to `n ≥ 1` cells: counts
     /// on each enforcing policy's buckets as they are, then takes the count across the slots

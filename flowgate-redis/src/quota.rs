@@ -6,12 +6,12 @@
 use core::time::Duration;
 
 use super::RedisConfigError;
-use crate::algorithm::{
+use flowgate::algorithm::{
     Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
-    Step, Stepped,
+    Step,
 };
-use crate::outcome::{Allowed, Gauge, Refused};
-use crate::quota::Quota;
+use flowgate::outcome::{Allowed, Gauge, Refused};
+use flowgate::quota::Quota;
 
 /// The longest lead (`burst × interval` plus a shaper's delay or credit's debt) a Redis quota
 /// may have, in µs: 2^51 µs, about 71 years. With the server's `TIME` (about 2^50.6 µs in
@@ -120,7 +120,7 @@ impl Micros {
             Bucket::Stepped { length, phase, .. } => {
                 let index = (now + phase) / length + (state >> STEPPED_AHEAD);
                 let used = (state & ((1 << STEPPED_AHEAD) - 1)) as u32;
-                (Stepped::word_at(index, used), now * 1_000)
+                (FixedWindow::word_at(index, used), now * 1_000)
             }
             Bucket::Sliding { length, phase, .. } => {
                 let index = (now + phase) / length + (state >> SLIDING_AHEAD);
@@ -166,18 +166,17 @@ impl Micros {
 
     /// The most cells, up to `k`, that a bucket in `state` at `now` admits (a shaper's queued
     /// ones included): the in-process count of `check_up_to`.
-    #[cfg(feature = "redis-cluster")]
+    #[cfg(feature = "cluster")]
     pub(crate) fn most(&self, state: u64, now: Option<u64>, k: u32) -> u32 {
         let (word, now) = self.word(state, now);
-        let counted = crate::algorithm::up_to(&self.algorithm, word, now, k.max(1)).answer();
+        let counted = flowgate::algorithm::up_to(&self.algorithm, word, now, k.max(1)).answer();
         counted.map_or(0, |(most, _)| most.min(k))
     }
 
     /// Nanoseconds until a bucket in `state` at `now` holds one more cell.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn next_cell(&self, state: u64, now: Option<u64>) -> u64 {
         let (word, now) = self.word(state, now);
-        crate::algorithm::next_cell(&self.algorithm, word, now)
+        flowgate::algorithm::next_cell(&self.algorithm, word, now)
     }
 
     /// Whether leases may spend this bucket's cells: a schedule that never delays.
@@ -272,7 +271,7 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
         AnyAlgorithm::SlidingWindow(a) => a.utc_offset(),
         _ => 0,
     };
-    let phase = crate::algorithm::window::phase(offset, length, 60_000_000);
+    let phase = flowgate::algorithm::window_phase(offset, length, 60_000_000);
     if phase >= MAX_WINDOW_MICROS {
         return None;
     }
@@ -325,7 +324,7 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
                 .ok()?
                 .with_utc_offset(offset)
                 .ok()?;
-            let shift = twin.to_words()[1] & u64::from(u32::MAX);
+            let shift = u64::from(twin.weight_shift());
             let bucket = Bucket::Sliding {
                 length,
                 limit: burst,
@@ -406,7 +405,7 @@ mod tests {
         ));
         let empty = Quota::per_second(5)
             .unwrap()
-            .with_initial(crate::quota::Initial::Empty)
+            .with_initial(flowgate::quota::Initial::Empty)
             .unwrap();
         assert!(matches!(
             Micros::new(&empty.into(), "l", 0),

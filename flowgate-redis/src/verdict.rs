@@ -9,13 +9,12 @@ use super::plan::Plan;
 use super::script::{Dry, Reply};
 use super::stats::add;
 use super::RedisLimiter;
-use crate::algorithm::Algorithm;
-use crate::backend::Verdict;
-use crate::clock::Clock;
-use crate::jitter;
-use crate::observe;
-use crate::outcome::{tightness, Allowed, Cause, Cited, DryRun, Gauge, QuotaState, Refused};
-use crate::policy::Policies;
+use flowgate::algorithm::Algorithm;
+use flowgate::backend::Verdict;
+use flowgate::clock::Clock;
+
+use flowgate::outcome::{tightness, Allowed, Cause, Cited, DryRun, Gauge, QuotaState, Refused};
+use flowgate::policy::Policies;
 
 /// A decision Redis (or a lease) made, and the script's replies behind it, in the plan's
 /// order, each with the plan's bucket its first state stands for: one for the whole plan on
@@ -23,7 +22,6 @@ use crate::policy::Policies;
 /// no policy applied).
 pub(crate) struct Decided {
     pub(crate) verdict: Verdict,
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(super) replies: SmallVec<[(usize, Reply); 1]>,
 }
 
@@ -51,7 +49,7 @@ pub(super) fn open_or_closed(
     on_failure: OnFailure,
     failure: Failure,
     counters: &super::stats::Counters,
-    metrics: &crate::observe::RedisMetrics,
+    metrics: &crate::metrics::RedisMetrics,
 ) -> Verdict {
     if let OnFailure::Closed { retry_after } = on_failure {
         add(&counters.failed_closed, 1);
@@ -59,36 +57,35 @@ pub(super) fn open_or_closed(
         let wait = u64::try_from(retry_after.as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);
-        return Verdict {
-            outcome: Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)
+        return Verdict::new(
+            Err(Refused::new(Gauge::new(1, 1, 1, 0), wait)
                 .cite(Cited::default())
                 .because(Cause::Unavailable)),
-            source: Source::FailedClosed(failure),
-        };
+            Source::FailedClosed(failure),
+        );
     }
     add(&counters.failed_open, 1);
     metrics.failed_open.increment(1);
-    Verdict {
-        outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
-        source: Source::FailedOpen(failure),
-    }
+    Verdict::new(
+        Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+        Source::FailedOpen(failure),
+    )
 }
 
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Calls `visit` with the state of every enforcing quota of `plan` as `decided` left it,
     /// in evaluation order (for headers that list them): every one the script's replies hold,
     /// the one a lease describes otherwise.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn states(&self, plan: &Plan, decided: &Decided, mut visit: impl FnMut(QuotaState)) {
         let policies = &self.shared.policies;
         if decided.replies.is_empty() {
-            if let Ok(allowed) = decided.verdict.outcome {
+            if let Ok(allowed) = decided.verdict.outcome() {
                 if let Some(by) = allowed.by() {
                     let micros = &policies[by.policy_index()].quotas[by.quota_index()];
                     // A lease's bucket is a schedule, whose reset is its debt, in ns.
-                    let debt = allowed.gauge.reset_after_nanos() / 1_000;
+                    let debt = allowed.reset_after_nanos() / 1_000;
                     let next = micros.next_cell(debt, None);
-                    visit(QuotaState::new(by, micros.quota, allowed.gauge).next_after(next));
+                    visit(QuotaState::new(by, micros.quota, allowed.gauge()).next_after(next));
                 }
             }
             return;
@@ -132,19 +129,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         };
         let dry_run = self.dry_of(plan, n, reply);
         let outcome = match outcome {
-            Ok(mut allowed) => {
-                allowed.cited.dry_run = dry_run;
-                Ok(allowed)
-            }
-            Err(mut refused) => {
-                refused.cited.dry_run = dry_run;
-                Err(refused)
-            }
+            Ok(allowed) => Ok(allowed.with(allowed.delay_nanos(), dry_run)),
+            Err(refused) => Err(refused.with_dry_run(dry_run)),
         };
-        Verdict {
-            outcome,
-            source: Source::Buckets,
-        }
+        Verdict::new(outcome, Source::Buckets)
     }
 
     /// The refusal the script's reply reports: of every enforcing quota that refuses on the
@@ -183,13 +171,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             (index, Refused::new(gauge, u64::MAX))
         });
         let (p, q) = plan.refs[bucket];
-        policies[p].metrics[q].refused.increment(u64::from(n));
-        let jitter = jitter::for_refusal(policies[p].jitter, refused.wait);
-        refused.cite(Cited {
-            by: Some(self.by(plan, bucket)),
-            dry_run: None,
-            jitter,
-        })
+        policies[p].metrics[q].refused(u64::from(n));
+        let wait = refused.conforms_after_nanos();
+        let jitter = flowgate::policy::refusal_jitter(policies[p].jitter, wait);
+        refused.cite(Cited::new(Some(self.by(plan, bucket)), None, jitter))
     }
 
     /// The admission the script's reply reports: every quota that took its cells, counted,
@@ -224,9 +209,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             delay = delay.max(taken.delay_nanos());
             let g = taken.gauge();
             let metrics = &policies[p].metrics[q];
-            metrics.admitted.increment(cells);
-            if observe::ENABLED && g.near_limit() {
-                metrics.near_limit.increment(1);
+            metrics.admitted(cells);
+            if flowgate::policy::QuotaMetrics::ENABLED && g.near_limit() {
+                metrics.near_limit();
             }
             if policies[p].dry_run {
                 continue;
@@ -240,14 +225,15 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
         }
         let allowed = Allowed::delayed(best.map_or(Gauge::UNLIMITED, |(_, g)| g), delay);
-        allowed.cite(Cited {
-            by: best.map(|(bucket, _)| self.by(plan, bucket)),
-            ..Cited::default()
-        })
+        allowed.cite(Cited::new(
+            best.map(|(bucket, _)| self.by(plan, bucket)),
+            None,
+            0,
+        ))
     }
 
     /// The quota of the plan's bucket `bucket`, as outcomes name it.
-    pub(super) fn by(&self, plan: &Plan, bucket: usize) -> &'static crate::outcome::PolicyQuota {
+    pub(super) fn by(&self, plan: &Plan, bucket: usize) -> &'static flowgate::outcome::PolicyQuota {
         let (p, q) = plan.refs[bucket];
         self.shared.policies[p].by[q]
     }
@@ -263,9 +249,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let policies = &self.shared.policies;
         for &bucket in &dry.all {
             let (p, q) = plan.refs[bucket];
-            policies[p].metrics[q]
-                .dry_run_refused
-                .increment(u64::from(n));
+            policies[p].metrics[q].dry_run_refused(u64::from(n));
         }
         self.dry_run(plan, n, (states, now), dry)
     }
@@ -292,26 +276,23 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             Some(refused) if n <= micros.algorithm.capacity() => refused.conforms_after_nanos(),
             _ => u64::MAX,
         };
-        Some(DryRun {
-            by: policy.by[q],
-            wait,
-        })
+        Some(DryRun::new(policy.by[q], wait))
     }
 
     /// The decision of the failure policy.
     pub(crate) fn fail(&self, plan: &Plan, n: u32, failure: Failure) -> Verdict {
         let shared = &*self.shared;
         match self.local_share() {
-            Some(local) => Verdict {
-                // The local policies name themselves `redis:{prefix}:{policy}`.
-                outcome: match local.check_n(plan, n) {
+            // The local policies name themselves `redis:{prefix}:{policy}`.
+            Some(local) => Verdict::new(
+                match local.check_n(plan, n) {
                     Ok(answer) => answer,
                     // n fits every quota in Redis but not this process's share of one: never,
                     // locally.
                     Err(capacity) => Err(capacity.never()),
                 },
-                source: Source::Local(failure),
-            },
+                Source::Local(failure),
+            ),
             None => open_or_closed(
                 shared.on_failure,
                 failure,

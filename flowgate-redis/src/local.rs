@@ -1,10 +1,10 @@
 //! The local fallback of [`OnFailure::Local`](super::OnFailure::Local): the same policies in process, each quota scaled
 //! to the share of it one process may use while Redis does not answer.
 
-use crate::algorithm::{Algorithm, AnyAlgorithm};
-use crate::clock::Clock;
-use crate::policy::{Checked, Extract, Key, Policies};
-use crate::quota::{Quota, QuotaError};
+use flowgate::algorithm::{Algorithm, AnyAlgorithm};
+use flowgate::clock::Clock;
+use flowgate::policy::{Extract, Key, Policies, Policy};
+use flowgate::quota::{Quota, QuotaError};
 
 use super::plan::Plan;
 use super::RedisConfigError;
@@ -44,7 +44,7 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaErr
 /// of them never mixes with an in-process policy of the same name.
 pub(super) fn local_limiter<R: ?Sized, C: Clock + Clone>(
     prefix: &str,
-    (policies, keyed): (&Checked<R>, impl Iterator<Item = bool>),
+    policies: &[Policy<R>],
     share: f64,
     clock: C,
 ) -> Result<Policies<Plan, C>, RedisConfigError> {
@@ -52,9 +52,9 @@ pub(super) fn local_limiter<R: ?Sized, C: Clock + Clone>(
         return Err(RedisConfigError::Share(share));
     }
     let mut builder = Policies::<Plan>::builder().clock(clock);
-    for (index, ((policy, _), keyed)) in policies.iter().zip(keyed).enumerate() {
-        let name = format!("redis:{prefix}:{}", policy.name);
-        let extract = keyed.then(|| -> Extract<Plan> {
+    for (index, policy) in policies.iter().enumerate() {
+        let name = format!("redis:{prefix}:{}", policy.name());
+        let extract = policy.settings().1.then(|| -> Extract<Plan> {
             Box::new(move |plan: &Plan, key: &mut Key<'_>| {
                 match plan.key_of(index) {
                     Some(bytes) => key.add(bytes),
@@ -63,9 +63,9 @@ pub(super) fn local_limiter<R: ?Sized, C: Clock + Clone>(
             })
         });
         let mut local = policy.like(name, extract);
-        for algorithm in &policy.quotas {
+        for algorithm in policy.algorithms() {
             let scaled = scaled(algorithm, share).map_err(|error| {
-                let (policy, quota) = (policy.name.clone(), algorithm.to_string());
+                let (policy, quota) = (policy.name().to_owned(), algorithm.to_string());
                 RedisConfigError::ShareTooSmall {
                     policy,
                     quota,

@@ -9,7 +9,7 @@
 //! is taken back by one `swap(0)`. So each leased cell is either spent once or given back once,
 //! never both, whatever the interleaving (`loom-tests/tests/lease.rs`).
 
-use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most cells one lease holds.
 pub const MAX_LEASE_CELLS: u32 = (1 << CELL_BITS) - 1;
@@ -55,13 +55,10 @@ impl LeaseWord {
             }
             let next = word - u64::from(n);
             // Acquire either way: the word it returns may be a new grant's, read as above.
-            match compare_exchange_weak(
-                &self.word,
-                word,
-                next,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
+            match self
+                .word
+                .compare_exchange_weak(word, next, Ordering::Acquire, Ordering::Acquire)
+            {
                 Ok(_) => {
                     // Relaxed: ordered after the grant's Release store by the Acquire above.
                     let gauge = self.gauge.load(Ordering::Relaxed);

@@ -7,8 +7,8 @@ use super::lease::{self, Leases};
 use super::script::{self, Bucket, Reply};
 use super::stats::add;
 use super::{Decided, Plan, RedisLimiter, Source, Verdict};
-use crate::clock::Clock;
-use crate::outcome::{Allowed, Cited};
+use flowgate::clock::Clock;
+use flowgate::outcome::{Allowed, Cited};
 use tokio::time::timeout_at;
 
 /// # Leases
@@ -102,7 +102,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                         .eval(&mut manager.clone(), undo, counters)
                         .await
                 }
-                #[cfg(feature = "redis-cluster")]
+                #[cfg(feature = "cluster")]
                 Connection::Cluster(cluster) => {
                     script::undo()
                         .eval(&mut cluster.clone(), undo, counters)
@@ -214,7 +214,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             wrote.extend(debts.iter().map(|debt| at.saturating_add(*debt)));
             add(&counters.leases, 1);
             add(&counters.leased_cells, u64::from(granted));
-            let by = verdict.outcome.ok().and_then(|allowed| allowed.by());
+            let by = verdict.outcome().ok().and_then(|allowed| allowed.by());
             let bucket = (0..plan.refs.len())
                 .position(|b| by.is_some_and(|by| core::ptr::eq(by, self.by(plan, b))))
                 .unwrap_or(0);
@@ -237,9 +237,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         self.shared.metrics.from_lease.increment(1);
         // Admitted by every quota of the plan (a lease covers them all; no dry runs).
         for &(p, q) in &plan.refs {
-            self.shared.policies[p].metrics[q]
-                .admitted
-                .increment(u64::from(n));
+            self.shared.policies[p].metrics[q].admitted(u64::from(n));
         }
         // The bucket index was recorded from this plan's buckets (`leased`), which are the
         // same for every decision on this lease; the first one stands in if it ever were not,
@@ -248,13 +246,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let &(p, q) = plan.refs.get(bucket)?;
         // A leased bucket is a schedule: its state is its debt.
         let gauge = self.shared.policies[p].quotas[q].gauge(debt, None);
-        let allowed = Allowed::new(gauge).cite(Cited {
-            by: Some(self.by(plan, bucket)),
-            ..Cited::default()
-        });
-        Some(Verdict {
-            outcome: Ok(allowed),
-            source: Source::Lease,
-        })
+        let allowed = Allowed::new(gauge).cite(Cited::new(Some(self.by(plan, bucket)), None, 0));
+        Some(Verdict::new(Ok(allowed), Source::Lease))
     }
 }

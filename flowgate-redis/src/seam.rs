@@ -8,10 +8,11 @@ use core::future::Future;
 use super::plan::Plan;
 use super::script::Sender;
 use super::{Connection, Failure, RedisLimiter};
-use crate::backend::{Backend, Decision, PolicyInfo, Remote, Settled, States, Unbooked, Verdict};
-use crate::clock::Clock;
-use crate::outcome::{Cited, InsufficientCapacity, QuotaState};
-use crate::wait::{as_is, judge, Attempt, GiveBack};
+use flowgate::backend::{
+    Backend, Decision, PolicyInfo, Remote, Settled, States, Unbooked, Verdict,
+};
+use flowgate::clock::Clock;
+use flowgate::outcome::{InsufficientCapacity, QuotaState};
 
 impl<R, C> Backend<R> for RedisLimiter<R, C>
 where
@@ -65,11 +66,7 @@ where
     fn policies(&self) -> Vec<PolicyInfo> {
         let quotas = |p: &super::plan::Prepared<R>| p.quotas.iter().map(|m| m.quota).collect();
         (self.shared.policies.iter())
-            .map(|p| PolicyInfo {
-                name: p.name.clone(),
-                dry_run: p.dry_run,
-                quotas: quotas(p),
-            })
+            .map(|p| PolicyInfo::new(p.name.clone(), p.dry_run, quotas(p)))
             .collect()
     }
 
@@ -104,7 +101,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 let command = ::redis::cmd("DEL").arg(&key[..]).clone();
                 let sent = match connection {
                     Connection::One(manager) => manager.clone().send(&command).await,
-                    #[cfg(feature = "redis-cluster")]
+                    #[cfg(feature = "cluster")]
                     Connection::Cluster(cluster) => cluster.clone().send(&command).await,
                 };
                 sent.and_then(::redis::Value::extract_error)
@@ -116,21 +113,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return Ok(());
         }
         self.guarded(self.deadline(), Box::pin(deleted)).await
-    }
-
-    /// [`Backend::attempt`] once the request is planned: the verdict, retried after a refusal
-    /// (nothing is ever booked ahead).
-    pub(crate) async fn attempt_of<G: GiveBack>(
-        &self,
-        plan: &Plan,
-        n: u32,
-        left: u64,
-    ) -> Attempt<G, Cited> {
-        let outcome = self.check_plan(plan, n).await.outcome();
-        if n == 0 {
-            return as_is(Ok(outcome));
-        }
-        judge(outcome, None, left, |_| false)
     }
 
     /// Settles the middleware's decision of `plan` for `n` cells (`oversized`: the request
@@ -145,10 +127,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         want: bool,
     ) -> Settled {
         // The decision's own deadline, which a refusal's looks across slots share.
-        #[cfg(feature = "redis-cluster")]
+        #[cfg(feature = "cluster")]
         let deadline = self.deadline();
         let decided = self.decide(plan, n).await;
-        #[cfg(feature = "redis-cluster")]
+        #[cfg(feature = "cluster")]
         let decided = match decided {
             Ok(decided) if want => Ok(self.look_across(plan, decided, deadline).await),
             other => other,

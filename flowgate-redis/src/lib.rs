@@ -131,29 +131,32 @@
 //! # Minimum Rust version
 //! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.81).
 
-#[cfg(feature = "redis-cluster")]
+#[cfg(feature = "cluster")]
 mod across;
 mod any;
 mod backend;
 mod breaker;
+mod breaker_word;
 mod call;
-#[cfg(feature = "redis-cluster")]
+#[cfg(feature = "cluster")]
 mod cluster;
 #[cfg(feature = "serde")]
 mod config;
 mod connection;
 mod failure;
 mod lease;
+mod lease_word;
 mod leased;
 mod local;
 mod log;
+mod metrics;
 mod plan;
 mod quota;
-#[cfg(feature = "redis-cluster")]
+#[cfg(feature = "cluster")]
 mod redirect;
 mod script;
 mod seam;
-#[cfg(feature = "redis-cluster")]
+#[cfg(feature = "cluster")]
 mod slots;
 mod stats;
 mod up_to;
@@ -163,35 +166,35 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::clock::{Clock, QuantaClock};
-use crate::observe::RedisMetrics;
-use crate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity};
-use crate::policy::{Policies, PolicyError};
-use crate::quota::Quota;
+use crate::metrics::RedisMetrics;
+use flowgate::clock::{Clock, QuantaClock};
+use flowgate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity};
+use flowgate::policy::{Policies, PolicyError};
+use flowgate::quota::Quota;
 use tokio::time::Instant;
 
 #[cfg(doc)]
-use crate::policy::{Key, PoliciesBuilder, Policy};
+use flowgate::policy::{Key, PoliciesBuilder, Policy};
 #[cfg(doc)]
-use crate::Refused;
+use flowgate::Refused;
 
-pub use crate::backend::Verdict;
 pub use any::{AnyPolicies, BackendKind, BuildError};
-pub use backend::{RedisBackend, RedisConfigError};
+pub use backend::{BuildRedis, RedisBackend, RedisConfigError};
 pub use breaker::{Breaker, BreakerState};
+#[cfg(feature = "serde")]
+pub use config::{BreakerConfig, Config, RedisConfig};
 pub use failure::{Failure, OnFailure, Source};
+pub use flowgate::backend::Verdict;
 pub use lease::MAX_LEASE_CELLS;
 pub use log::RedisSlidingLog;
 pub use quota::MAX_WINDOW_MICROS;
 pub use stats::RedisStats;
 pub(crate) use verdict::Decided;
 
-/// The reply check's types, for the fuzz targets (`crate::fuzzing`).
+/// A way in to the reply check, for the fuzz targets (`fuzz/`; only under `--cfg fuzzing`).
 #[cfg(fuzzing)]
-pub(crate) mod fuzzing {
-    pub(crate) use super::quota::{Bucket, Micros};
-    pub(crate) use super::script::{Call, Reply};
-}
+#[doc(hidden)]
+pub mod fuzzing;
 
 use breaker::Circuit;
 use connection::Connection;
@@ -297,13 +300,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
         add(&self.shared.counters.decisions, 1);
         if plan.keys.is_empty() {
-            let verdict = Verdict {
-                outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
-                source: Source::Buckets,
-            };
+            let verdict = Verdict::new(
+                Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+                Source::Buckets,
+            );
             return Ok(Decided::without_call(verdict));
         }
-        #[cfg(feature = "redis-cluster")]
+        #[cfg(feature = "cluster")]
         if let Connection::Cluster(cluster) = &self.shared.connection {
             if plan.spans_policies() {
                 return Box::pin(self.across(plan, n, cluster)).await;
@@ -382,7 +385,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     pub fn algorithms(
         &self,
         name: &str,
-    ) -> Result<Vec<crate::algorithm::AnyAlgorithm>, PolicyError> {
+    ) -> Result<Vec<flowgate::algorithm::AnyAlgorithm>, PolicyError> {
         let policy = self.shared.policies.iter().find(|p| p.name == name);
         let policy = policy.ok_or_else(|| PolicyError::UnknownPolicy {
             policy: name.into(),

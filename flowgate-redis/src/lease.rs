@@ -8,7 +8,7 @@
 //! at most what Redis alone would admit in that window plus the cells outstanding in leases
 //! when it began: at most one lease per process and decision key set.
 
-// Not crate::primitive's: the map's lock guards which lease entries exist (found or made
+// Std's atomics: the map's lock guards which lease entries exist (found or made
 // under it, never a decision's state), and the counter is a statistic. The lease word, where
 // cells are spent concurrently, is crate::lease_word's, on primitive's atomics and modelled
 // by loom (loom-tests/tests/lease.rs).

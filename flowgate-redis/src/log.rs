@@ -1,4 +1,4 @@
-//! [`RedisSlidingLog`]: the exact sliding window ([`SlidingLog`](crate::SlidingLog)) in Redis,
+//! [`RedisSlidingLog`]: the exact sliding window ([`SlidingLog`](flowgate::SlidingLog)) in Redis,
 //! one sorted set of request times per key, decided by one script call (`log.lua`): at most
 //! `limit` requests in any interval of the window's length, across every process on the same
 //! prefix and name.
@@ -17,10 +17,10 @@ use super::script::{Script, MAX_NOW_MICROS};
 use super::stats::{add, Counters};
 use super::verdict::open_or_closed;
 use super::{Failure, OnFailure, RedisBackend, RedisConfigError, RedisStats, Source, Verdict};
-use crate::clock::Clock;
-use crate::observe::RedisMetrics;
-use crate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity, Refused};
-use crate::quota::{Quota, QuotaError};
+use crate::metrics::RedisMetrics;
+use flowgate::clock::Clock;
+use flowgate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity, Refused};
+use flowgate::quota::{Quota, QuotaError};
 
 /// The script's source.
 const SOURCE: &str = include_str!("log.lua");
@@ -50,7 +50,7 @@ const MAX_LOG_WINDOW_MICROS: u64 = 86_400_000_000;
 /// Times are whole µs (the window is rounded up to one). The failure policy is the backend's
 /// (open or closed: a log keeps no local share). Limits: at most 65 536 requests per window, as
 /// in process, and windows of at most a day.
-pub struct RedisSlidingLog<C: Clock = crate::clock::QuantaClock> {
+pub struct RedisSlidingLog<C: Clock = flowgate::clock::QuantaClock> {
     shared: Arc<Log<C>>,
 }
 
@@ -100,7 +100,7 @@ impl RedisSlidingLog {
         name: impl Into<String>,
         quota: Quota,
     ) -> Result<Self, RedisConfigError> {
-        Self::with_clock(backend, name, quota, crate::clock::QuantaClock::new())
+        Self::with_clock(backend, name, quota, flowgate::clock::QuantaClock::new())
     }
 }
 
@@ -121,7 +121,7 @@ impl<C: Clock> RedisSlidingLog<C> {
         let name = name.into();
         check_part(&name, "log")?;
         // The in-process log's rules (no separate burst, at most 65 536), then the script's.
-        crate::SlidingLog::new(quota).map_err(RedisConfigError::Quota)?;
+        flowgate::SlidingLog::new(quota).map_err(RedisConfigError::Quota)?;
         let period = u64::try_from(quota.period().as_nanos()).unwrap_or(u64::MAX);
         let window = period.div_ceil(1_000);
         if window > MAX_LOG_WINDOW_MICROS {
@@ -249,10 +249,7 @@ impl<C: Clock> RedisSlidingLog<C> {
             }
             _ => return None,
         };
-        Some(Verdict {
-            outcome,
-            source: Source::Buckets,
-        })
+        Some(Verdict::new(outcome, Source::Buckets))
     }
 
     /// The decision of the failure policy (open or closed).

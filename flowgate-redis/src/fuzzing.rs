@@ -2,21 +2,19 @@
 //! cargo-fuzz sets, so no ordinary build (and no published API) has them.
 //!
 //! It owns one thing: a way in to the check of the Redis script's replies (`Reply::parse` in
-//! `redis/script.rs`), which is crate-private and only reached, in the library, after a round
-//! trip to a server. Every other target drives public API (quota strings, configuration files,
-//! [`ClientIp::resolve`](crate::http::ClientIp::resolve), limiters on a manual clock).
-//!
-//! The reply check's types reach here through a `#[cfg(fuzzing)]` re-export in `redis/mod.rs`.
+//! `script.rs`), which is crate-private and only reached, in the library, after a round trip to
+//! a server. Every other target drives public API (quota strings, configuration files,
+//! `ClientIp::resolve`, limiters on a manual clock).
 
-#[cfg(feature = "redis")]
 pub use self::reply::{Buckets, ParsedReply};
 
-#[cfg(feature = "redis")]
 mod reply {
     use ::redis::Value;
 
-    use crate::algorithm::{Algorithm, AnyAlgorithm};
-    use crate::redis::fuzzing::{Bucket, Call, Micros, Reply};
+    use flowgate::algorithm::{Algorithm, AnyAlgorithm};
+
+    use crate::quota::{Bucket, Micros};
+    use crate::script::{Call, Reply};
 
     /// The buckets of one script call, as the client builds them from a policy set's algorithms.
     #[derive(Debug, Clone)]

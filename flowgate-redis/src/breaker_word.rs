@@ -16,7 +16,7 @@
 //! replaced probe changes nothing) (`loom-tests/tests/breaker.rs`). A closed breaker with no
 //! failure is only read: the decisions that go through write nothing.
 
-use crate::primitive::{compare_exchange_weak, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const PHASE_SHIFT: u32 = 62;
 const FIGURE: u64 = (1 << PHASE_SHIFT) - 1;
@@ -103,8 +103,7 @@ impl BreakerWord {
                 Phase::Open(_) | Phase::HalfOpen(_) => {}
             }
             // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
-            match compare_exchange_weak(
-                &self.word,
+            match self.word.compare_exchange_weak(
                 word,
                 HALF_OPEN | now,
                 Ordering::Relaxed,
@@ -133,8 +132,7 @@ impl BreakerWord {
     fn forget_failures(&self, mut word: u64) {
         while let Phase::Closed(1..) = decode(word) {
             // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
-            match compare_exchange_weak(
-                &self.word,
+            match self.word.compare_exchange_weak(
                 word,
                 CLOSED,
                 Ordering::Relaxed,
@@ -164,13 +162,10 @@ impl BreakerWord {
                 CLOSED | failures.min(FIGURE)
             };
             // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
-            match compare_exchange_weak(
-                &self.word,
-                word,
-                next,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match self
+                .word
+                .compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
                 Ok(_) => return opens,
                 Err(actual) => word = actual,
             }
@@ -192,8 +187,7 @@ impl BreakerWord {
         let mut word = probing;
         while word == probing {
             // Relaxed: CASes on this one word are totally ordered; it publishes nothing.
-            match compare_exchange_weak(
-                &self.word,
+            match self.word.compare_exchange_weak(
                 probing,
                 next,
                 Ordering::Relaxed,

@@ -12,8 +12,8 @@ use super::script::{self, Call, Reply};
 use super::stats::add;
 use super::stats::Counters;
 use super::{Failure, Plan, RedisLimiter};
-use crate::clock::Clock;
-use crate::observe::RedisMetrics;
+use crate::metrics::RedisMetrics;
+use flowgate::clock::Clock;
 
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// One script call answered by `deadline`, counted.
@@ -41,7 +41,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 let sent = Box::pin(shared.script.call(&mut connection, &call, counters));
                 self.guarded(deadline, sent).await
             }
-            #[cfg(feature = "redis-cluster")]
+            #[cfg(feature = "cluster")]
             Connection::Cluster(cluster) => {
                 let mut connection = cluster.clone();
                 let sent = Box::pin(shared.script.call(&mut connection, &call, counters));
@@ -89,7 +89,7 @@ pub(super) async fn guarded<T>(
             return Err(Failure::BreakerOpen);
         }
     }
-    let started = crate::observe::ENABLED.then(std::time::Instant::now);
+    let started = crate::metrics::ENABLED.then(std::time::Instant::now);
     let result = match tokio::time::timeout_at(deadline, sent).await {
         Ok(result) => result,
         Err(_) => Err(Failure::Timeout),

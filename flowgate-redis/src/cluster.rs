@@ -56,7 +56,7 @@ pub(crate) struct Cluster {
 struct Inner {
     seeds: Vec<ConnectionInfo>,
     config: ConnectionManagerConfig,
-    // Not crate::primitive's: read once per call and written on a refresh, a map no loom model
+    // Std's atomics: read once per call and written on a refresh, a map no loom model
     // needs to explore (the breaker and the leases are the modelled state).
     routes: RwLock<Routes>,
     /// Whether a background refresh is running.

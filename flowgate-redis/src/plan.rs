@@ -8,23 +8,20 @@ use core::fmt::Write as _;
 
 use smallvec::SmallVec;
 
-use crate::observe::QuotaMetrics;
-use crate::outcome::{InsufficientCapacity, PolicyQuota};
-use crate::policy::{Key, Policy, Recording};
+use flowgate::outcome::{InsufficientCapacity, PolicyQuota};
+use flowgate::policy::Policy;
+use flowgate::policy::QuotaMetrics;
 
 pub(crate) use super::quota::Micros;
 use super::script::Bucket;
-
-/// A policy's key extractor, shared by the limiter and its local fallback.
-pub(crate) type SharedKey<R> = std::sync::Arc<dyn Fn(&R, &mut Key<'_>) + Send + Sync>;
 
 use super::RedisConfigError;
 
 /// One policy as the script runs it.
 pub(crate) struct Prepared<R: ?Sized> {
     pub(crate) name: String,
-    /// The key extractor; `None` for a global policy.
-    pub(crate) extract: Option<SharedKey<R>>,
+    /// The policy as written: its key extractor records the request's key.
+    policy: Policy<R>,
     pub(crate) quotas: Vec<Micros>,
     /// Each quota as outcomes name it.
     pub(crate) by: Vec<&'static PolicyQuota>,
@@ -43,32 +40,34 @@ impl<R: ?Sized> Prepared<R> {
     /// key, and quotas it runs exactly), its buckets named under `prefix` and tagged by `tag`.
     pub(crate) fn new(
         index: usize,
-        (policy, extract): (Policy<R>, Option<SharedKey<R>>),
-        jitter: (u64, u64),
+        policy: Policy<R>,
         (prefix, tag): (&str, Tag),
     ) -> Result<Self, RedisConfigError> {
-        check_part(&policy.name, "policy")?;
-        let count = policy.quotas.len();
+        let name = policy.name().to_owned();
+        check_part(&name, "policy")?;
+        let (dry_run, keyed, (min, max)) = policy.settings();
+        let count = policy.algorithms().len();
         let mut quotas = Vec::with_capacity(count);
         let mut by = Vec::with_capacity(count);
         let mut metrics = Vec::with_capacity(count);
         let mut affixes = Vec::with_capacity(count);
-        for (q, algorithm) in policy.quotas.iter().enumerate() {
-            quotas.push(Micros::new(algorithm, &policy.name, q)?);
-            by.push(PolicyQuota::intern(&policy.name, index, q));
-            metrics.push(QuotaMetrics::new(&policy.name, &algorithm.to_string()));
-            let keyed = extract.is_some();
-            affixes.push(Affixes::new(tag, prefix, &policy.name, q, keyed));
+        for (q, algorithm) in policy.algorithms().iter().enumerate() {
+            quotas.push(Micros::new(algorithm, &name, q)?);
+            by.push(PolicyQuota::intern(&name, index, q));
+            metrics.push(QuotaMetrics::new(&name, &algorithm.to_string()));
+            affixes.push(Affixes::new(tag, prefix, &name, q, keyed));
         }
+        // Checked to fit when the set was (`into_policies`).
+        let nanos = |d: core::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Ok(Self {
-            extract,
+            policy,
             quotas,
             by,
-            dry_run: policy.dry_run,
-            jitter,
+            dry_run,
+            jitter: (nanos(min), nanos(max)),
             affixes,
             metrics,
-            name: policy.name,
+            name,
         })
     }
 
@@ -78,18 +77,14 @@ impl<R: ?Sized> Prepared<R> {
     /// The request's key is recorded once, straight after the last quota's front in the
     /// buffer that becomes that quota's key; the other quotas' keys copy it.
     fn push_keys(&self, request: &R, keys: &mut SmallVec<[Vec<u8>; INLINE]>) -> bool {
-        let Some(extract) = &self.extract else {
-            keys.extend(self.affixes.iter().map(|a| a.front.to_vec()));
-            return true;
-        };
         let Some(last) = self.affixes.last() else {
             return true;
         };
-        let Some(mut recorded) =
-            Recording::key_after(&**extract, request, &last.front, last.back.len())
-        else {
+        let mut recorded = Vec::with_capacity(last.front.len() + last.back.len() + 32);
+        recorded.extend_from_slice(&last.front);
+        if !self.policy.record_key(request, &mut recorded) {
             return false;
-        };
+        }
         if self.affixes.len() > 1 {
             let key = &recorded[last.front.len()..];
             push_around(keys, &self.affixes[..self.affixes.len() - 1], key);
@@ -238,12 +233,8 @@ impl Plan {
 #[cold]
 #[inline(never)]
 fn too_many<R: ?Sized>(policy: &Prepared<R>, q: usize, n: u32) -> InsufficientCapacity {
-    policy.metrics[q].refused.increment(u64::from(n));
-    InsufficientCapacity {
-        requested: n,
-        burst: policy.quotas[q].capacity,
-        by: Some(policy.by[q]),
-    }
+    policy.metrics[q].refused(u64::from(n));
+    InsufficientCapacity::of(n, policy.quotas[q].capacity, policy.by[q])
 }
 
 /// Checks that `part` (a prefix or a policy name) can be part of a key unambiguously.
@@ -271,7 +262,7 @@ pub(crate) fn check_part(part: &str, what: &'static str) -> Result<(), RedisConf
 pub(crate) enum Tag {
     Key,
     Prefix,
-    #[cfg_attr(not(feature = "redis-cluster"), allow(dead_code))]
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     Policy,
 }
 
@@ -311,16 +302,15 @@ mod tests {
     #[test]
     fn each_quota_of_a_keyed_policy_has_its_key() {
         for tag in [Tag::Key, Tag::Prefix, Tag::Policy] {
-            let mut policy = Policy::keyed_with("user", |name: &str, key| {
+            let policy = Policy::keyed_with("user", |name: &str, key| {
                 match name {
                     "-" => key.skip(),
                     name => key.add(name),
                 };
             })
-            .quota(crate::Quota::per_second(1).unwrap())
-            .quota(crate::Quota::per_minute(10).unwrap());
-            let extract = policy.extract.take().map(SharedKey::from);
-            let prepared = Prepared::new(0, (policy, extract), (0, 0), ("p", tag)).unwrap();
+            .quota(flowgate::Quota::per_second(1).unwrap())
+            .quota(flowgate::Quota::per_minute(10).unwrap());
+            let prepared = Prepared::new(0, policy, ("p", tag)).unwrap();
             let mut keys = SmallVec::new();
             assert!(prepared.push_keys("alice", &mut keys));
             let expected: Vec<_> = (0..2)

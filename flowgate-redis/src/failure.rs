@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-pub use crate::backend::{Failure, Source};
+pub use flowgate::backend::{Failure, Source};
 
 /// The failure behind a `redis` error.
 pub(crate) fn failure_of(error: &::redis::RedisError) -> Failure {

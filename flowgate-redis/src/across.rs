@@ -35,8 +35,8 @@ use super::script::{self, Call, Reply, Script};
 use super::stats::add;
 use super::verdict::Decided;
 use super::{Failure, Plan, RedisLimiter, Source, Verdict};
-use crate::clock::Clock;
-use crate::outcome::{tightness, Allowed, Cited, Gauge};
+use flowgate::clock::Clock;
+use flowgate::outcome::{tightness, Allowed, Cited, Gauge};
 
 /// The decision script wrapped to also answer each bucket's value before and after:
 /// `{answer, before, after}`, `false` for a missing key (or one of another type).
@@ -178,8 +178,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 for (_, part, reply) in &admitted {
                     before = before.or(self.dry_of(part, n, reply));
                 }
-                if let Err(refused) = &mut verdict.outcome {
-                    refused.cited.dry_run = before.or(refused.cited.dry_run);
+                if let Err(refused) = verdict.outcome() {
+                    let dry_run = before.or(refused.dry_run());
+                    verdict = Verdict::new(Err(refused.with_dry_run(dry_run)), verdict.source());
                 }
                 self.shared.metrics.from_redis.increment(1);
                 let replies = [(range.start, reply)].into();
@@ -206,7 +207,6 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The looks share the decision's `deadline`, so that a refusal still costs at most one
     /// timeout; a slot that does not answer by then is left out. Any other decision is returned
     /// as it is.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) async fn look_across(
         &self,
         plan: &Plan,
@@ -313,26 +313,21 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let mut delay = 0;
         let mut dry_run = None;
         for (_, part, reply) in admitted {
-            let Ok(allowed) = self.verdict_of(part, n, reply).outcome else {
+            let Ok(allowed) = self.verdict_of(part, n, reply).outcome() else {
                 continue;
             };
-            delay = delay.max(allowed.delay);
-            dry_run = dry_run.or(allowed.cited.dry_run);
-            let tighter = allowed.cited.by.is_some()
+            delay = delay.max(allowed.delay_nanos());
+            dry_run = dry_run.or(allowed.dry_run());
+            let tighter = allowed.by().is_some()
                 && best.as_ref().map_or(true, |b| {
-                    tightness(allowed.gauge.remaining(), allowed.gauge.reset_after_nanos())
-                        < tightness(b.gauge.remaining(), b.gauge.reset_after_nanos())
+                    tightness(allowed.remaining(), allowed.reset_after_nanos())
+                        < tightness(b.remaining(), b.reset_after_nanos())
                 });
             if tighter || best.is_none() {
                 best = Some(allowed);
             }
         }
-        let mut allowed = best.unwrap_or(Allowed::new(Gauge::UNLIMITED).cite(Cited::default()));
-        allowed.delay = delay;
-        allowed.cited.dry_run = dry_run;
-        Verdict {
-            outcome: Ok(allowed),
-            source: Source::Buckets,
-        }
+        let allowed = best.unwrap_or(Allowed::new(Gauge::UNLIMITED).cite(Cited::default()));
+        Verdict::new(Ok(allowed.with(delay, dry_run)), Source::Buckets)
     }
 }

@@ -17,7 +17,7 @@ pub(crate) enum Server {
     /// One server (a primary, perhaps behind Sentinel).
     One(::redis::Client),
     /// A Redis Cluster, from its seed nodes.
-    #[cfg(feature = "redis-cluster")]
+    #[cfg(feature = "cluster")]
     Cluster(Vec<::redis::ConnectionInfo>),
 }
 
@@ -25,7 +25,7 @@ pub(crate) enum Server {
 #[derive(Clone)]
 pub(crate) enum Connection {
     One(ConnectionManager),
-    #[cfg(feature = "redis-cluster")]
+    #[cfg(feature = "cluster")]
     Cluster(super::cluster::Cluster),
 }
 
@@ -39,7 +39,7 @@ impl Connection {
     ) -> Result<::redis::Value, Failure> {
         match self {
             Self::One(manager) => script.eval(&mut manager.clone(), command, counters).await,
-            #[cfg(feature = "redis-cluster")]
+            #[cfg(feature = "cluster")]
             Self::Cluster(cluster) => script.eval(&mut cluster.clone(), command, counters).await,
         }
     }
@@ -54,7 +54,7 @@ impl Connection {
                     .and_then(::redis::Value::extract_error)
                     .is_ok()
             }
-            #[cfg(feature = "redis-cluster")]
+            #[cfg(feature = "cluster")]
             Self::Cluster(cluster) => cluster.ping().await,
         }
     }
@@ -91,7 +91,7 @@ pub(super) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigE
                 .map_err(|e| RedisConfigError::Client(e.to_string()))?;
             Connection::One(manager)
         }
-        #[cfg(feature = "redis-cluster")]
+        #[cfg(feature = "cluster")]
         Server::Cluster(seeds) => {
             Connection::Cluster(super::cluster::Cluster::new(seeds.clone(), config))
         }

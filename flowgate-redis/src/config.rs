@@ -1,0 +1,237 @@
+//! A policy file whose set may decide in Redis ([`Config`]: flowgate's policies, `backend`,
+//! and the `[redis]` table, [`RedisConfig`]), and the set it builds on the backend it names
+//! (feature `serde`).
+
+use flowgate::clock::Clock;
+use flowgate::policy::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
+use serde::{Deserialize, Serialize};
+
+use super::{AnyPolicies, BuildRedis};
+
+/// A policy set as written in a configuration file that may put it in Redis: flowgate's
+/// [`PoliciesConfig`] with its `[redis]` table. The same file read by flowgate alone builds in
+/// process and refuses `backend = "redis"`; read here, the file chooses.
+///
+/// ```
+/// use flowgate::clock::ManualClock;
+/// use flowgate::policy::KeyExtractors;
+/// use flowgate_redis::Config;
+///
+/// let file: Config = toml::from_str(r#"
+///     backend = "in_process"   # or "redis", with a [redis] table
+///     [[policies]]
+///     name = "per-key"
+///     key = "api-key"
+///     quotas = ["200/10s", "5000/h", "20000/day fixed"]
+/// "#)?;
+/// let keys = KeyExtractors::new().key("api-key", |key: &str, k| { k.add(key); });
+/// let limits = file.build(&keys, ManualClock::new())?;
+/// assert_eq!(limits.backend_name(), "in_process");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where the set decides: `"in_process"` (the default) or `"redis"` (with
+    /// [`redis`](Self::redis)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// The Redis settings of `backend = "redis"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisConfig>,
+    /// The policies, in evaluation order (as in [`PoliciesConfig`]).
+    pub policies: Vec<PolicyConfig>,
+}
+
+impl Config {
+    /// Builds the set on the backend the file names, finding each keyed policy's extractor in
+    /// `keys`. Code that uses the result switches backends when the file does.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] for the first mistake: anything [`PoliciesConfig::build`] reports, an
+    /// unknown backend, a Redis backend without its table, or a Redis setting that is invalid
+    /// (field `redis.…`). Building in Redis needs a tokio runtime, as `build_redis` does.
+    pub fn build<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static>(
+        &self,
+        keys: &KeyExtractors<R>,
+        clock: C,
+    ) -> Result<AnyPolicies<R, C>, ConfigError> {
+        let file = PoliciesConfig {
+            policies: self.policies.clone(),
+            ..PoliciesConfig::default()
+        };
+        let builder = file.builder(keys, clock)?;
+        match self.backend.as_deref() {
+            None | Some("in_process") => {
+                let set = builder.build().map_err(|e| file.blame(e))?;
+                Ok(set.into())
+            }
+            Some("redis") => {
+                let Some(redis) = &self.redis else {
+                    return Err(ConfigError::setting(
+                        "redis",
+                        "backend = \"redis\" needs a [redis] table",
+                    ));
+                };
+                let set = builder.build_redis(redis_backend(redis)?);
+                set.map(AnyPolicies::from).map_err(|error| match error {
+                    super::RedisConfigError::Policy(e) => file.blame(e),
+                    other => ConfigError::setting("redis", other.to_string()),
+                })
+            }
+            Some(other) => Err(ConfigError::setting(
+                "backend",
+                format!("{other:?}: expected \"in_process\" or \"redis\""),
+            )),
+        }
+    }
+}
+
+/// Where and how a set decided in Redis keeps its buckets, as written in a configuration file
+/// (the fields of [`RedisBackend`](super::RedisBackend)).
+///
+/// ```toml
+/// backend = "redis"
+///
+/// [redis]
+/// url = "redis://127.0.0.1:6379/"
+/// # cluster = ["redis://127.0.0.1:6380/"]  # a Redis Cluster: more seed nodes (feature `cluster`)
+/// prefix = "api"
+/// timeout = "20ms"
+/// on_failure = "local"    # or "open" (the default), or "closed"
+/// local_share = 0.25      # with "local": each process's share of every quota
+/// # retry_after = "1s"    # with "closed": the Retry-After of those refusals
+/// # lease = [10, "100ms"] # cells per lease and a lease's lifetime
+/// breaker = [3, "100ms"]  # open after 3 consecutive failures, probe every 100 ms (the
+///                         # default); `false` for no breaker
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// The server, as `redis::Client::open` takes it.
+    pub url: String,
+    /// More seed nodes of a Redis Cluster (`["redis://10.0.0.2:6379/"]`, or `[]`): with it, the
+    /// set decides in the cluster that `url` and these belong to (feature `cluster`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Vec<String>>,
+    /// The prefix of every key ("flowgate" if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The longest a decision waits for Redis, as a duration ("50ms" if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// What to decide when Redis does not answer: `"open"` (the default), `"closed"` or
+    /// `"local"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
+    /// With `on_failure = "closed"`: the retry-after of those refusals ("1s" if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
+    /// With `on_failure = "local"`: the share of every quota each process keeps, in `(0, 1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_share: Option<f64>,
+    /// Cells per lease and a lease's lifetime (`[10, "100ms"]`); no leases if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<(u32, String)>,
+    /// The circuit breaker: consecutive failures that open it and its cool-down
+    /// (`[3, "100ms"]`), or `false` for none; the default breaker if absent (or `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerConfig>,
+}
+
+/// The `breaker` setting of a [`RedisConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BreakerConfig {
+    /// `true`: the default breaker; `false`: none.
+    Enabled(bool),
+    /// Consecutive failures that open it, and its cool-down as a duration (`[3, "100ms"]`).
+    Settings(u32, String),
+}
+
+/// The backend a `[redis]` table describes.
+fn redis_backend(config: &RedisConfig) -> Result<super::RedisBackend, ConfigError> {
+    use core::time::Duration;
+
+    use super::{Breaker, OnFailure, RedisBackend};
+    use flowgate::quota::parse_duration;
+
+    let duration = |field: &str, text: &str| {
+        parse_duration(text)
+            .map(Duration::from_nanos)
+            .map_err(|e| ConfigError::setting(&format!("redis.{field}"), format!("{text:?}: {e}")))
+    };
+    let client = ::redis::Client::open(config.url.as_str())
+        .map_err(|e| ConfigError::setting("redis.url", format!("{:?}: {e}", config.url)))?;
+    let mut backend = match &config.cluster {
+        None => RedisBackend::new(client),
+        Some(more) => cluster(&config.url, more)?,
+    };
+    if let Some(prefix) = &config.prefix {
+        backend = backend.prefix(prefix.as_str());
+    }
+    if let Some(timeout) = &config.timeout {
+        backend = backend.timeout(duration("timeout", timeout)?);
+    }
+    let on_failure = match config.on_failure.as_deref() {
+        None | Some("open") => OnFailure::Open,
+        Some("closed") => OnFailure::Closed {
+            retry_after: match &config.retry_after {
+                Some(text) => duration("retry_after", text)?,
+                None => Duration::from_secs(1),
+            },
+        },
+        Some("local") => match config.local_share {
+            Some(share) => OnFailure::Local { share },
+            None => {
+                return Err(ConfigError::setting(
+                    "redis.local_share",
+                    "\"local\" needs a share",
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(ConfigError::setting(
+                "redis.on_failure",
+                format!("{other:?}: expected \"open\", \"closed\" or \"local\""),
+            ))
+        }
+    };
+    backend = backend.on_failure(on_failure);
+    if let Some((cells, lifetime)) = &config.lease {
+        backend = backend.lease(*cells, duration("lease", lifetime)?);
+    }
+    backend = backend.breaker(match &config.breaker {
+        None | Some(BreakerConfig::Enabled(true)) => Breaker::default(),
+        Some(BreakerConfig::Enabled(false)) => Breaker::off(),
+        Some(BreakerConfig::Settings(failures, cool_down)) => {
+            let breaker = Breaker::new(*failures, duration("breaker", cool_down)?);
+            if breaker.failures() == 0 || breaker.cool_down().is_zero() {
+                return Err(ConfigError::setting(
+                    "redis.breaker",
+                    "a breaker needs at least one failure and a cool-down (or `false`)",
+                ));
+            }
+            breaker
+        }
+    });
+    Ok(backend)
+}
+
+/// The backend of a Redis Cluster whose seeds are `url` and `more`.
+fn cluster(url: &str, more: &[String]) -> Result<super::RedisBackend, ConfigError> {
+    #[cfg(feature = "cluster")]
+    {
+        let seeds = core::iter::once(url).chain(more.iter().map(String::as_str));
+        super::RedisBackend::cluster(seeds)
+            .map_err(|e| ConfigError::setting("redis.cluster", e.to_string()))
+    }
+    #[cfg(not(feature = "cluster"))]
+    {
+        let _ = (url, more);
+        Err(ConfigError::setting(
+            "redis.cluster",
+            "a Redis Cluster needs the `redis-cluster` feature",
+        ))
+    }
+}
