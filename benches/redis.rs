@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 use common::paired::{median, mode};
 use common::{case_from_args, hot_loop, unknown_case};
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{RedisBackend, RedisLimiter, RedisSlidingLog};
 use flowgate::Quota;
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{RedisBackend, RedisLimiter, RedisSlidingLog};
 use redis::aio::ConnectionManager;
 
 /// The article's script, as published (its "Lua实现v4").
@@ -46,7 +47,7 @@ const ARTICLE: &str = include_str!("article.lua");
 const ARTICLE_LOG: &str = include_str!("article_log.lua");
 
 /// flowgate's script, for the side that sends it without the limiter.
-const GCRA: &str = include_str!("../src/redis/gcra.lua");
+const GCRA: &str = include_str!("../flowgate-redis/src/gcra.lua");
 
 const TASKS: usize = 32;
 

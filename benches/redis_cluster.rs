@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 use common::paired::{median, mode};
 use common::{case_from_args, hot_loop, unknown_case};
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{RedisBackend, RedisLimiter};
 use flowgate::Quota;
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{RedisBackend, RedisLimiter};
 use redis_cluster::redis_server::RedisServer;
 use redis_cluster::RedisCluster;
 

@@ -316,37 +316,19 @@
 //!
 #![cfg_attr(feature = "tower", doc = "[http]: crate::http")]
 #![cfg_attr(not(feature = "tower"), doc = "[http]: #http-feature-tower")]
-//! # Redis (feature `redis`)
+//! # Redis (the `flowgate-redis` crate)
 //!
 //! When one service runs on many hosts, a per-process limit multiplies by the number of hosts.
-//! The same policy set, built with `build_redis` instead of `build`, keeps its buckets in Redis
-//! and decides in one Lua script per request, with the same answers as in-process, a failure
-//! policy for when Redis is away, and optional leases that spend cells locally with one round
-//! trip per batch:
-//!
-//! ```no_run
-//! use flowgate::policy::{Policies, Policy};
-//! use flowgate::redis::{OnFailure, RedisBackend};
-//! use flowgate::Quota;
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let backend = RedisBackend::new(redis::Client::open("redis://127.0.0.1/")?)
-//!     .on_failure(OnFailure::Local { share: 0.25 });
-//! let limiter = Policies::<str>::builder()
-//!     .policy(Policy::keyed("user", |user: &str| user).quota(Quota::per_minute(100)?))
-//!     .build_redis(backend)?;
-//! if !limiter.check("alice").await?.is_allowed() {
-//!     // answer 429
-//! }
-//! # Ok(())
-//! # }
-//! ```
+//! The `flowgate-redis` crate builds the same policy set in Redis (`build_redis` from its
+//! `BuildRedis` trait, where `build` builds in process): one Lua script per request, the same
+//! answers as in process, a failure policy for when Redis is away, and optional leases that
+//! spend cells locally with one round trip per batch. Its docs hold the walk-through.
 //!
 //! Code that should not care where it decides is written against the
 //! [`Backend`](crate::backend::Backend) trait, which both sets implement; the HTTP layer and
-//! [`wait::until_ready_with`](crate::wait::until_ready_with) take any backend; `AnyPolicies` is
-//! either, chosen in code or by a file (`build_any`). Every algorithm runs in Redis (the exact
-//! sliding window: `RedisSlidingLog`). `cargo run -p flowgate-integration --example service`:
+//! [`wait::until_ready_with`](crate::wait::until_ready_with) take any backend. A configuration
+//! file chooses with `backend = "redis"` and a `[redis]` table, read by `flowgate_redis::Config`.
+//! `cargo run -p flowgate-integration --example service`:
 //! an axum service whose API limits are shared by every instance.
 //!
 //! # Metrics (feature `metrics`)

@@ -65,11 +65,10 @@
 //!   a policy set over `Inbound` (the request's head and its client) and answers 429 with
 //!   `Retry-After` and the `RateLimit` headers (gRPC calls as `RESOURCE_EXHAUSTED`); `ClientIp`
 //!   and `Cidr` tell the client's address, through trusted proxies only.
-//! * `redis` (feature `redis`; `redis-cluster` for Redis Cluster): the same policy sets decided
-//!   in Redis, shared by many processes, with a failure policy, a circuit breaker and local
-//!   leases.
 //! * [`backend`] (`std`): the [`Backend`](backend::Backend) trait a policy set is decided
 //!   through, in process or remote; the HTTP layers and [`wait::until_ready_with`] take any.
+//!   The `flowgate-redis` crate decides the same sets in Redis (and Redis Cluster), shared by
+//!   many processes, with a failure policy, a circuit breaker and local leases.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster
 //!   than real time, and draws what each admitted.
 //! * `stream` (feature `futures`): a rate-limited `Stream` and `Sink`, items weighted by a
@@ -100,11 +99,11 @@
 //! | `flowgate_near_limit_total` | counter | `policy`, `quota` | admissions that left the quota's bucket at least 80 % used (Envoy's "near limit") |
 //! | `flowgate_keys` | gauge | `policy` and `quota`, or `limiter` | keys a keyed table holds |
 //! | `flowgate_keys_evicted_total` | counter | as `flowgate_keys` | idle keys forgotten |
-//! | `flowgate_redis_decisions_total` | counter | `prefix`, `source` | decisions of a set in Redis made by the script (`redis`) or from a lease (`lease`) |
-//! | `flowgate_redis_call_seconds` | histogram | `prefix` | time of each script call, answered or not |
-//! | `flowgate_redis_failures_total` | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`), or were not sent because the circuit breaker was open (`breaker`) |
-//! | `flowgate_redis_breaker_state` | gauge | `prefix` | the circuit breaker: 0 closed, 1 half open (probing), 2 open |
-//! | `flowgate_redis_fallbacks_total` | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
+//! | `flowgate_redis_decisions_total` (flowgate-redis) | counter | `prefix`, `source` | decisions of a set in Redis made by the script (`redis`) or from a lease (`lease`) |
+//! | `flowgate_redis_call_seconds` (flowgate-redis) | histogram | `prefix` | time of each script call, answered or not |
+//! | `flowgate_redis_failures_total` (flowgate-redis) | counter | `prefix`, `kind` | Redis calls that timed out (`timeout`), lost their connection (`connection`) or had a malformed reply (`reply`), or were not sent because the circuit breaker was open (`breaker`) |
+//! | `flowgate_redis_breaker_state` (flowgate-redis) | gauge | `prefix` | the circuit breaker: 0 closed, 1 half open (probing), 2 open |
+//! | `flowgate_redis_fallbacks_total` (flowgate-redis) | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
 //! | `flowgate_http_unkeyed_total` | counter | none | HTTP requests whose client's address could not be told (feature `tower`: refused or not, as the layer's rule says) |
 //!
 //! `quota` is the quota as written (`"200/10s"`, `"20000/d fixed"`), as the set was built: a

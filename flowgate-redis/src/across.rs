@@ -1,4 +1,4 @@
-//! Decisions over several Redis Cluster slots (feature `redis-cluster`), all or nothing
+//! Decisions over several Redis Cluster slots (feature `cluster`), all or nothing
 //! across them.
 //!
 //! In a cluster each policy's buckets carry a hash tag of their own (`{prefix:policy:key}`),
@@ -319,7 +319,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             delay = delay.max(allowed.delay_nanos());
             dry_run = dry_run.or(allowed.dry_run());
             let tighter = allowed.by().is_some()
-                && best.as_ref().map_or(true, |b| {
+                && best.as_ref().is_none_or(|b| {
                     tightness(allowed.remaining(), allowed.reset_after_nanos())
                         < tightness(b.remaining(), b.reset_after_nanos())
                 });

@@ -4,8 +4,9 @@
 //! nothing else.
 //!
 //! ```
+//! use flowgate_redis::BuildRedis as _;
 //! use flowgate::backend::Backend as _;
-//! use flowgate::redis::{AnyPolicies, BackendKind};
+//! use flowgate_redis::{AnyPolicies, BackendKind};
 //! use flowgate::policy::{Policies, Policy};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,7 +50,7 @@ pub enum BackendKind {
     /// In this process: lock-free, no I/O, limits per process.
     #[default]
     InProcess,
-    /// In Redis (feature `redis`): limits shared by every process on the same prefix.
+    /// In Redis: limits shared by every process on the same prefix.
     Redis(RedisBackend),
 }
 
@@ -59,7 +60,7 @@ pub enum BackendKind {
 pub enum BuildError {
     /// The set is invalid on any backend.
     Policy(PolicyError),
-    /// Redis cannot run the set as configured (feature `redis`).
+    /// Redis cannot run the set as configured.
     Redis(RedisConfigError),
 }
 
@@ -95,7 +96,7 @@ enum Inner<R: ?Sized, C: Clock> {
     Redis(RedisLimiter<R, C>),
 }
 
-/// A policy set on either backend; see the [module docs](self). Cheap to clone (the clones
+/// A policy set on either backend, chosen when it is built. Cheap to clone (the clones
 /// share the set).
 pub struct AnyPolicies<R: ?Sized, C: Clock = QuantaClock> {
     inner: Inner<R, C>,
@@ -179,7 +180,7 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         }
     }
 
-    /// The Redis set, if that is the backend (feature `redis`).
+    /// The Redis set, if that is the backend.
     pub fn redis(&self) -> Option<&RedisLimiter<R, C>> {
         match &self.inner {
             Inner::Redis(set) => Some(set),

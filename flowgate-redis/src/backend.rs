@@ -1,5 +1,5 @@
 //! [`RedisBackend`]: where and how a policy set decided in Redis keeps its buckets, and
-//! [`PoliciesBuilder::build_redis`], which checks the set and those settings in full before
+//! [`BuildRedis::build_redis`](crate::BuildRedis::build_redis), which checks the set and those settings in full before
 //! anything connects; [`RedisConfigError`], what can be wrong with them.
 
 use core::fmt;
@@ -135,12 +135,13 @@ impl From<PolicyError> for RedisConfigError {
 
 /// Where and how a policy set decided in Redis keeps its buckets: the server, the keys'
 /// prefix, the timeout, what to do when Redis does not answer, and leases. Give it to
-/// [`PoliciesBuilder::build_redis`].
+/// [`BuildRedis::build_redis`](crate::BuildRedis::build_redis).
 ///
 /// ```no_run
 /// use core::time::Duration;
+/// use flowgate_redis::BuildRedis as _;
 /// use flowgate::policy::{Policies, Policy};
-/// use flowgate::redis::{OnFailure, RedisBackend};
+/// use flowgate_redis::{OnFailure, RedisBackend};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let backend = RedisBackend::new(redis::Client::open("redis://127.0.0.1/")?)
@@ -190,11 +191,11 @@ impl RedisBackend {
     }
 
     /// Buckets in the Redis Cluster that `nodes` (some of its nodes' URLs) belong to, with the
-    /// defaults of [`new`](Self::new) (feature `redis-cluster`). `MOVED` and `ASK` are
+    /// defaults of [`new`](Self::new) (feature `cluster`). `MOVED` and `ASK` are
     /// followed; a call that timed out or lost its connection is never sent again. Each
     /// policy's buckets live in a slot of their own, and a decision over policies in
     /// different slots is all or nothing across them (see the
-    /// [module docs](super#redis-cluster)).
+    /// [module docs](crate#redis-cluster)).
     ///
     /// # Errors
     /// [`RedisConfigError::Client`] if a node's URL is not one, there is none, or one is not a

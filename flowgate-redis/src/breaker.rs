@@ -1,21 +1,26 @@
-//! The circuit breaker in front of Redis: [`Breaker`], its settings, and the `Circuit` a
-//! limiter holds (the breaker's word, its clock, and the probe it sends when half open).
+//! The circuit breaker in front of Redis: [`Breaker`], its settings; [`Phase`], its state
+//! machine (pure transitions, tested on their own); and the `Circuit` a limiter holds (the
+//! phase under a mutex, its clock, and the probe it sends when half open).
 //!
 //! After `failures` consecutive failed calls the limiter stops calling Redis and decides every
 //! call by its failure policy at once, for `cool_down`. Then one probe (a `PING`, sent by a task
 //! of its own, so no decision waits for it) asks whether Redis answers again: if it does, calls
-//! go through again; if not, another cool-down starts. The state machine is
-//! [`BreakerWord`].
+//! go through again; if not, another cool-down starts. Of the callers that find the cool-down
+//! over exactly one becomes the probe, and only the current probe's report leaves the half-open
+//! phase (a late report of a replaced probe changes nothing).
+//!
+//! The phase sits under a plain mutex, taken for a few instructions once per call to Redis
+//! (itself a round trip of tens of microseconds): the simplest structure that is obviously
+//! right, where a lock-free word cost a loom model and three hundred lines.
 
 use core::fmt;
 use core::time::Duration;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use super::connection::Connection;
-use crate::breaker_word::{BreakerWord, Gate, Phase};
 use crate::metrics::Gauge;
 
 /// When a [`RedisLimiter`](super::RedisLimiter) stops calling Redis, and for how long: its
@@ -51,7 +56,7 @@ impl Breaker {
     /// `cool_down` before each probe. A cool-down too long to add to the clock keeps the
     /// breaker open for as long as the clock runs (about 146 years).
     ///
-    /// [`PoliciesBuilder::build_redis`](flowgate::policy::PoliciesBuilder::build_redis) refuses a
+    /// [`BuildRedis::build_redis`](crate::BuildRedis::build_redis) refuses a
     /// breaker with no failure or no cool-down ([`RedisConfigError::Breaker`](super::RedisConfigError::Breaker)):
     /// [`Breaker::off`] is the way to have none.
     pub const fn new(failures: u32, cool_down: Duration) -> Self {
@@ -121,9 +126,72 @@ impl fmt::Display for BreakerState {
     }
 }
 
+/// The breaker's state machine; times are ns of the breaker's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Calls go through; the consecutive failures so far.
+    Closed(u64),
+    /// No call goes through until the time given.
+    Open(u64),
+    /// One probe is out, since the time given.
+    HalfOpen(u64),
+}
+
+/// What a caller may do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Call,
+    /// This caller is the one probe, sent at the time given.
+    Probe(u64),
+    Refuse,
+}
+
+impl Phase {
+    /// Whether a caller may call at `now`: the first to find the cool-down over (or a probe
+    /// out for `overdue` ns or more, taken for lost) becomes the probe.
+    fn gate(&mut self, now: u64, overdue: u64) -> Gate {
+        match *self {
+            Self::Closed(_) => return Gate::Call,
+            Self::Open(until) if now < until => return Gate::Refuse,
+            Self::HalfOpen(since) if now < since.saturating_add(overdue) => return Gate::Refuse,
+            Self::Open(_) | Self::HalfOpen(_) => {}
+        }
+        *self = Self::HalfOpen(now);
+        Gate::Probe(now)
+    }
+
+    /// A call failed at `now`: a closed breaker counts it and opens for `cool_down` at the
+    /// `limit`-th consecutive failure (true if this one opened it). An open or half-open one is
+    /// left alone: the call was sent before it opened; only the probe closes it.
+    fn failed(&mut self, now: u64, limit: u64, cool_down: u64) -> bool {
+        let Self::Closed(failures) = *self else {
+            return false;
+        };
+        let failures = failures.saturating_add(1);
+        *self = if failures >= limit {
+            Self::Open(now.saturating_add(cool_down))
+        } else {
+            Self::Closed(failures)
+        };
+        failures >= limit
+    }
+
+    /// The report at `now` of the probe sent at `sent`: closed if it succeeded, open for
+    /// `cool_down` if not; nothing if it is no longer the current probe.
+    fn probed(&mut self, sent: u64, ok: bool, now: u64, cool_down: u64) {
+        if *self == Self::HalfOpen(sent) {
+            *self = if ok {
+                Self::Closed(0)
+            } else {
+                Self::Open(now.saturating_add(cool_down))
+            };
+        }
+    }
+}
+
 /// A limiter's breaker at work.
 pub(super) struct Circuit {
-    word: BreakerWord,
+    phase: Mutex<Phase>,
     failures: u64,
     cool_down: u64,
     /// A probe out this long (its timeout and a cool-down) is taken for lost (its task dropped
@@ -139,36 +207,26 @@ pub(super) struct Circuit {
 }
 
 impl Circuit {
-    /// The breaker in front of `connection` that `backend` asks for (none when it is off).
+    /// The breaker in front of `connection` that `backend` asks for (none when it is off),
+    /// its probes spawned on the current runtime.
     pub(super) fn of(
         backend: &super::RedisBackend,
         connection: &Connection,
         metrics: &crate::metrics::RedisMetrics,
     ) -> Option<Arc<Self>> {
-        (!backend.breaker.is_off()).then(|| {
-            let state = metrics.breaker_state.clone();
-            let probing = (connection.clone(), backend.timeout);
-            Self::new(backend.breaker, probing, state)
-        })
-    }
-
-    /// A closed breaker with `settings` (not [`Breaker::off`]), probing through `connection`
-    /// within `timeout`, its probes spawned on the current runtime.
-    pub(super) fn new(
-        settings: Breaker,
-        (connection, timeout): (Connection, Duration),
-        state: Gauge,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            word: BreakerWord::new(),
-            failures: u64::from(settings.failures),
-            cool_down: nanos(settings.cool_down),
-            overdue: nanos(timeout.saturating_add(settings.cool_down)),
-            origin: Instant::now(),
-            connection,
-            timeout,
-            runtime: Handle::current(),
-            state,
+        let settings = backend.breaker;
+        (!settings.is_off()).then(|| {
+            Arc::new(Self {
+                phase: Mutex::new(Phase::Closed(0)),
+                failures: u64::from(settings.failures),
+                cool_down: nanos(settings.cool_down),
+                overdue: nanos(backend.timeout.saturating_add(settings.cool_down)),
+                origin: Instant::now(),
+                connection: connection.clone(),
+                timeout: backend.timeout,
+                runtime: Handle::current(),
+                state: metrics.breaker_state.clone(),
+            })
         })
     }
 
@@ -176,45 +234,50 @@ impl Circuit {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// The phase, for a few instructions. Every transition leaves a whole phase, so one that a
+    /// panicking thread left is still one.
+    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
+        self.phase.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Whether a call may go to Redis now. When the cool-down is over, the first caller to
     /// ask starts the probe and is refused like the others.
-    #[inline(always)]
     pub(super) fn allows(self: &Arc<Self>) -> bool {
-        match self.word.gate(|| self.now(), self.overdue) {
+        let gate = self.phase().gate(self.now(), self.overdue);
+        match gate {
             Gate::Call => true,
             Gate::Refuse => false,
-            Gate::Probe(sent) => self.probe_now(sent),
+            Gate::Probe(sent) => {
+                self.state.set(1.0);
+                // On the runtime polling this decision if there is one (the limiter's own may
+                // have been shut down, or be idle); a probe lost all the same is replaced once
+                // overdue.
+                let runtime = Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+                runtime.spawn(Arc::clone(self).probe(sent));
+                false
+            }
         }
     }
 
-    /// Starts the probe sent at `sent` (see [`allows`](Self::allows)); refuses the caller.
-    #[cold]
-    #[inline(never)]
-    fn probe_now(self: &Arc<Self>, sent: u64) -> bool {
-        self.state.set(1.0);
-        // On the runtime polling this decision if there is one (the limiter's own may have
-        // been shut down, or be idle); a probe lost all the same is replaced once overdue.
-        let runtime = Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-        runtime.spawn(Arc::clone(self).probe(sent));
-        false
-    }
-
-    /// A call answered.
-    #[inline(always)]
+    /// A call answered: a closed breaker forgets its failures.
     pub(super) fn succeeded(&self) {
-        self.word.succeeded();
+        let mut phase = self.phase();
+        if let Phase::Closed(1..) = *phase {
+            *phase = Phase::Closed(0);
+        }
     }
 
     /// A call failed.
     pub(super) fn failed(&self) {
-        if self.word.failed(self.now(), self.failures, self.cool_down) {
+        let now = self.now();
+        if self.phase().failed(now, self.failures, self.cool_down) {
             self.state.set(2.0);
         }
     }
 
     /// The breaker's state now.
     pub(super) fn state(&self) -> BreakerState {
-        match self.word.phase() {
+        match *self.phase() {
             Phase::Closed(failures) => BreakerState::Closed { failures },
             Phase::Open(_) => BreakerState::Open,
             Phase::HalfOpen(_) => BreakerState::HalfOpen,
@@ -236,11 +299,84 @@ impl Circuit {
         let ok = tokio::time::timeout(self.timeout, ping)
             .await
             .unwrap_or(false);
-        self.word.probed(sent, ok, self.now(), self.cool_down);
+        let now = self.now();
+        self.phase().probed(sent, ok, now, self.cool_down);
         self.state.set(if ok { 0.0 } else { 2.0 });
     }
 }
 
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Gate, Phase};
+
+    const COOL: u64 = 100;
+
+    #[test]
+    fn opens_at_the_limit_and_a_success_resets_the_count() {
+        let mut phase = Phase::Closed(0);
+        assert!(!phase.failed(10, 3, COOL));
+        assert!(!phase.failed(11, 3, COOL));
+        assert_eq!(phase, Phase::Closed(2));
+        phase = Phase::Closed(0);
+        assert!(!phase.failed(12, 3, COOL));
+        assert!(!phase.failed(13, 3, COOL));
+        assert!(
+            phase.failed(14, 3, COOL),
+            "the third consecutive failure opens it"
+        );
+        assert_eq!(phase, Phase::Open(114));
+        // A failure of a call sent before it opened changes nothing.
+        assert!(!phase.failed(15, 3, COOL));
+        assert_eq!(phase, Phase::Open(114));
+    }
+
+    #[test]
+    fn one_probe_after_the_cool_down_and_its_report_decides() {
+        const OVERDUE: u64 = 1_000;
+        let mut phase = Phase::Closed(0);
+        phase.failed(0, 1, COOL);
+        assert_eq!(phase.gate(99, OVERDUE), Gate::Refuse, "still cooling down");
+        assert_eq!(phase.gate(100, OVERDUE), Gate::Probe(100));
+        assert_eq!(
+            phase.gate(500, OVERDUE),
+            Gate::Refuse,
+            "one probe at a time"
+        );
+        assert!(
+            !phase.failed(500, 1, COOL),
+            "a straggler does not reopen it"
+        );
+        assert_eq!(phase, Phase::HalfOpen(100));
+        phase.probed(100, false, 500, COOL);
+        assert_eq!(phase, Phase::Open(600));
+        assert_eq!(phase.gate(600, OVERDUE), Gate::Probe(600));
+        phase.probed(600, true, 601, COOL);
+        assert_eq!(phase, Phase::Closed(0));
+        assert_eq!(phase.gate(0, OVERDUE), Gate::Call);
+    }
+
+    /// A probe that never reports (its task dropped) is replaced once overdue, and its late
+    /// report, if it comes, changes nothing; a report from no probe changes nothing.
+    #[test]
+    fn an_overdue_probe_is_replaced_and_stale_reports_change_nothing() {
+        let mut phase = Phase::Closed(0);
+        phase.probed(0, true, 0, COOL);
+        assert_eq!(phase, Phase::Closed(0));
+        phase.failed(0, 1, COOL);
+        assert_eq!(phase.gate(100, 50), Gate::Probe(100));
+        assert_eq!(phase.gate(149, 50), Gate::Refuse);
+        assert_eq!(phase.gate(150, 50), Gate::Probe(150));
+        phase.probed(100, true, 160, COOL);
+        assert_eq!(phase, Phase::HalfOpen(150), "the lost probe's report");
+        phase.probed(150, false, 170, COOL);
+        assert_eq!(phase, Phase::Open(170 + COOL));
+        // A cool-down past the clock saturates: open for as long as the clock runs.
+        let mut forever = Phase::Closed(0);
+        forever.failed(u64::MAX - 1, 1, u64::MAX);
+        assert_eq!(forever.gate(u64::MAX - 1, 1), Gate::Refuse);
+    }
 }

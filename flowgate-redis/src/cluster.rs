@@ -1,4 +1,4 @@
-//! Redis Cluster (feature `redis-cluster`): flowgate's own routing over one connection manager
+//! Redis Cluster (feature `cluster`): flowgate's own routing over one connection manager
 //! per master, which follows `MOVED` and `ASK` without ever sending a call again that may have
 //! run. Decisions over several slots: `across`.
 //!
@@ -245,10 +245,7 @@ impl Cluster {
                 asks.abort_all();
                 return self.take(ranges);
             }
-            if best
-                .as_ref()
-                .map_or(true, |b| covered(&ranges) > covered(b))
-            {
+            if best.as_ref().is_none_or(|b| covered(&ranges) > covered(b)) {
                 best = Some(ranges);
             }
         }

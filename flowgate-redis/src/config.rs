@@ -231,7 +231,7 @@ fn cluster(url: &str, more: &[String]) -> Result<super::RedisBackend, ConfigErro
         let _ = (url, more);
         Err(ConfigError::setting(
             "redis.cluster",
-            "a Redis Cluster needs the `redis-cluster` feature",
+            "a Redis Cluster needs the `cluster` feature",
         ))
     }
 }

@@ -1,5 +1,5 @@
 //! The connection to Redis: one server's connection manager, or a Redis Cluster connection
-//! (feature `redis-cluster`), set up for the limiter's timeout, with the circuit breaker in
+//! (feature `cluster`), set up for the limiter's timeout, with the circuit breaker in
 //! front of it.
 
 use core::time::Duration;

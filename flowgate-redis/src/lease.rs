@@ -1,5 +1,5 @@
-//! Leases: cells taken from Redis in one call and spent locally from a [`LeaseWord`], in a
-//! bounded, sharded map keyed by the buckets they came from.
+//! Leases: cells taken from Redis in one call and spent locally ([`Cells`], under a mutex), in
+//! a bounded, sharded map keyed by the buckets they came from.
 //!
 //! # The bound
 //! Redis grants a lease's cells under the same GCRA as any request, so every cell admitted
@@ -8,25 +8,81 @@
 //! at most what Redis alone would admit in that window plus the cells outstanding in leases
 //! when it began: at most one lease per process and decision key set.
 
-// Std's atomics: the map's lock guards which lease entries exist (found or made
-// under it, never a decision's state), and the counter is a statistic. The lease word, where
-// cells are spent concurrently, is crate::lease_word's, on primitive's atomics and modelled
-// by loom (loom-tests/tests/lease.rs).
+// The map's lock guards which lease entries exist (found or made under it, never a
+// decision's state); each lease's cells sit under a mutex of their own, taken for a few
+// instructions per decision spent from it; the counter is a statistic.
 use core::sync::atomic::AtomicU64;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_utils::CachePadded;
 
-use crate::lease_word::LeaseWord;
-pub use crate::lease_word::MAX_LEASE_CELLS;
+/// The most cells one lease holds.
+pub const MAX_LEASE_CELLS: u32 = (1 << 24) - 1;
 
-/// One lease: its word, and a lock that lets one task at a time ask Redis for the next one,
+/// What a lease holds: the cells left, the lease's deadline (ms since the limiter was built,
+/// by its clock), and the tightest quota as the grant left it (its debt and bucket index).
+/// Each leased cell is spent once or taken back once, never both: every change is made under
+/// the mutex.
+#[derive(Debug, Default)]
+pub(crate) struct Cells(Mutex<Held>);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Held {
+    cells: u32,
+    deadline: u64,
+    debt: u64,
+    bucket: usize,
+}
+
+impl Cells {
+    /// The lease, for a few instructions. Every change leaves a whole lease, so one that a
+    /// panicking thread left is still one.
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes `n` cells if the lease holds them and has not expired at `now_ms`; returns the
+    /// gauge recorded with the grant (debt, bucket) and the cells left.
+    pub(crate) fn spend(&self, n: u32, now_ms: u64) -> Option<(u64, usize, u32)> {
+        let mut held = self.held();
+        if held.cells < n || now_ms >= held.deadline {
+            return None;
+        }
+        held.cells -= n;
+        Some((held.debt, held.bucket, held.cells))
+    }
+
+    /// Takes every cell left, expired or not, leaving the lease empty.
+    pub(crate) fn take_rest(&self) -> u32 {
+        core::mem::take(&mut self.held().cells)
+    }
+
+    /// Fills the lease with `cells` (at most [`MAX_LEASE_CELLS`]) until `deadline_ms`,
+    /// recording the grant's gauge. Only the task that renews the lease calls this, after
+    /// [`take_rest`](Self::take_rest).
+    pub(crate) fn fill(&self, cells: u32, deadline_ms: u64, debt: u64, bucket: usize) {
+        *self.held() = Held {
+            cells: cells.min(MAX_LEASE_CELLS),
+            deadline: deadline_ms,
+            debt,
+            bucket,
+        };
+    }
+
+    /// Whether the lease has nothing left to spend at `now_ms`.
+    pub(crate) fn is_spent(&self, now_ms: u64) -> bool {
+        let held = self.held();
+        held.cells == 0 || now_ms >= held.deadline
+    }
+}
+
+/// One lease: its cells, and a lock that lets one task at a time ask Redis for the next one,
 /// holding the TAT (µs) the last lease call wrote to each bucket: what the lease's unused cells
 /// are given back against, only where a bucket still holds it (`undo.lua`).
 #[derive(Debug, Default)]
 pub(crate) struct Lease {
-    pub(crate) word: LeaseWord,
+    pub(crate) cells: Cells,
     pub(crate) renewing: tokio::sync::Mutex<Vec<u64>>,
 }
 
@@ -64,7 +120,7 @@ impl Leases {
     }
 
     /// Milliseconds from the limiter's construction to the clock's reading `now`: the time
-    /// of a lease's deadline (`LeaseWord`).
+    /// of a lease's deadline ([`Cells`]).
     pub(crate) fn millis(&self, now: u64) -> u64 {
         now.saturating_sub(self.built) / 1_000_000
     }
@@ -92,10 +148,10 @@ impl Leases {
         }
         if map.len() >= self.per_shard {
             map.retain(|_, entry| {
-                if Arc::strong_count(entry) > 1 || !entry.lease.word.is_spent(now_ms) {
+                if Arc::strong_count(entry) > 1 || !entry.lease.cells.is_spent(now_ms) {
                     return true;
                 }
-                super::stats::add(dropped, u64::from(entry.lease.word.take_rest()));
+                super::stats::add(dropped, u64::from(entry.lease.cells.take_rest()));
                 false
             });
             if map.len() >= self.per_shard {
@@ -132,7 +188,7 @@ impl Leases {
 
     /// Whether the lease of `entry` is spent at `now_ms` (for [`drain`](Self::drain)).
     pub(crate) fn expired(entry: &Entry, now_ms: u64) -> bool {
-        entry.lease.word.is_spent(now_ms)
+        entry.lease.cells.is_spent(now_ms)
     }
 }
 
@@ -143,7 +199,7 @@ mod tests {
 
     #[test]
     fn spends_until_empty_or_expired_and_gives_the_rest_back_once() {
-        let lease = LeaseWord::new();
+        let lease = Cells::default();
         assert_eq!(lease.spend(1, 0), None, "an empty lease");
         lease.fill(5, 100, 42, 3);
         assert_eq!(lease.spend(2, 10), Some((42, 3, 3)));
@@ -160,7 +216,7 @@ mod tests {
 
     #[test]
     fn concurrent_spenders_and_a_taker_account_for_every_cell() {
-        let lease = Arc::new(LeaseWord::new());
+        let lease = Arc::new(Cells::default());
         lease.fill(10_000, u64::MAX, 0, 0);
         let spenders: Vec<_> = (0..3)
             .map(|_| {
@@ -190,7 +246,7 @@ mod tests {
         for i in 0..1_000 {
             match leases.entry(&keys(i), &[], 0, &dropped) {
                 Some(entry) => {
-                    entry.lease.word.fill(7, 50, 0, 0);
+                    entry.lease.cells.fill(7, 50, 0, 0);
                     live.push(entry);
                 }
                 None => {

@@ -40,7 +40,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             let Ok(wrote) = entry.lease.renewing.try_lock() else {
                 continue;
             };
-            let rest = entry.lease.word.take_rest();
+            let rest = entry.lease.cells.take_rest();
             if rest == 0 {
                 continue;
             }
@@ -188,7 +188,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         if let Some(verdict) = self.spend(plan, &entry.lease, n, now) {
             return Ok(Decided::without_call(verdict));
         }
-        let rest = entry.lease.word.take_rest();
+        let rest = entry.lease.cells.take_rest();
         if rest > 0 {
             // The expired lease's unused cells first, exactly (one call more, only for a lease
             // that expired with cells left). Cells not given back stay booked (counted as
@@ -220,7 +220,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 .unwrap_or(0);
             let lifetime = shared.lease.map_or(0, |(_, ms)| ms);
             // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
-            entry.lease.word.fill(
+            entry.lease.cells.fill(
                 granted.min(want).saturating_sub(n),
                 now.saturating_add(lifetime),
                 debts.get(bucket).copied().unwrap_or(0),
@@ -232,7 +232,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// `n` cells from `lease`, if it holds them at `now_ms`.
     fn spend(&self, plan: &Plan, lease: &lease::Lease, n: u32, now_ms: u64) -> Option<Verdict> {
-        let (debt, bucket, _) = lease.word.spend(n, now_ms)?;
+        let (debt, bucket, _) = lease.cells.spend(n, now_ms)?;
         add(&self.shared.counters.lease_admitted, 1);
         self.shared.metrics.from_lease.increment(1);
         // Admitted by every quota of the plan (a lease covers them all; no dry runs).

@@ -1,9 +1,10 @@
-//! Distributed limits in Redis (cargo feature `redis`): the same policy sets as in process,
+//! Distributed limits for flowgate in Redis: the same policy sets as in process,
 //! decided by one server-side script per decision, for services that run on many hosts.
 //!
 //! ```no_run
+//! use flowgate_redis::BuildRedis as _;
 //! use flowgate::policy::{Policies, Policy};
-//! use flowgate::redis::RedisBackend;
+//! use flowgate_redis::RedisBackend;
 //! use flowgate::Quota;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,7 +26,7 @@
 //!
 //! # One description, two backends
 //! A [`Policies`] set and a [`RedisLimiter`] are built from the same [`Policy`] values by the
-//! same builder ([`PoliciesBuilder::build`] or [`PoliciesBuilder::build_redis`]): the same
+//! same builder ([`PoliciesBuilder::build`] or [`BuildRedis::build_redis`]): the same
 //! names, key extractors, quotas, dry runs, jitter and order, and the same outcomes
 //! ([`Allowed`] and [`Refused`] naming their policy and quota, [`InsufficientCapacity`]). In
 //! Redis a key extractor writes the key's bytes instead of hashing them (see [`Key`]), so that
@@ -85,7 +86,7 @@
 //! decision for decision against the in-process set). It takes no lease.
 //!
 //! # Redis Cluster
-//! With the feature `redis-cluster`, `RedisBackend::cluster` decides in a Redis Cluster.
+//! With the feature `cluster`, `RedisBackend::cluster` decides in a Redis Cluster.
 //! `MOVED` and `ASK` are followed (and `TRYAGAIN`, `CLUSTERDOWN`, `READONLY` waited out), but
 //! a call that timed out or lost its connection is never sent again. Each policy's buckets
 //! carry a tag of their own (`{prefix:policy:key}:quota`, `{prefix:policy}:quota` for a global
@@ -136,7 +137,6 @@ mod across;
 mod any;
 mod backend;
 mod breaker;
-mod breaker_word;
 mod call;
 #[cfg(feature = "cluster")]
 mod cluster;
@@ -145,7 +145,6 @@ mod config;
 mod connection;
 mod failure;
 mod lease;
-mod lease_word;
 mod leased;
 mod local;
 mod log;
@@ -228,7 +227,7 @@ struct Shared<R: ?Sized, C: Clock> {
 }
 
 /// A policy set whose buckets live in Redis, shared by every process that uses the same
-/// prefix and policies; built by [`PoliciesBuilder::build_redis`]. Cheap to clone (the clones
+/// prefix and policies; built by [`BuildRedis::build_redis`]. Cheap to clone (the clones
 /// share one connection and one set of counters). See the [module docs](self).
 pub struct RedisLimiter<R: ?Sized = str, C: Clock = QuantaClock> {
     shared: Arc<Shared<R, C>>,

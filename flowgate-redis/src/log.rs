@@ -35,7 +35,7 @@ const MAX_LOG_WINDOW_MICROS: u64 = 86_400_000_000;
 /// and expiring one window after its newest time.
 ///
 /// ```no_run
-/// use flowgate::redis::{RedisBackend, RedisSlidingLog};
+/// use flowgate_redis::{RedisBackend, RedisSlidingLog};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let backend = RedisBackend::new(redis::Client::open("redis://127.0.0.1/")?).prefix("api");

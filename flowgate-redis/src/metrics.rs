@@ -28,6 +28,8 @@ mod off {
 }
 
 #[cfg(not(feature = "metrics"))]
+use off::Off;
+#[cfg(not(feature = "metrics"))]
 pub(crate) use off::{Off as Counter, Off as Gauge, Off as Histogram};
 
 /// The failure counters of one Redis limiter, its calls' time, and its decisions by source.
@@ -108,17 +110,17 @@ impl RedisMetrics {
     #[cfg(not(feature = "metrics"))]
     pub(crate) fn new(_prefix: &str) -> Self {
         Self {
-            calls: Histogram::default(),
-            from_redis: Counter::default(),
-            from_lease: Counter::default(),
-            timeouts: Counter::default(),
-            connection_failures: Counter::default(),
-            reply_failures: Counter::default(),
-            breaker_refused: Counter::default(),
-            breaker_state: Gauge::default(),
-            failed_open: Counter::default(),
-            failed_closed: Counter::default(),
-            local: Counter::default(),
+            calls: Off,
+            from_redis: Off,
+            from_lease: Off,
+            timeouts: Off,
+            connection_failures: Off,
+            reply_failures: Off,
+            breaker_refused: Off,
+            breaker_state: Off,
+            failed_open: Off,
+            failed_closed: Off,
+            local: Off,
         }
     }
 }

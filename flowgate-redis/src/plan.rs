@@ -255,7 +255,7 @@ pub(crate) fn check_part(part: &str, what: &'static str) -> Result<(), RedisConf
 /// the same hash tag. A limiter with one keyed policy tags by key (`{prefix:key}`), so keys
 /// spread over a cluster. On one server, a limiter with a global policy or several policies
 /// tags by prefix (`{prefix}`): every bucket in one slot, every decision one call. In a cluster
-/// (feature `redis-cluster`) such a limiter tags by policy (`{prefix:policy:key}`, or
+/// (feature `cluster`) such a limiter tags by policy (`{prefix:policy:key}`, or
 /// `{prefix:policy}` for a global one), so that a per-user policy spreads over the nodes; a
 /// decision over several policies then takes one call per policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! What an error answered to a cluster call means (feature `redis-cluster`): follow a
+//! What an error answered to a cluster call means (feature `cluster`): follow a
 //! redirect, wait and send by slot again, or give up because the call may have run.
 
 use ::redis::{ErrorKind, ServerErrorKind};

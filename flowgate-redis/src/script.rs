@@ -30,7 +30,7 @@ pub(crate) fn undo() -> &'static Script {
 pub(crate) const MAX_NOW_MICROS: u64 = 1 << 52;
 
 /// Where a command goes: one server, through its connection manager, or a cluster (feature
-/// `redis-cluster`), which follows redirects but never sends a command again after a failure
+/// `cluster`), which follows redirects but never sends a command again after a failure
 /// that may have let it run.
 pub(crate) trait Sender {
     /// Sends `command` and reads its one reply (a server's error reply as a value).

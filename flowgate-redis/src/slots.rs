@@ -1,4 +1,4 @@
-//! Redis Cluster's hash slots (feature `redis-cluster`): the slot of a key, and the slot map a
+//! Redis Cluster's hash slots (feature `cluster`): the slot of a key, and the slot map a
 //! node answers to `CLUSTER SLOTS`.
 
 use ::redis::{ErrorKind, RedisResult, Value};

@@ -6,7 +6,7 @@
 //! `want` the limit, and grants the most cells every bucket of every enforcing policy admits
 //! (a schedule's room in one division, a window counter's by bisection), then judges each
 //! dry-run policy at that count. Nothing runs between the count and the take. Across Redis
-//! Cluster slots (feature `redis-cluster`) no call sees every bucket: the count is made on each
+//! Cluster slots (feature `cluster`) no call sees every bucket: the count is made on each
 //! slot's buckets as they are (a call that takes nothing), then taken all or nothing across the
 //! slots, as [`Policies::check_up_to`] does in process (counting again if another decision took
 //! cells in between).
@@ -40,7 +40,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// it, and one that would refuse `k` cells takes nothing and is reported
     /// ([`Allowed::dry_run`]), as a dry run of `k` cells is. On one server the count and the
     /// take are one script call: no other decision runs between them; across Redis Cluster
-    /// slots they are not (see the [module docs](super#redis-cluster)). Leases are not used
+    /// slots they are not (see the [module docs](crate#redis-cluster)). Leases are not used
     /// (the call goes to Redis, and cells a lease holds are not counted as available).
     ///
     /// When Redis does not answer, the failure policy decides: [`OnFailure::Local`] takes up to
@@ -48,8 +48,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// [`OnFailure::Closed`] refuses.
     ///
     /// ```no_run
+    /// use flowgate_redis::BuildRedis as _;
     /// use flowgate::policy::{Policies, Policy};
-    /// use flowgate::redis::RedisBackend;
+    /// use flowgate_redis::RedisBackend;
     /// use flowgate::Quota;
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {

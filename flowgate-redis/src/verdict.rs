@@ -158,9 +158,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             let Some(refused) = policies[p].quotas[q].refused(state, n, now) else {
                 continue;
             };
-            let later = worst.as_ref().map_or(true, |(_, w)| {
-                refused.conforms_after_nanos() > w.conforms_after_nanos()
-            });
+            let later = worst
+                .as_ref()
+                .is_none_or(|(_, w)| refused.conforms_after_nanos() > w.conforms_after_nanos());
             if later {
                 worst = Some((bucket, refused));
             }
@@ -216,7 +216,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             if policies[p].dry_run {
                 continue;
             }
-            let tighter = best.map_or(true, |(_, b)| {
+            let tighter = best.is_none_or(|(_, b)| {
                 tightness(g.remaining(), g.reset_after_nanos())
                     < tightness(b.remaining(), b.reset_after_nanos())
             });

@@ -1,5 +1,5 @@
 //! The check of the Redis script's replies (`redis/script.rs`, reached through
-//! `flowgate::fuzzing`, which exists only in fuzz builds): calls built from real algorithms
+//! `flowgate_redis::fuzzing`, which exists only in fuzz builds): calls built from real algorithms
 //! (as `Micros` turns them into the script's buckets), and replies that are RESP bytes, arbitrary
 //! value trees, arrays of integers, or replies the script can send (`gcra.lua`, "Replies"), some
 //! with one number changed.
@@ -16,8 +16,8 @@ use arbitrary::Arbitrary;
 use flowgate::algorithm::{
     AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
 };
-use flowgate::fuzzing::{Buckets, ParsedReply};
 use flowgate::Quota;
+use flowgate_redis::fuzzing::{Buckets, ParsedReply};
 use libfuzzer_sys::fuzz_target;
 use redis::Value;
 
@@ -156,7 +156,7 @@ fn call(input: &Input) -> Option<Call> {
         .collect::<Option<Vec<_>>>()?;
     let buckets = Buckets::new(&algorithms)?;
     let n = 1 + input.n % buckets.capacity();
-    let want = n.saturating_add(input.want % (flowgate::redis::MAX_LEASE_CELLS + 1));
+    let want = n.saturating_add(input.want % (flowgate_redis::MAX_LEASE_CELLS + 1));
     let want = if input.lease { want } else { n };
     Some(Call {
         args: buckets.args(),

@@ -13,8 +13,9 @@ mod redis_server;
 use std::time::Duration;
 
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{OnFailure, RedisBackend};
 use flowgate::Quota;
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{OnFailure, RedisBackend};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

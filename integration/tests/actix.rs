@@ -22,6 +22,7 @@ use flowgate::backend::Backend;
 use flowgate::clock::ManualClock;
 use flowgate::http::{ActixRateLimit, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
 use flowgate::policy::{Policies, Policy};
+use flowgate_redis::BuildRedis as _;
 use http::StatusCode;
 
 /// Per client per route 3 per minute (one cell every 20 s), per route 5 per minute.
@@ -187,7 +188,7 @@ async fn run_script(actix: SocketAddr, axum: SocketAddr, clocks: &[&ManualClock]
 async fn actix_over_redis_answers_as_tower_in_process() {
     let server = redis_server::RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
-    let backend = flowgate::redis::RedisBackend::new(server.client())
+    let backend = flowgate_redis::RedisBackend::new(server.client())
         .prefix("actix")
         .client_time(true);
     let remote = policies(&clock).build_redis(backend).unwrap();

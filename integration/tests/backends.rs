@@ -8,8 +8,10 @@ mod redis_server;
 use flowgate::backend::Backend;
 use flowgate::clock::QuantaClock;
 use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
-use flowgate::redis::{AnyPolicies, BackendKind, BuildError};
-use flowgate::redis::{BreakerState, RedisBackend, RedisConfigError};
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::Config;
+use flowgate_redis::{AnyPolicies, BackendKind, BuildError};
+use flowgate_redis::{BreakerState, RedisBackend, RedisConfigError};
 use redis_server::RedisServer;
 
 /// Sends `alice`, `alice`, `bob`, `alice`, `alice`, `bob` and reports what each got: admitted,
@@ -27,7 +29,7 @@ async fn drive(limits: &AnyPolicies<str>) -> Vec<Result<(), String>> {
     seen
 }
 
-fn file(backend: &str, url: &str) -> PoliciesConfig {
+fn file(backend: &str, url: &str) -> Config {
     toml::from_str(&format!(
         r#"
         backend = "{backend}"
@@ -60,7 +62,7 @@ async fn the_backend_is_chosen_in_the_file_and_nothing_else_changes() {
     let mut answers = Vec::new();
     for backend in ["in_process", "redis"] {
         let limits = file(backend, &server.url())
-            .build_any(&keys, QuantaClock::new())
+            .build(&keys, QuantaClock::new())
             .unwrap();
         assert_eq!(limits.backend_name(), backend);
         assert_eq!(limits.names(), ["per-user", "everyone"]);
@@ -81,7 +83,7 @@ async fn the_backend_is_chosen_in_the_file_and_nothing_else_changes() {
     );
     // Two instances built from the same file share the Redis limit: the global 5 is spent.
     let other = file("redis", &server.url())
-        .build_any(&keys, QuantaClock::new())
+        .build(&keys, QuantaClock::new())
         .unwrap();
     let refused = other
         .check_n("carol", 1)
@@ -124,8 +126,8 @@ async fn bad_backends_are_errors_naming_the_setting() {
     });
     let clock = QuantaClock::new;
     let error = |text: &str| {
-        let config: PoliciesConfig = toml::from_str(text).unwrap();
-        config.build_any(&keys, clock()).unwrap_err()
+        let config: Config = toml::from_str(text).unwrap();
+        config.build(&keys, clock()).unwrap_err()
     };
     let policies = "[[policies]]\nname = \"p\"\nkey = \"user\"\nquotas = [\"1/s\"]\n";
     let unknown = error(&format!("backend = \"memcached\"\n{policies}"));
@@ -163,11 +165,11 @@ async fn bad_backends_are_errors_naming_the_setting() {
         ("true", BreakerState::Closed { failures: 0 }),
         ("false", BreakerState::Off),
     ] {
-        let config: PoliciesConfig = toml::from_str(&format!(
+        let config: Config = toml::from_str(&format!(
             "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\nbreaker = {breaker}\n{policies}"
         ))
         .unwrap();
-        let set = config.build_any(&keys, clock()).unwrap();
+        let set = config.build(&keys, clock()).unwrap();
         assert_eq!(set.redis().unwrap().breaker_state(), state, "{breaker}");
     }
     // A policy's own mistake is blamed on the policy, whatever the backend.
@@ -178,12 +180,14 @@ async fn bad_backends_are_errors_naming_the_setting() {
         (empty.policy.as_str(), empty.field.as_str()),
         ("'p'", "quotas")
     );
-    // `build` builds in process only, and says so rather than ignoring the file's backend.
-    let config: PoliciesConfig = toml::from_str(&format!(
-        "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n{policies}"
-    ))
-    .unwrap();
+    // flowgate alone builds in process only, and says so rather than ignoring the file's
+    // backend; its own reader has no `[redis]` table.
+    let config: PoliciesConfig =
+        toml::from_str(&format!("backend = \"redis\"\n{policies}")).unwrap();
     assert_eq!(config.build(&keys, clock()).unwrap_err().field, "backend");
+    let table = format!("backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n{policies}");
+    let unknown = toml::from_str::<PoliciesConfig>(&table).unwrap_err();
+    assert!(unknown.to_string().contains("redis"), "{unknown}");
     // In code: the set's mistakes are `Policy`, Redis's own are `Redis`.
     let none = Policies::<str>::builder().build_on(BackendKind::InProcess);
     assert_eq!(

@@ -7,6 +7,7 @@ use std::time::Duration;
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, Policy};
 use flowgate::{Gcra, KeyedRateLimiter, Quota};
+use flowgate_redis::BuildRedis as _;
 use metrics::{SharedString, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::CompositeKey;
@@ -232,7 +233,7 @@ fn a_labelled_keyed_limiter_reports_its_keys() {
 #[tokio::test]
 async fn a_redis_limiter_counts_its_failures_fallbacks_and_breaker() {
     use flowgate::policy::{Policies, Policy};
-    use flowgate::redis::{OnFailure, RedisBackend};
+    use flowgate_redis::{OnFailure, RedisBackend};
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let client = redis_server::nobody();
@@ -286,7 +287,7 @@ async fn a_redis_limiter_counts_its_failures_fallbacks_and_breaker() {
 /// every metric it registers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_decisions_are_counted_as_in_process() {
-    use flowgate::redis::RedisBackend;
+    use flowgate_redis::RedisBackend;
 
     let server = redis_server::RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);

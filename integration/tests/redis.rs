@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use flowgate::clock::ManualClock;
 use flowgate::outcome::Cited;
 use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
-use flowgate::redis::{
+use flowgate::{Algorithm, Allowed, Cause, Quota, Refused};
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{
     Breaker, Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
 };
-use flowgate::{Algorithm, Allowed, Cause, Quota, Refused};
 use redis_server::RedisServer;
 
 /// A request with a user (keyed levels) and an endpoint.
@@ -1276,8 +1277,8 @@ async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
 /// bound holds in every window: at most the limit in any interval of the window's length.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sliding_log_in_redis_is_exact_in_every_window() {
-    use flowgate::redis::RedisSlidingLog;
     use flowgate::SlidingLog;
+    use flowgate_redis::RedisSlidingLog;
 
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use flowgate::clock::{Clock, ManualClock};
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
-use flowgate::redis::{OnFailure, RedisBackend, RedisLimiter, RedisSlidingLog, Source};
 use flowgate::Quota;
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{OnFailure, RedisBackend, RedisLimiter, RedisSlidingLog, Source};
 use redis_cluster::redis_server::RedisServer;
 use redis_cluster::{ClusterNode, RedisCluster};
 
@@ -362,7 +363,7 @@ async fn a_configuration_file_names_a_cluster() {
     let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
     let seeds = cluster.seed_urls();
-    let file: flowgate::policy::PoliciesConfig = toml::from_str(&format!(
+    let file: flowgate_redis::Config = toml::from_str(&format!(
         "backend = \"redis\"\n\
          [redis]\nurl = {:?}\ncluster = {:?}\ntimeout = \"2s\"\n\
          [[policies]]\nname = \"user\"\nkey = \"user\"\nquotas = [\"2/h\"]\n\
@@ -375,7 +376,7 @@ async fn a_configuration_file_names_a_cluster() {
         k.add(user);
     });
     let limits = file
-        .build_any(&keys, flowgate::clock::QuantaClock::new())
+        .build(&keys, flowgate::clock::QuantaClock::new())
         .unwrap();
     let limiter = limits.redis().expect("a Redis set");
     let mut admitted = Vec::new();

@@ -9,10 +9,11 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{
+use flowgate::Quota;
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{
     Breaker, BreakerState, Failure, OnFailure, RedisBackend, RedisLimiter, Source,
 };
-use flowgate::Quota;
 use redis_server::RedisServer;
 
 /// The configured timeout: long against scheduling noise, so that 1.3 × it is a sharp bound.
@@ -198,7 +199,7 @@ async fn outage(breaker: Breaker) -> Outage {
     }
     let after = limiter.stats();
     let failed =
-        |s: flowgate::redis::RedisStats| s.timeouts + s.connection_failures + s.reply_failures;
+        |s: flowgate_redis::RedisStats| s.timeouts + s.connection_failures + s.reply_failures;
     Outage {
         open_times,
         failed_times,

@@ -15,9 +15,10 @@ use flowgate::algorithm::AnyAlgorithm;
 use flowgate::backend::Backend;
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
-use flowgate::redis::{AnyPolicies, BackendKind};
-use flowgate::redis::{OnFailure, RedisBackend, RedisLimiter, Source, Verdict};
 use flowgate::Quota;
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{AnyPolicies, BackendKind};
+use flowgate_redis::{OnFailure, RedisBackend, RedisLimiter, Source, Verdict};
 use redis_server::{nobody, RedisServer};
 
 #[derive(Debug, Clone)]
@@ -469,8 +470,8 @@ mod cluster {
     use super::redis_cluster::RedisCluster;
     use flowgate::clock::ManualClock;
     use flowgate::policy::{Policies, Policy};
-    use flowgate::redis::{RedisBackend, RedisLimiter, Source};
     use flowgate::Quota;
+    use flowgate_redis::{BuildRedis as _, RedisBackend, RedisLimiter, Source};
 
     fn build(backend: RedisBackend, clock: &ManualClock) -> RedisLimiter<str, ManualClock> {
         Policies::<str>::builder()

@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime};
 use flowgate::algorithm::AnyAlgorithm;
 use flowgate::clock::{Clock, ManualClock, TokioClock};
 use flowgate::policy::{Policies, Policy};
-use flowgate::redis::{RedisBackend, RedisLimiter, Source};
+use flowgate_redis::BuildRedis as _;
+use flowgate_redis::{RedisBackend, RedisLimiter, Source};
 use redis_server::RedisServer;
 
 const SECOND: u64 = 1_000_000_000;

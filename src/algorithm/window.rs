@@ -99,7 +99,7 @@ impl Windows {
 }
 
 /// An offset of `minutes` (east of UTC) modulo `length`, in a unit of which a minute is
-/// `per_minute`: the phase of windows of that length (see [`Windows`]).
+/// `per_minute`: the phase of windows of that length (windows counted from the Unix epoch, moved by the offset).
 #[inline(always)]
 pub fn phase(minutes: i16, length: u64, per_minute: u64) -> u64 {
     if minutes == 0 {

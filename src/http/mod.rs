@@ -215,7 +215,7 @@ impl<B> Clone for Shared<B> {
     }
 }
 
-/// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`](crate::Policies) set;
+/// A tower [`Layer`](tower_layer::Layer) that rate-limits HTTP requests with a [`Policies`] set;
 /// see the [module docs](self).
 #[must_use = "a layer does nothing until it wraps a service"]
 pub struct RateLimitLayer<B = Policies<Inbound>> {

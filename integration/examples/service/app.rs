@@ -7,8 +7,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use flowgate::clock::QuantaClock;
 use flowgate::http::{by_client_ip, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
-use flowgate::policy::{KeyExtractors, PoliciesConfig};
-use flowgate::redis::AnyPolicies;
+use flowgate::policy::KeyExtractors;
+use flowgate_redis::AnyPolicies;
+use flowgate_redis::Config as PoliciesConfig;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 
@@ -93,7 +94,7 @@ pub fn app(config: &Config) -> Result<(Router, PrometheusHandle), Box<dyn std::e
     let layer = |set: &PoliciesConfig| -> Result<Layer, Box<dyn std::error::Error>> {
         // Handles are registered as the set is built: under this instance's recorder.
         let limits =
-            metrics::with_local_recorder(&recorder, || set.build_any(&keys, QuantaClock::new()))?;
+            metrics::with_local_recorder(&recorder, || set.build(&keys, QuantaClock::new()))?;
         Ok(RateLimitLayer::new(limits)
             .client_ip(config.client_ip.clone())
             .headers(HeaderStyle::BOTH))
