@@ -141,35 +141,16 @@ pub async fn until_ready_with<R, B, F>(
     request: &R,
     n: u32,
     options: WaitOptions,
-    mut sleep: impl FnMut(Duration) -> F,
+    sleep: impl FnMut(Duration) -> F,
 ) -> Result<Allowed<Cited>, Error<Cited>>
 where
     R: ?Sized,
     B: crate::backend::Backend<R>,
     F: Future<Output = ()>,
 {
-    let start = backend.now();
-    loop {
-        // A clock that steps back counts as no time spent.
-        let left = (options.max_wait).saturating_sub(backend.now().saturating_sub(start));
-        match backend.attempt(request, n, left).await {
-            Attempt::Ready {
-                value,
-                delay,
-                reserved,
-            } => {
-                // Armed before the sleep: given back unless the wait completes.
-                let mut guard = Reservation { reserved };
-                if delay > 0 {
-                    sleep(Duration::from_nanos(delay)).await;
-                }
-                guard.reserved = None;
-                return Ok(value);
-            }
-            Attempt::Retry(wait) => sleep(options.retry_sleep(wait, left)).await,
-            Attempt::Fail(error) => return Err(error),
-        }
-    }
+    let now = || backend.now();
+    let attempt = |_, left| backend.attempt(request, n, left);
+    sleeping(now, options, now(), None, attempt, sleep).await
 }
 
 /// The blocking loop: attempts (given the reading and what is left of `max_wait`) until one is
@@ -227,26 +208,36 @@ pub(crate) async fn until<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
             value, delay: 0, ..
         } => Ok(value),
         Attempt::Fail(error) => Err(error),
-        first => Box::pin(sleeping(clock, options, start, first, attempt, sleep)).await,
+        first => {
+            let attempt = |now, left| core::future::ready(attempt(now, left));
+            let now = || clock.now();
+            Box::pin(sleeping(now, options, start, Some(first), attempt, sleep)).await
+        }
     }
 }
 
-/// [`until`] once its first attempt asked for a sleep.
-async fn sleeping<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
-    clock: &C,
+/// The loop of an asynchronous wait that began at `start` (by `now`'s readings), from its
+/// `first` attempt if it has one: each attempt (given the reading and what is left of
+/// `max_wait`) awaited, refusals slept out, and an admission's delay slept on with its
+/// reservation armed, given back if the future is dropped first. [`until`] once its first
+/// attempt asked for a sleep, and the wait over the seam ([`until_ready_with`]).
+async fn sleeping<G: GiveBack, X, A: Future<Output = Attempt<G, X>>, F: Future<Output = ()>>(
+    now: impl Fn() -> u64,
     options: WaitOptions,
     start: u64,
-    first: Attempt<G, X>,
-    mut attempt: impl FnMut(u64, u64) -> Attempt<G, X>,
+    mut first: Option<Attempt<G, X>>,
+    mut attempt: impl FnMut(u64, u64) -> A,
     mut sleep: impl FnMut(Duration) -> F,
 ) -> Result<Allowed<X>, Error<X>> {
-    let mut now = start;
-    let mut next = Some(first);
+    let mut reading = start;
     loop {
-        let left = options.max_wait.saturating_sub(now.saturating_sub(start));
-        let this = match next.take() {
+        // A clock that steps back counts as no time spent.
+        let left = options
+            .max_wait
+            .saturating_sub(reading.saturating_sub(start));
+        let this = match first.take() {
             Some(first) => first,
-            None => attempt(now, left),
+            None => attempt(reading, left).await,
         };
         match this {
             Attempt::Ready {
@@ -267,6 +258,6 @@ async fn sleeping<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
             Attempt::Retry(wait) => sleep(options.retry_sleep(wait, left)).await,
             Attempt::Fail(error) => return Err(error),
         }
-        now = clock.now();
+        reading = now();
     }
 }
