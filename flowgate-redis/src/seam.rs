@@ -6,8 +6,8 @@
 use core::future::Future;
 
 use super::plan::Plan;
-use super::script::Sender;
-use super::{Connection, Failure, RedisLimiter};
+use super::script::Script;
+use super::{Failure, RedisLimiter};
 use flowgate::backend::{
     Backend, Decision, PolicyInfo, Remote, Settled, States, Unbooked, Verdict,
 };
@@ -88,24 +88,26 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Ok(states)
     }
 
-    /// [`Backend::reset`] once the request is planned: every bucket's key deleted, one key
-    /// per command (a cluster routes each to its slot), by one deadline.
+    /// [`Backend::reset`] once the request is planned: every bucket's key deleted by one
+    /// script call per key, by one deadline. A script call, as every other the limiter makes,
+    /// names its key where a cluster routes by it (a `DEL` would not be routed to its slot).
     pub(crate) async fn reset_plan(
         &self,
         plan: Result<Plan, InsufficientCapacity>,
     ) -> Result<(), Failure> {
         let plan = plan.map_err(|_| Failure::Reply)?;
-        let connection = &self.shared.connection;
+        let shared = &*self.shared;
         let deleted = async {
             for key in &plan.keys {
-                let command = ::redis::cmd("DEL").arg(&key[..]).clone();
-                let sent = match connection {
-                    Connection::One(manager) => manager.clone().send(&command).await,
-                    #[cfg(feature = "cluster")]
-                    Connection::Cluster(cluster) => cluster.clone().send(&command).await,
+                let command = |verb: &str, script: &str| {
+                    let mut command = ::redis::cmd(verb);
+                    command.arg(script).arg(1).arg(&key[..]);
+                    command
                 };
-                sent.and_then(::redis::Value::extract_error)
-                    .map_err(|error| super::failure::failure_of(&error))?;
+                shared
+                    .connection
+                    .eval(delete(), command, &shared.counters)
+                    .await?;
             }
             Ok(())
         };
@@ -159,4 +161,10 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         }
         Settled::new(answer, verdict.source(), states)
     }
+}
+
+/// The reset script: deletes its key.
+fn delete() -> &'static Script {
+    static DELETE: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+    DELETE.get_or_init(|| Script::of("return redis.call('DEL', KEYS[1])"))
 }

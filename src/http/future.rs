@@ -133,7 +133,9 @@ pin_project! {
         // A decision that was pending, and the rest of the response after it (a remote
         // backend's), boxed so that the in-process kinds stay as small as they were.
         Later {
-            future: Later<F::Output>,
+            // `None` once answered: polled again, it stays pending instead of resuming a
+            // finished future (which panics).
+            future: Option<Later<F::Output>>,
         },
         Admitted {
             #[pin]
@@ -158,7 +160,9 @@ pin_project! {
 impl<F: Future, B> ResponseFuture<F, B> {
     pub(crate) fn later(future: Later<F::Output>) -> Self {
         Self {
-            kind: Kind::Later { future },
+            kind: Kind::Later {
+                future: Some(future),
+            },
         }
     }
 
@@ -190,7 +194,14 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProjection::Later { future } => future.as_mut().poll(cx),
+            KindProjection::Later { future } => {
+                let Some(pending) = future else {
+                    return Poll::Pending;
+                };
+                let answer = ready!(pending.as_mut().poll(cx));
+                *future = None;
+                Poll::Ready(answer)
+            }
             KindProjection::Admitted {
                 future,
                 headers,
@@ -245,7 +256,9 @@ mod tests {
     type Answer = ResponseFuture<core::future::Ready<Result<Response<Bytes>, ()>>, Bytes>;
 
     /// Polled again after answering, every kind stays pending: the admitted one does not poll
-    /// its finished inner future (`Ready` would panic), and the refused one has nothing left.
+    /// its finished inner future (`Ready` would panic), the refused one has nothing left, and
+    /// the one whose decision was pending does not resume its finished future (which would
+    /// panic).
     #[test]
     fn answers_once_then_stays_pending() {
         let inner = core::future::ready(Ok::<_, ()>(Response::new(Bytes::new())));
@@ -257,5 +270,10 @@ mod tests {
         let mut refused = core::pin::pin!(refused);
         assert!(matches!(poll(refused.as_mut()), Poll::Ready(Ok(_))));
         assert!(poll(refused.as_mut()).is_pending());
+
+        let later = Answer::later(Box::pin(async { Ok(Response::new(Bytes::new())) }));
+        let mut later = core::pin::pin!(later);
+        assert!(matches!(poll(later.as_mut()), Poll::Ready(Ok(_))));
+        assert!(poll(later.as_mut()).is_pending());
     }
 }
