@@ -26,6 +26,8 @@ pub(crate) struct Prepared<R: ?Sized> {
     /// Each quota as outcomes name it.
     pub(crate) by: Vec<&'static PolicyQuota>,
     pub(crate) dry_run: bool,
+    /// Whether it has a key extractor (its buckets are per key).
+    pub(crate) keyed: bool,
     /// The retry-after jitter of refusals, uniform in `[min, max]` ns.
     pub(crate) jitter: (u64, u64),
     /// Each quota's Redis key around the request's key (see [`Affixes`]).
@@ -64,6 +66,7 @@ impl<R: ?Sized> Prepared<R> {
             quotas,
             by,
             dry_run,
+            keyed,
             jitter: (nanos(min), nanos(max)),
             affixes,
             metrics,

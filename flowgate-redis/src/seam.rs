@@ -88,8 +88,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Ok(states)
     }
 
-    /// [`Backend::reset`] once the request is planned: every bucket's key deleted by one
-    /// script call per key, by one deadline. A script call, as every other the limiter makes,
+    /// [`Backend::reset`] once the request is planned: the bucket of every keyed policy's
+    /// quota deleted (a global policy's are every client's: left alone) by one script call per
+    /// key, by one deadline. A script call, as every other the limiter makes,
     /// names its key where a cluster routes by it (a `DEL` would not be routed to its slot).
     pub(crate) async fn reset_plan(
         &self,
@@ -97,8 +98,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     ) -> Result<(), Failure> {
         let plan = plan.map_err(|_| Failure::Reply)?;
         let shared = &*self.shared;
+        let keyed = |&(_, &(p, _)): &(&Vec<u8>, &(usize, usize))| shared.policies[p].keyed;
         let deleted = async {
-            for key in &plan.keys {
+            for (key, _) in plan.keys.iter().zip(&plan.refs).filter(keyed) {
                 let command = |verb: &str, script: &str| {
                     let mut command = ::redis::cmd(verb);
                     command.arg(script).arg(1).arg(&key[..]);

@@ -391,13 +391,14 @@ async fn a_configuration_file_names_a_cluster() {
         value(&cluster, "{flowgate:all}:0").is_some(),
         "the global bucket in the cluster"
     );
-    // A reset deletes each bucket on the master of its own slot (the keys "a" goes to live in
-    // two slots): both buckets start over, and so the next request of "a" is admitted.
+    // A reset deletes the key's bucket on the master of its slot, and leaves the global one
+    // (every client's, in a slot of its own): "a" is then refused by "all" alone.
     assert!(value(&cluster, "{flowgate:user:a}:0").is_some());
     flowgate::backend::Backend::reset(&limits, "a")
         .await
         .unwrap();
     assert_eq!(value(&cluster, "{flowgate:user:a}:0"), None);
-    assert_eq!(value(&cluster, "{flowgate:all}:0"), None);
-    assert!(limiter.check("a").await.unwrap().is_allowed());
+    assert!(value(&cluster, "{flowgate:all}:0").is_some());
+    let refused = limiter.check("a").await.unwrap().outcome().unwrap_err();
+    assert_eq!(refused.policy(), Some("all"));
 }

@@ -96,7 +96,9 @@ pub trait Backend<R: ?Sized>: Send + Sync + 'static {
     /// The [`Failure`] if the backend could not be read (nothing was visited).
     fn look(&self, request: &R) -> impl Future<Output = Result<Vec<QuotaState>, Failure>> + Send;
 
-    /// Empties every bucket `request` goes to, as if it had never been used.
+    /// Forgets what `request`'s keys used: every keyed policy's buckets for its key start over,
+    /// as if the key had never been seen. Global policies' buckets (every client's) are left
+    /// alone.
     ///
     /// # Errors
     /// The [`Failure`] if the backend could not be reached (then nothing is known to be reset).

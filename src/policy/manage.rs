@@ -124,25 +124,20 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             .sum()
     }
 
-    /// Forgets what `request` used: every bucket it goes to starts over (a global policy's as
-    /// its quota's [`initial`](crate::Quota::initial) fill says, as of now; a keyed policy's
-    /// key is forgotten, and comes back new). Other keys are untouched.
+    /// Forgets what `request`'s keys used: in every keyed policy that applies, its key is
+    /// forgotten and comes back new (full, or as its quota's
+    /// [`initial`](crate::Quota::initial) fill says). Global policies are untouched: their
+    /// buckets are every client's, and resetting one client must not refill them for all
+    /// (a [`RateLimiter::reset`](crate::RateLimiter::reset) of their own does that). Other
+    /// keys are untouched.
     pub fn reset(&self, request: &R) {
         for layer in self.layers.iter() {
-            let Some(tag) = layer.tag(request) else {
+            let (Buckets::Keyed { stores, .. }, Some(tag)) = (&layer.buckets, layer.tag(request))
+            else {
                 continue;
             };
-            match &layer.buckets {
-                Buckets::Global(cells) => {
-                    for (cell, live) in cells.iter().zip(layer.quotas.iter()) {
-                        cell.store(live.load().initial_word(self.clock.now()));
-                    }
-                }
-                Buckets::Keyed { stores, .. } => {
-                    for store in stores.iter() {
-                        store.remove(tag);
-                    }
-                }
+            for store in stores.iter() {
+                store.remove(tag);
             }
         }
     }
