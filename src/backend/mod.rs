@@ -54,6 +54,11 @@ pub type Answer = Result<Result<(), Refused<Cited>>, InsufficientCapacity>;
 /// Every method decides all or nothing across the set's policies and quotas, as
 /// [`Policies::check_n`](crate::Policies::check_n) does, and reports the states of quotas
 /// as [`QuotaState`]s.
+///
+/// A backend that decides at once (in process) does the work of `check_n`, `check_up_to`,
+/// `look`, `reset` and `attempt` when the method is called, and its future only hands the
+/// answer over; a remote backend's future does the work when it is first polled. Await what
+/// you call: a future dropped unawaited has taken its cells in process, and nothing remotely.
 pub trait Backend<R: ?Sized>: Send + Sync + 'static {
     /// A [`decide`](Self::decide) that has to wait for an answer: [`AtOnce`] (no such value)
     /// for a backend that always answers at once, else a [`Remote`] future.
