@@ -242,10 +242,8 @@ where
         request: &R,
         n: u32,
     ) -> impl Future<Output = Result<Verdict, InsufficientCapacity>> + Send {
-        either!(self, check_n(request, n), set => {
-            let plan = set.plan(request, n);
-            async move { Ok(set.check_plan(&plan?, n).await) }
-        }) as Call<'s, _>
+        either!(self, check_n(request, n), set => set.checked(set.plan(request, n), n))
+            as Call<'s, _>
     }
 
     fn check_up_to<'s>(
@@ -290,10 +288,11 @@ where
         left: u64,
     ) -> impl Future<Output = Attempt<Booked<'s, R, C>, Cited>> + Send {
         either!(self, attempt(request, n, left), set => {
-            let plan = set.plan(request, n);
+            let checked = set.checked(set.plan(request, n), n);
+            // As the trait's own `attempt`: a Redis decision books nothing ahead.
             async move {
-                match plan {
-                    Ok(plan) => Attempt::retrying(set.check_plan(&plan, n).await.outcome(), n, left),
+                match checked.await {
+                    Ok(verdict) => Attempt::retrying(verdict.outcome(), n, left),
                     Err(capacity) => Attempt::Fail(flowgate::outcome::Error::Capacity(capacity)),
                 }
             }

@@ -12,7 +12,7 @@ use flowgate::policy::{PoliciesBuilder, PolicyError};
 use flowgate::quota::QuotaError;
 
 use super::breaker::{Breaker, Circuit};
-use super::connection::{connect, Server};
+use super::connection::Server;
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::local::local_limiter;
 use super::plan::{check_part, Prepared, Tag};
@@ -349,8 +349,7 @@ where
         }
         let lease = lease_in_millis(backend.lease)?;
         let metrics = RedisMetrics::new(&backend.prefix);
-        let connection = connect(&backend)?;
-        let circuit = Circuit::of(&backend, &connection, &metrics);
+        let (connection, circuit) = Circuit::connect(&backend, &metrics)?;
         Ok(RedisLimiter {
             shared: Arc::new(Shared {
                 connection,

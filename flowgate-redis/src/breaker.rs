@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::connection::Connection;
+use super::connection::{connect, Connection};
 use crate::metrics::Gauge;
 
 /// When a [`RedisLimiter`](super::RedisLimiter) stops calling Redis, and for how long: its
@@ -147,14 +147,18 @@ enum Gate {
 }
 
 impl Phase {
-    /// Whether a caller may call at `now`: the first to find the cool-down over (or a probe
-    /// out for `overdue` ns or more, taken for lost) becomes the probe.
-    fn gate(&mut self, now: u64, overdue: u64) -> Gate {
-        match *self {
+    /// Whether a caller may call at the reading `now()`, read only when the breaker is not
+    /// closed: the first to find the cool-down over (or a probe out for `overdue` ns or more,
+    /// taken for lost) becomes the probe.
+    fn gate(&mut self, now: impl FnOnce() -> u64, overdue: u64) -> Gate {
+        let busy_until = match *self {
             Self::Closed(_) => return Gate::Call,
-            Self::Open(until) if now < until => return Gate::Refuse,
-            Self::HalfOpen(since) if now < since.saturating_add(overdue) => return Gate::Refuse,
-            Self::Open(_) | Self::HalfOpen(_) => {}
+            Self::Open(until) => until,
+            Self::HalfOpen(since) => since.saturating_add(overdue),
+        };
+        let now = now();
+        if now < busy_until {
+            return Gate::Refuse;
         }
         *self = Self::HalfOpen(now);
         Gate::Probe(now)
@@ -207,15 +211,16 @@ pub(super) struct Circuit {
 }
 
 impl Circuit {
-    /// The breaker in front of `connection` that `backend` asks for (none when it is off),
-    /// its probes spawned on the current runtime.
-    pub(super) fn of(
+    /// A connection to `backend`'s server or cluster ([`connect`]), and the breaker in front
+    /// of it that `backend` asks for (none when it is off), its probes spawned on the current
+    /// runtime.
+    pub(super) fn connect(
         backend: &super::RedisBackend,
-        connection: &Connection,
         metrics: &crate::metrics::RedisMetrics,
-    ) -> Option<Arc<Self>> {
+    ) -> Result<(Connection, Option<Arc<Self>>), super::RedisConfigError> {
+        let connection = connect(backend)?;
         let settings = backend.breaker;
-        (!settings.is_off()).then(|| {
+        let circuit = (!settings.is_off()).then(|| {
             Arc::new(Self {
                 phase: Mutex::new(Phase::Closed(0)),
                 failures: u64::from(settings.failures),
@@ -227,7 +232,8 @@ impl Circuit {
                 runtime: Handle::current(),
                 state: metrics.breaker_state.clone(),
             })
-        })
+        });
+        Ok((connection, circuit))
     }
 
     fn now(&self) -> u64 {
@@ -243,7 +249,7 @@ impl Circuit {
     /// Whether a call may go to Redis now. When the cool-down is over, the first caller to
     /// ask starts the probe and is refused like the others.
     pub(super) fn allows(self: &Arc<Self>) -> bool {
-        let gate = self.phase().gate(self.now(), self.overdue);
+        let gate = self.phase().gate(|| self.now(), self.overdue);
         match gate {
             Gate::Call => true,
             Gate::Refuse => false,
@@ -339,10 +345,14 @@ mod tests {
         const OVERDUE: u64 = 1_000;
         let mut phase = Phase::Closed(0);
         phase.failed(0, 1, COOL);
-        assert_eq!(phase.gate(99, OVERDUE), Gate::Refuse, "still cooling down");
-        assert_eq!(phase.gate(100, OVERDUE), Gate::Probe(100));
         assert_eq!(
-            phase.gate(500, OVERDUE),
+            phase.gate(|| 99, OVERDUE),
+            Gate::Refuse,
+            "still cooling down"
+        );
+        assert_eq!(phase.gate(|| 100, OVERDUE), Gate::Probe(100));
+        assert_eq!(
+            phase.gate(|| 500, OVERDUE),
             Gate::Refuse,
             "one probe at a time"
         );
@@ -353,10 +363,11 @@ mod tests {
         assert_eq!(phase, Phase::HalfOpen(100));
         phase.probed(100, false, 500, COOL);
         assert_eq!(phase, Phase::Open(600));
-        assert_eq!(phase.gate(600, OVERDUE), Gate::Probe(600));
+        assert_eq!(phase.gate(|| 600, OVERDUE), Gate::Probe(600));
         phase.probed(600, true, 601, COOL);
         assert_eq!(phase, Phase::Closed(0));
-        assert_eq!(phase.gate(0, OVERDUE), Gate::Call);
+        let never = || unreachable!("a closed breaker reads no clock");
+        assert_eq!(phase.gate(never, OVERDUE), Gate::Call);
     }
 
     /// A probe that never reports (its task dropped) is replaced once overdue, and its late
@@ -367,9 +378,9 @@ mod tests {
         phase.probed(0, true, 0, COOL);
         assert_eq!(phase, Phase::Closed(0));
         phase.failed(0, 1, COOL);
-        assert_eq!(phase.gate(100, 50), Gate::Probe(100));
-        assert_eq!(phase.gate(149, 50), Gate::Refuse);
-        assert_eq!(phase.gate(150, 50), Gate::Probe(150));
+        assert_eq!(phase.gate(|| 100, 50), Gate::Probe(100));
+        assert_eq!(phase.gate(|| 149, 50), Gate::Refuse);
+        assert_eq!(phase.gate(|| 150, 50), Gate::Probe(150));
         phase.probed(100, true, 160, COOL);
         assert_eq!(phase, Phase::HalfOpen(150), "the lost probe's report");
         phase.probed(150, false, 170, COOL);
@@ -377,6 +388,6 @@ mod tests {
         // A cool-down past the clock saturates: open for as long as the clock runs.
         let mut forever = Phase::Closed(0);
         forever.failed(u64::MAX - 1, 1, u64::MAX);
-        assert_eq!(forever.gate(u64::MAX - 1, 1), Gate::Refuse);
+        assert_eq!(forever.gate(|| u64::MAX - 1, 1), Gate::Refuse);
     }
 }

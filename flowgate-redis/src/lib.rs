@@ -272,8 +272,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// is the request's key recorded into a new buffer between affixes worked out when the
     /// limiter was built.
     pub async fn check_n(&self, request: &R, n: u32) -> Result<Verdict, InsufficientCapacity> {
-        let plan = self.plan(request, n)?;
-        Ok(self.check_plan(&plan, n).await)
+        self.checked(self.plan(request, n), n).await
     }
 
     /// [`check_n`](Self::check_n) once `plan` is made (the request no longer needed),

@@ -11,7 +11,7 @@ use ::redis::{Cmd, Value};
 
 use super::breaker::Circuit;
 use super::call::{deadline_after, guarded};
-use super::connection::{connect, Connection};
+use super::connection::Connection;
 use super::plan::check_part;
 use super::script::{Script, MAX_NOW_MICROS};
 use super::stats::{add, Counters};
@@ -131,8 +131,7 @@ impl<C: Clock> RedisSlidingLog<C> {
             return Err(RedisConfigError::LocalLog);
         }
         let metrics = RedisMetrics::new(&backend.prefix);
-        let connection = connect(&backend)?;
-        let circuit = Circuit::of(&backend, &connection, &metrics);
+        let (connection, circuit) = Circuit::connect(&backend, &metrics)?;
         Ok(Self {
             shared: Arc::new(Log {
                 connection,

@@ -7,8 +7,7 @@ use core::time::Duration;
 
 use super::RedisConfigError;
 use flowgate::algorithm::{
-    Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
-    Step,
+    Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, LeakyBucket, SlidingWindow, Step,
 };
 use flowgate::outcome::{Allowed, Gauge, Refused};
 use flowgate::quota::Quota;
@@ -285,7 +284,8 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
     let burst = u64::from(quota.burst());
     let refill = u64::from(quota.count());
     Some(match algorithm {
-        AnyAlgorithm::IntervalRefill(_) => (
+        // The same counter (its UTC offset kept) on the quota the script enforces.
+        AnyAlgorithm::IntervalRefill(_) | AnyAlgorithm::FixedWindow(_) => (
             Bucket::Stepped {
                 length,
                 burst,
@@ -293,37 +293,16 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
                 phase,
             },
             enforced,
-            AnyAlgorithm::IntervalRefill(
-                IntervalRefill::new(&enforced)
-                    .ok()?
-                    .with_utc_offset(offset)
-                    .ok()?,
-            ),
-        ),
-        AnyAlgorithm::FixedWindow(_) => (
-            Bucket::Stepped {
-                length,
-                burst,
-                refill,
-                phase,
-            },
-            enforced,
-            AnyAlgorithm::FixedWindow(
-                FixedWindow::new(&enforced)
-                    .ok()?
-                    .with_utc_offset(offset)
-                    .ok()?,
-            ),
+            algorithm.with_quota(&enforced).ok()?,
         ),
         _ => {
             // Weighed in nanoseconds in the script: exact below 2^53.
             if length * 1_000 >= 1 << 53 {
                 return None;
             }
-            let twin = SlidingWindow::new(&enforced)
-                .ok()?
-                .with_utc_offset(offset)
-                .ok()?;
+            let AnyAlgorithm::SlidingWindow(twin) = algorithm.with_quota(&enforced).ok()? else {
+                return None;
+            };
             let shift = u64::from(twin.weight_shift());
             let bucket = Bucket::Sliding {
                 length,

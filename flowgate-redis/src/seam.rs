@@ -47,8 +47,7 @@ where
         request: &R,
         n: u32,
     ) -> impl Future<Output = Result<Verdict, InsufficientCapacity>> + Send {
-        let plan = self.plan(request, n);
-        async move { Ok(self.check_plan(&plan?, n).await) }
+        self.checked(self.plan(request, n), n)
     }
 
     fn check_up_to(&self, request: &R, n: u32) -> impl Future<Output = (u32, Verdict)> + Send {
@@ -76,6 +75,16 @@ where
 }
 
 impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
+    /// [`check_n`](RedisLimiter::check_n) once the request is planned (or found too large): a future
+    /// that holds nothing of the request.
+    pub(crate) async fn checked(
+        &self,
+        plan: Result<Plan, InsufficientCapacity>,
+        n: u32,
+    ) -> Result<Verdict, InsufficientCapacity> {
+        Ok(self.check_plan(&plan?, n).await)
+    }
+
     /// [`Backend::look`] once the request is planned (for 0 cells, which exceed no burst).
     pub(crate) async fn look_plan(
         &self,
