@@ -1,5 +1,5 @@
 //! [`AnyPolicies`]: one policy set, decided in process or in Redis as chosen when it is built
-//! ([`Backend`] in code, `backend` in a configuration file); a [`Backend`](super::Backend)
+//! ([`Backend`] in code, `backend` in a configuration file); a [`Backend`](flowgate::backend::Backend)
 //! either way, so code written against the seam switches backends by changing the backend and
 //! nothing else.
 //!
@@ -32,12 +32,13 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
-use super::{RedisBackend, RedisConfigError, RedisLimiter};
+use crate::limiter::{look, reset, RedisLimiter};
+use crate::settings::{RedisBackend, RedisConfigError};
 use flowgate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, States, Verdict};
 use flowgate::clock::{Clock, QuantaClock};
 use flowgate::outcome::Attempt;
 use flowgate::outcome::{Cited, InsufficientCapacity, QuotaState};
-use flowgate::policy::{Booked, Policies, PolicyError};
+use flowgate::policy::{Booked, Policies, PoliciesBuilder, PolicyError};
 use flowgate::quota::Quota;
 
 /// Where a policy set keeps its buckets and decides.
@@ -86,6 +87,51 @@ impl From<RedisConfigError> for BuildError {
         match error {
             RedisConfigError::Policy(error) => Self::Policy(error),
             other => Self::Redis(other),
+        }
+    }
+}
+
+/// Building a [`PoliciesBuilder`]'s set in Redis: `use flowgate_redis::BuildRedis`, then
+/// `Policies::builder()…build_redis(backend)` where `build()` builds in process.
+pub trait BuildRedis<R: ?Sized, C: Clock> {
+    /// The policy set, decided in Redis: the same policies (names, keys, quotas, dry runs,
+    /// jitter, order) as `build` decides in process, their buckets shared by every process
+    /// that uses the same prefix. The set's clock times leases and the local fallback (and,
+    /// with [`RedisBackend::client_time`], the decisions). A keyed policy's table settings
+    /// ([`Policy::max_keys`](flowgate::Policy::max_keys),
+    /// [`Policy::when_full`](flowgate::Policy::when_full)) apply to the local fallback only:
+    /// Redis keeps a key until its buckets are full again.
+    ///
+    /// It connects lazily: a set built while Redis is down decides by its failure policy until
+    /// Redis answers.
+    ///
+    /// # Errors
+    /// A [`RedisConfigError`] naming what is wrong: the set itself
+    /// ([`RedisConfigError::Policy`], as `build` would say), or what Redis cannot run.
+    fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError>;
+
+    /// The policy set on `backend`: `build` for [`BackendKind::InProcess`],
+    /// [`build_redis`](Self::build_redis) for [`BackendKind::Redis`].
+    ///
+    /// # Errors
+    /// [`BuildError::Policy`] for a set that is invalid anywhere; [`BuildError::Redis`] for
+    /// what Redis cannot run.
+    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError>;
+}
+
+impl<R, C> BuildRedis<R, C> for PoliciesBuilder<R, C>
+where
+    R: ?Sized + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
+{
+    fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError> {
+        crate::limiter::build(self, backend)
+    }
+
+    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError> {
+        match backend {
+            BackendKind::InProcess => Ok(self.build()?.into()),
+            BackendKind::Redis(redis) => Ok(self.build_redis(redis)?.into()),
         }
     }
 }
@@ -260,11 +306,11 @@ where
         &'s self,
         request: &R,
     ) -> impl Future<Output = Result<Vec<QuotaState>, Failure>> + Send {
-        either!(self, look(request), set => set.look_plan(set.plan(request, 0))) as Call<'s, _>
+        either!(self, look(request), set => look(set, set.plan(request, 0))) as Call<'s, _>
     }
 
     fn reset<'s>(&'s self, request: &R) -> impl Future<Output = Result<(), Failure>> + Send {
-        either!(self, reset(request), set => set.reset_plan(set.plan(request, 0))) as Call<'s, _>
+        either!(self, reset(request), set => reset(set, set.plan(request, 0))) as Call<'s, _>
     }
 
     fn policies(&self) -> Vec<PolicyInfo> {

@@ -6,7 +6,7 @@ use flowgate::clock::Clock;
 use flowgate::policy::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 use serde::{Deserialize, Serialize};
 
-use super::{AnyPolicies, BuildRedis};
+use crate::any::{AnyPolicies, BuildRedis};
 
 /// A policy set as written in a configuration file that may put it in Redis: flowgate's
 /// [`PoliciesConfig`] with its `[redis]` table. The same file read by flowgate alone builds in
@@ -75,7 +75,7 @@ impl Config {
                 };
                 let set = builder.build_redis(redis_backend(redis)?);
                 set.map(AnyPolicies::from).map_err(|error| match error {
-                    super::RedisConfigError::Policy(e) => file.blame(e),
+                    crate::RedisConfigError::Policy(e) => file.blame(e),
                     other => ConfigError::setting("redis", other.to_string()),
                 })
             }
@@ -88,7 +88,7 @@ impl Config {
 }
 
 /// Where and how a set decided in Redis keeps its buckets, as written in a configuration file
-/// (the fields of [`RedisBackend`](super::RedisBackend)).
+/// (the fields of [`RedisBackend`](crate::RedisBackend)).
 ///
 /// ```toml
 /// backend = "redis"
@@ -150,10 +150,10 @@ pub enum BreakerConfig {
 }
 
 /// The backend a `[redis]` table describes.
-fn redis_backend(config: &RedisConfig) -> Result<super::RedisBackend, ConfigError> {
+fn redis_backend(config: &RedisConfig) -> Result<crate::RedisBackend, ConfigError> {
     use core::time::Duration;
 
-    use super::{Breaker, OnFailure, RedisBackend};
+    use crate::settings::{Breaker, OnFailure, RedisBackend};
     use flowgate::quota::parse_duration;
 
     let duration = |field: &str, text: &str| {
@@ -219,11 +219,11 @@ fn redis_backend(config: &RedisConfig) -> Result<super::RedisBackend, ConfigErro
 }
 
 /// The backend of a Redis Cluster whose seeds are `url` and `more`.
-fn cluster(url: &str, more: &[String]) -> Result<super::RedisBackend, ConfigError> {
+fn cluster(url: &str, more: &[String]) -> Result<crate::RedisBackend, ConfigError> {
     #[cfg(feature = "cluster")]
     {
         let seeds = core::iter::once(url).chain(more.iter().map(String::as_str));
-        super::RedisBackend::cluster(seeds)
+        crate::RedisBackend::cluster(seeds)
             .map_err(|e| ConfigError::setting("redis.cluster", e.to_string()))
     }
     #[cfg(not(feature = "cluster"))]

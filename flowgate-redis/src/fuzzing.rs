@@ -13,7 +13,7 @@ mod reply {
 
     use flowgate::algorithm::{Algorithm, AnyAlgorithm};
 
-    use crate::quota::{Bucket, Micros};
+    use crate::script::{Bucket, Micros};
     use crate::script::{Call, Reply};
 
     /// The buckets of one script call, as the client builds them from a policy set's algorithms.

@@ -132,266 +132,36 @@
 //! # Minimum Rust version
 //! The `redis` crate needs Rust 1.88, so this feature does too (the rest of flowgate: 1.81).
 
-#[cfg(feature = "cluster")]
-mod across;
 mod any;
-mod backend;
-mod breaker;
-mod call;
-#[cfg(feature = "cluster")]
-mod cluster;
 #[cfg(feature = "serde")]
 mod config;
 mod connection;
 mod failure;
-mod lease;
-mod leased;
-mod local;
+mod limiter;
 mod log;
-mod metrics;
-mod plan;
-mod quota;
-#[cfg(feature = "cluster")]
-mod redirect;
 mod script;
-mod seam;
-#[cfg(feature = "cluster")]
-mod slots;
+mod settings;
 mod stats;
-mod up_to;
-mod verdict;
-
-use core::fmt;
-use core::time::Duration;
-use std::sync::Arc;
-
-use crate::metrics::RedisMetrics;
-use flowgate::clock::{Clock, QuantaClock};
-use flowgate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity};
-use flowgate::policy::{Policies, PolicyError};
-use flowgate::quota::Quota;
-use tokio::time::Instant;
-
-#[cfg(doc)]
-use flowgate::policy::{Key, PoliciesBuilder, Policy};
-#[cfg(doc)]
-use flowgate::Refused;
-
-pub use any::{AnyPolicies, BackendKind, BuildError};
-pub use backend::{BuildRedis, RedisBackend, RedisConfigError};
-pub use breaker::{Breaker, BreakerState};
-#[cfg(feature = "serde")]
-pub use config::{BreakerConfig, Config, RedisConfig};
-pub use failure::{Failure, OnFailure, Source};
-pub use flowgate::backend::Verdict;
-pub use lease::MAX_LEASE_CELLS;
-pub use log::RedisSlidingLog;
-pub use quota::MAX_WINDOW_MICROS;
-pub use stats::RedisStats;
-pub(crate) use verdict::Decided;
 
 /// A way in to the reply check, for the fuzz targets (`fuzz/`; only under `--cfg fuzzing`).
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
 
-use breaker::Circuit;
-use connection::Connection;
-use lease::Leases;
-pub(crate) use plan::Plan;
-use plan::Prepared;
-use script::Script;
-use stats::{add, Counters};
+pub use any::{AnyPolicies, BackendKind, BuildError, BuildRedis};
+#[cfg(feature = "serde")]
+pub use config::{BreakerConfig, Config, RedisConfig};
+pub use failure::BreakerState;
+pub use flowgate::backend::{Failure, Source, Verdict};
+pub use limiter::{RedisLimiter, MAX_LEASE_CELLS};
+pub use log::RedisSlidingLog;
+pub use script::MAX_WINDOW_MICROS;
+pub use settings::{Breaker, OnFailure, RedisBackend, RedisConfigError};
+pub use stats::RedisStats;
 
-struct Shared<R: ?Sized, C: Clock> {
-    connection: Connection,
-    /// The circuit breaker, unless it is off.
-    circuit: Option<Arc<Circuit>>,
-    script: Script,
-    prefix: String,
-    policies: Vec<Prepared<R>>,
-    timeout: Duration,
-    on_failure: OnFailure,
-    /// The local fallback, keyed by the buckets a decision planned.
-    fallback: Option<Policies<Plan, C>>,
-    /// Cells per lease and a lease's lifetime in ms.
-    lease: Option<(u32, u64)>,
-    leases: Leases,
-    client_time: bool,
-    clock: C,
-    counters: Counters,
-    /// What tasks spawned by the limiter count (undos across cluster slots).
-    background: Arc<Counters>,
-    /// The failures and fallbacks again, for the `metrics` feature (nothing without it).
-    metrics: RedisMetrics,
-}
-
-/// A policy set whose buckets live in Redis, shared by every process that uses the same
-/// prefix and policies; built by [`BuildRedis::build_redis`]. Cheap to clone (the clones
-/// share one connection and one set of counters). See the [module docs](self).
-pub struct RedisLimiter<R: ?Sized = str, C: Clock = QuantaClock> {
-    shared: Arc<Shared<R, C>>,
-}
-
-impl<R: ?Sized, C: Clock> Clone for RedisLimiter<R, C> {
-    fn clone(&self) -> Self {
-        Self {
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-impl<R: ?Sized, C: Clock> fmt::Debug for RedisLimiter<R, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisLimiter")
-            .field("prefix", &self.shared.prefix)
-            .field("policies", &self.names().collect::<Vec<_>>())
-            .field("on_failure", &self.shared.on_failure)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
-    /// Takes one cell from every quota of every policy that applies, or nothing.
-    ///
-    /// # Errors
-    /// As [`check_n`](Self::check_n).
-    pub async fn check(&self, request: &R) -> Result<Verdict, InsufficientCapacity> {
-        self.check_n(request, 1).await
-    }
-
-    /// Takes `n` cells from every quota of every policy that applies, or nothing. `n = 0`
-    /// takes nothing and reports the buckets as they are.
-    ///
-    /// # Errors
-    /// [`InsufficientCapacity`] when `n` exceeds the burst of a quota of an enforcing policy
-    /// that applies: the request can never succeed. Checked before any round trip.
-    ///
-    /// # Performance
-    /// One round trip (one `EVALSHA`), or none when a lease holds the cells. Each bucket's key
-    /// is the request's key recorded into a new buffer between affixes worked out when the
-    /// limiter was built.
-    pub async fn check_n(&self, request: &R, n: u32) -> Result<Verdict, InsufficientCapacity> {
-        self.checked(self.plan(request, n), n).await
-    }
-
-    /// [`check_n`](Self::check_n) once `plan` is made (the request no longer needed),
-    /// counted; the failure policy answers when Redis does not.
-    pub(crate) async fn check_plan(&self, plan: &Plan, n: u32) -> Verdict {
-        let verdict = match self.decide(plan, n).await {
-            Ok(decided) => decided.verdict,
-            Err(failure) => self.fail(plan, n, failure),
-        };
-        self.count(&verdict);
-        verdict
-    }
-
-    /// The buckets `request` goes to, or the error if `n` exceeds an enforcing quota's burst.
-    pub(crate) fn plan(&self, request: &R, n: u32) -> Result<Plan, InsufficientCapacity> {
-        let shared = &*self.shared;
-        Plan::new(&shared.policies, request, n)
-    }
-
-    /// Decides `plan` for `n` cells in Redis (or from a lease); the failure if Redis did not
-    /// answer, for the caller to decide by the failure policy ([`fail`](Self::fail)) with the
-    /// request at hand.
-    pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
-        add(&self.shared.counters.decisions, 1);
-        if plan.keys.is_empty() {
-            let verdict = Verdict::new(
-                Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
-                Source::Buckets,
-            );
-            return Ok(Decided::without_call(verdict));
-        }
-        #[cfg(feature = "cluster")]
-        if let Connection::Cluster(cluster) = &self.shared.connection {
-            if plan.spans_policies() {
-                return Box::pin(self.across(plan, n, cluster)).await;
-            }
-        }
-        if let Some(want) = self.lease_size(plan, n) {
-            // Boxed: the lease's path (its lock, its timeout) would otherwise make every
-            // decision's future larger, and moving it cost the plain path (`redis-instructions`).
-            return Box::pin(self.leased(plan, (n, want))).await;
-        }
-        self.unleased(plan, n, self.deadline()).await
-    }
-
-    /// The deadline of a decision that starts now, shared by everything it waits for (a
-    /// lease's lock, connecting, the call): the timeout from now (or, for a timeout
-    /// too long to add to the clock, about 30 years from now, as tokio's own far future).
-    pub(crate) fn deadline(&self) -> Instant {
-        call::deadline_after(self.shared.timeout)
-    }
-
-    /// Decides `plan` for `n` cells in one call, without a lease, by `deadline`.
-    async fn unleased(&self, plan: &Plan, n: u32, deadline: Instant) -> Result<Decided, Failure> {
-        let reply = self.call(plan, (n, n), deadline).await?;
-        Ok(Decided::called(self.verdict(plan, n, &reply), reply))
-    }
-
-    /// Counts a decision's outcome.
-    pub(crate) fn count(&self, verdict: &Verdict) {
-        let counters = &self.shared.counters;
-        let outcome = if verdict.is_allowed() {
-            &counters.admitted
-        } else {
-            &counters.refused
-        };
-        add(outcome, 1);
-    }
-
-    /// The counters since the limiter was built.
-    pub fn stats(&self) -> RedisStats {
-        let shared = &*self.shared;
-        shared.counters.snapshot_with(&shared.background)
-    }
-
-    /// Where the circuit breaker stands ([`BreakerState::Off`] without one).
-    pub fn breaker_state(&self) -> BreakerState {
-        self.shared
-            .circuit
-            .as_ref()
-            .map_or(BreakerState::Off, |circuit| circuit.state())
-    }
-
-    /// The policies' names, in evaluation order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.shared.policies.iter().map(|p| p.name.as_str())
-    }
-
-    /// The quotas of the policy `name` as Redis enforces them (intervals rounded up to whole
-    /// µs).
-    ///
-    /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
-        let policy = self.shared.policies.iter().find(|p| p.name == name);
-        let policy = policy.ok_or_else(|| PolicyError::UnknownPolicy {
-            policy: name.into(),
-        })?;
-        Ok(policy.quotas.iter().map(|m| m.quota).collect())
-    }
-
-    /// The algorithms of the policy `name` as Redis runs them (intervals rounded up, and a
-    /// shaper's delay or credit's debt rounded down, to whole µs): an in-process set of these
-    /// decides exactly as Redis does.
-    ///
-    /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn algorithms(
-        &self,
-        name: &str,
-    ) -> Result<Vec<flowgate::algorithm::AnyAlgorithm>, PolicyError> {
-        let policy = self.shared.policies.iter().find(|p| p.name == name);
-        let policy = policy.ok_or_else(|| PolicyError::UnknownPolicy {
-            policy: name.into(),
-        })?;
-        Ok(policy.quotas.iter().map(|m| m.algorithm).collect())
-    }
-
-    fn now_millis(&self) -> u64 {
-        self.shared.leases.millis(self.shared.clock.now())
-    }
-}
+#[cfg(doc)]
+use flowgate::outcome::{Allowed, InsufficientCapacity};
+#[cfg(doc)]
+use flowgate::policy::{Key, Policies, PoliciesBuilder, Policy};
+#[cfg(doc)]
+use flowgate::Refused;

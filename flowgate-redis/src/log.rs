@@ -9,21 +9,14 @@ use std::sync::Arc;
 
 use ::redis::{Cmd, Value};
 
-use super::breaker::Circuit;
-use super::call::{deadline_after, guarded};
-use super::connection::Connection;
-use super::plan::check_part;
-use super::script::{Script, MAX_NOW_MICROS};
-use super::stats::{add, Counters};
-use super::verdict::open_or_closed;
-use super::{Failure, OnFailure, RedisBackend, RedisConfigError, RedisStats, Source, Verdict};
-use crate::metrics::RedisMetrics;
+use crate::failure::Link;
+use crate::script;
+use crate::settings::{check_part, OnFailure, RedisBackend, RedisConfigError};
+use crate::stats::RedisStats;
+use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::clock::Clock;
 use flowgate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity, Refused};
 use flowgate::quota::{Quota, QuotaError};
-
-/// The script's source.
-const SOURCE: &str = include_str!("log.lua");
 
 /// The longest window a log in Redis may have: a day (its times are kept, one per request, for
 /// a window; a longer one is a counter's job).
@@ -55,19 +48,12 @@ pub struct RedisSlidingLog<C: Clock = flowgate::clock::QuantaClock> {
 }
 
 struct Log<C: Clock> {
-    connection: Connection,
-    circuit: Option<Arc<Circuit>>,
-    script: Script,
+    link: Link,
     prefix: String,
     name: String,
     window: u64,
     limit: u32,
-    timeout: Duration,
-    on_failure: OnFailure,
-    client_time: bool,
     clock: C,
-    counters: Counters,
-    metrics: RedisMetrics,
 }
 
 impl<C: Clock> Clone for RedisSlidingLog<C> {
@@ -130,23 +116,14 @@ impl<C: Clock> RedisSlidingLog<C> {
         if matches!(backend.on_failure, OnFailure::Local { .. }) {
             return Err(RedisConfigError::LocalLog);
         }
-        let metrics = RedisMetrics::new(&backend.prefix);
-        let (connection, circuit) = Circuit::connect(&backend, &metrics)?;
         Ok(Self {
             shared: Arc::new(Log {
-                connection,
-                circuit,
-                script: Script::of(SOURCE),
-                metrics,
+                link: Link::new(&backend)?,
                 prefix: backend.prefix,
                 name,
                 window,
                 limit: quota.count(),
-                timeout: backend.timeout,
-                on_failure: backend.on_failure,
-                client_time: backend.client_time,
                 clock,
-                counters: Counters::default(),
             }),
         })
     }
@@ -168,26 +145,26 @@ impl<C: Clock> RedisSlidingLog<C> {
     pub async fn check_n(&self, key: &str, n: u32) -> Result<Verdict, InsufficientCapacity> {
         let log = &*self.shared;
         InsufficientCapacity::check(n, log.limit)?;
-        add(&log.counters.decisions, 1);
+        let counters = &log.link.counters;
+        counters.decisions.add(1);
         let verdict = match self.call(key, n).await {
             Ok(value) => match self.verdict(&value, n) {
-                Some(verdict) => verdict,
-                None => self.fail(Failure::Reply),
+                Some(verdict) => {
+                    counters.answered.add(1);
+                    verdict
+                }
+                None => log.link.fail(Failure::Reply),
             },
-            Err(failure) => self.fail(failure),
+            Err(failure) => log.link.fail(failure),
         };
-        let outcome = if verdict.is_allowed() {
-            &log.counters.admitted
-        } else {
-            &log.counters.refused
-        };
-        add(outcome, 1);
+        counters.decided(verdict.is_allowed());
         Ok(verdict)
     }
 
     /// The counters since the log was built.
     pub fn stats(&self) -> RedisStats {
-        self.shared.counters.snapshot()
+        let link = &self.shared.link;
+        link.counters.snapshot_with(&link.background)
     }
 
     /// The window as Redis runs it (rounded up to a whole µs).
@@ -198,9 +175,7 @@ impl<C: Clock> RedisSlidingLog<C> {
     /// One script call within the timeout.
     async fn call(&self, key: &str, n: u32) -> Result<Value, Failure> {
         let log = &*self.shared;
-        let now = log
-            .client_time
-            .then(|| (log.clock.now() / 1_000).min(MAX_NOW_MICROS));
+        let now = log.link.reading(|| log.clock.now());
         let tag = format!("{{{}:{key}}}:{}", log.prefix, log.name);
         let command = |verb: &str, script: &str| {
             let mut command = Cmd::new();
@@ -212,9 +187,9 @@ impl<C: Clock> RedisSlidingLog<C> {
             command.arg(n).arg(log.window).arg(log.limit);
             command
         };
-        let sent = log.connection.eval(&log.script, command, &log.counters);
-        let watch = (log.circuit.as_ref(), &log.counters, &log.metrics);
-        guarded(watch, deadline_after(log.timeout), sent).await
+        log.link
+            .eval(script::log(), command, log.link.deadline())
+            .await
     }
 
     /// The verdict of the script's reply to `n` requests, or `None` if it is not one the
@@ -239,21 +214,15 @@ impl<C: Clock> RedisSlidingLog<C> {
         };
         let outcome = match *numbers.as_slice() {
             [1, repaired, count, reset] if count >= u64::from(n) => {
-                add(&log.counters.repaired, repaired);
+                log.link.counters.repaired.add(repaired);
                 Ok(Allowed::new(gauge(count, reset)?).cite(Cited::default()))
             }
             [0, repaired, count, reset, wait] if wait >= 1 && wait <= log.window => {
-                add(&log.counters.repaired, repaired);
+                log.link.counters.repaired.add(repaired);
                 Err(Refused::new(gauge(count, reset)?, wait * 1_000).cite(Cited::default()))
             }
             _ => return None,
         };
         Some(Verdict::new(outcome, Source::Buckets))
-    }
-
-    /// The decision of the failure policy (open or closed).
-    fn fail(&self, failure: Failure) -> Verdict {
-        let log = &*self.shared;
-        open_or_closed(log.on_failure, failure, &log.counters, &log.metrics)
     }
 }

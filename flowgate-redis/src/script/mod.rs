@@ -1,5 +1,7 @@
-//! The GCRA script (`gcra.lua`) as the client sees it: its SHA-1, the arguments of one call,
-//! sending it with `EVALSHA` (and `EVAL` only after `NOSCRIPT`), and reading its reply.
+//! The scripts as the client sees them: the decision script (`gcra.lua`) and the others (the
+//! give-back, the take across cluster slots, the reset, the sliding log), each sent with
+//! `EVALSHA` (and `EVAL` only after `NOSCRIPT`); the arguments of a decision ([`Plan`], made
+//! from the policies as the script runs them, [`Prepared`]) and the check of its reply.
 //!
 //! Nothing here decides anything: the script does, atomically on the server. This module turns
 //! a call into bytes and the reply back into numbers, and checks the reply's shape so that a
@@ -11,23 +13,79 @@ use core::future::Future;
 use ::redis::aio::ConnectionManager;
 use ::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 
-pub(crate) use super::quota::Bucket;
-use super::stats::{add, Counters};
-use super::Failure;
+mod plan;
+mod quota;
+
+pub(crate) use self::plan::{Plan, Prepared, Tag};
+pub(crate) use self::quota::Bucket;
+#[cfg(fuzzing)]
+pub(crate) use self::quota::Micros;
+pub use self::quota::MAX_WINDOW_MICROS;
+use crate::stats::Counters;
+use flowgate::backend::Failure;
 
 /// The script's source.
 pub(crate) const SOURCE: &str = include_str!("gcra.lua");
 
-/// The give-back script (`undo.lua`): puts back the value a take replaced, or moves a lease's
-/// TAT back over its unused cells, only where a bucket still holds the value written.
-pub(crate) fn undo() -> &'static Script {
-    static UNDO: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
-    UNDO.get_or_init(|| Script::of(include_str!("undo.lua")))
+/// A script made once, the first time it is asked for.
+macro_rules! script {
+    ($(#[$doc:meta])* $name:ident, $source:expr) => {
+        $(#[$doc])*
+        pub(crate) fn $name() -> &'static Script {
+            static SCRIPT: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+            SCRIPT.get_or_init(|| Script::of($source))
+        }
+    };
 }
+
+script!(
+    /// The decision script (`gcra.lua`).
+    decide,
+    SOURCE
+);
+script!(
+    /// The give-back script (`undo.lua`): puts back the value a take replaced, or moves a
+    /// lease's TAT back over its unused cells, only where a bucket still holds the value
+    /// written.
+    undo,
+    include_str!("undo.lua")
+);
+script!(
+    /// The reset script: deletes its key (a script, not a `DEL`, so that a cluster routes it
+    /// by its key like every other call).
+    delete,
+    "return redis.call('DEL', KEYS[1])"
+);
+script!(
+    /// The sliding log's script (`log.lua`).
+    log,
+    include_str!("log.lua")
+);
+script!(
+    #[cfg(feature = "cluster")]
+    /// The decision script wrapped to also answer each bucket's value before and after, for a
+    /// decision across cluster slots: `{answer, before, after}`, `false` for a missing key.
+    take,
+    {
+        let source = [
+            include_str!("take_before.lua"),
+            "\nlocal function decide()\n",
+            SOURCE,
+            "\nend\n",
+            include_str!("take_after.lua"),
+        ];
+        Box::leak(source.concat().into_boxed_str())
+    }
+);
 
 /// The largest `now` a test may pass, in µs: with windows below 2^51 µs, `now + τ` stays below
 /// 2^53, where Lua's doubles are exact.
-pub(crate) const MAX_NOW_MICROS: u64 = 1 << 52;
+const MAX_NOW_MICROS: u64 = 1 << 52;
+
+/// The reading of a clock at `now` ns as a call passes it: whole µs, at most 2^52.
+pub(crate) fn micros(now: u64) -> u64 {
+    (now / 1_000).min(MAX_NOW_MICROS)
+}
 
 /// Where a command goes: one server, through its connection manager, or a cluster (feature
 /// `cluster`), which follows redirects but never sends a command again after a failure
@@ -58,39 +116,12 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    /// The decision script (`gcra.lua`).
-    pub(crate) fn new() -> Self {
-        Self::of(SOURCE)
-    }
-
     /// The script `source`.
     pub(crate) fn of(source: &'static str) -> Self {
         Self {
             source,
             sha: ::redis::Script::new(source).get_hash().to_owned(),
         }
-    }
-
-    /// Sends one call: `EVALSHA`, and `EVAL` with the source only if the server answered
-    /// `NOSCRIPT` (a restart, `SCRIPT FLUSH`), counting each command and each reload.
-    ///
-    /// A call that failed any other way is not sent again: it may have run (a timeout, a
-    /// connection dropped after the request was written), and running it twice would take
-    /// its cells twice.
-    pub(crate) async fn call(
-        &self,
-        connection: &mut impl Sender,
-        call: &Call<'_>,
-        counters: &Counters,
-    ) -> Result<Reply, Failure> {
-        let value = self
-            .eval(
-                connection,
-                |verb, script| call.command(verb, script),
-                counters,
-            )
-            .await?;
-        Reply::parse(&value, call).ok_or(Failure::Reply)
     }
 
     /// Sends the command `command(verb, script)` makes, with `EVALSHA` and the SHA-1, and
@@ -101,15 +132,15 @@ impl Script {
         command: impl Fn(&str, &str) -> Cmd,
         counters: &Counters,
     ) -> Result<Value, Failure> {
-        add(&counters.round_trips, 1);
+        counters.round_trips.add(1);
         let evalsha = command("EVALSHA", &self.sha);
         let sent = connection.send(&evalsha).await;
         Spare::keep(evalsha);
         // A server's error reply arrives as a value: `extract_error` makes it an error.
         let value = match sent.and_then(Value::extract_error) {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                add(&counters.reloads, 1);
-                add(&counters.round_trips, 1);
+                counters.reloads.add(1);
+                counters.round_trips.add(1);
                 connection
                     .send(&command("EVAL", self.source))
                     .await
@@ -117,7 +148,19 @@ impl Script {
             }
             other => other,
         };
-        value.map_err(|error| super::failure::failure_of(&error))
+        value.map_err(|error| failure_of(&error))
+    }
+}
+
+/// The failure behind a `redis` error.
+fn failure_of(error: &::redis::RedisError) -> Failure {
+    if error.is_timeout() {
+        Failure::Timeout
+    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
+    {
+        Failure::Connection
+    } else {
+        Failure::Reply
     }
 }
 

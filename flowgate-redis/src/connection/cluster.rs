@@ -1,6 +1,6 @@
 //! Redis Cluster (feature `cluster`): flowgate's own routing over one connection manager
 //! per master, which follows `MOVED` and `ASK` without ever sending a call again that may have
-//! run. Decisions over several slots: `across`.
+//! run. Decisions over several slots: `limiter/across.rs`.
 //!
 //! # Why its own routing
 //! The `redis` crate's cluster client passes every command through a task of its own and, to
@@ -31,8 +31,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::redirect::{after, server_kind, Learn, Target};
-use super::script::Sender;
 use super::slots::{cluster_slots, key_slot, SLOTS};
+use crate::script::Sender;
 
 /// The most redirects (and pauses) one command follows.
 pub(crate) const MAX_REDIRECTS: usize = 8;
@@ -178,7 +178,7 @@ impl Cluster {
     }
 
     /// `MOVED`: `slot` is served by `host:port` now.
-    pub(super) fn moved(&self, slot: u16, host: &str, port: u16) {
+    pub(crate) fn moved(&self, slot: u16, host: &str, port: u16) {
         let mut routes = self
             .inner
             .routes
@@ -277,7 +277,7 @@ impl Cluster {
 
     /// Refreshes the map in a task of its own, unless one runs, or (unless `now`) one ran in
     /// the last 50 ms. Waiters are told when it ends ([`Inner::refreshed`]).
-    pub(super) fn refresh_soon(&self, now: bool) {
+    pub(crate) fn refresh_soon(&self, now: bool) {
         let inner = &self.inner;
         let ms = u64::try_from(inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
         // Relaxed: a rate limit on refreshes, which are idempotent; a refresh more or less

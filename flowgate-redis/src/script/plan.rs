@@ -5,6 +5,8 @@
 //! belong to dry-run policies.
 
 use core::fmt::Write as _;
+#[cfg(feature = "cluster")]
+use core::ops::Range;
 
 use smallvec::SmallVec;
 
@@ -12,10 +14,9 @@ use flowgate::outcome::{InsufficientCapacity, PolicyQuota};
 use flowgate::policy::Policy;
 use flowgate::policy::QuotaMetrics;
 
-pub(crate) use super::quota::Micros;
-use super::script::Bucket;
-
-use super::RedisConfigError;
+use super::quota::{Bucket, Micros};
+use super::Call;
+use crate::settings::{check_part, RedisConfigError};
 
 /// One policy as the script runs it.
 pub(crate) struct Prepared<R: ?Sized> {
@@ -219,6 +220,57 @@ impl Plan {
         Some(&self.keys[at])
     }
 
+    /// The script call that takes `n` cells (up to `want`) from the plan's buckets, at the
+    /// reading `now` (µs; `None`: the server's `TIME`).
+    pub(crate) fn call(&self, (n, want): (u32, u32), now: Option<u64>) -> Call<'_> {
+        Call {
+            keys: &self.keys,
+            quotas: &self.quotas,
+            dry: &self.dry,
+            now,
+            n,
+            want,
+        }
+    }
+
+    #[cfg(feature = "cluster")]
+    /// The buckets of each policy, in order: one slot each in a cluster.
+    pub(crate) fn parts(&self) -> SmallVec<[Range<usize>; 4]> {
+        let mut parts = SmallVec::new();
+        let mut start = 0;
+        for i in 1..=self.refs.len() {
+            if i == self.refs.len() || self.refs[i].0 != self.refs[start].0 {
+                parts.push(start..i);
+                start = i;
+            }
+        }
+        parts
+    }
+
+    #[cfg(feature = "cluster")]
+    /// Whether the plan's buckets belong to more than one policy.
+    pub(crate) fn spans_policies(&self) -> bool {
+        self.refs
+            .first()
+            .is_some_and(|first| self.refs.iter().any(|r| r.0 != first.0))
+    }
+
+    #[cfg(feature = "cluster")]
+    /// The plan of the buckets `range` (one policy's, a dry run's if `dry_run`).
+    pub(crate) fn part(&self, range: Range<usize>, dry_run: bool) -> Self {
+        let dry = if dry_run {
+            format!("1-{}", range.len())
+        } else {
+            String::new()
+        };
+        Self {
+            keys: self.keys[range.clone()].iter().cloned().collect(),
+            quotas: self.quotas[range.clone()].iter().copied().collect(),
+            refs: self.refs[range].iter().copied().collect(),
+            dry,
+        }
+    }
+
     /// Adds the dry-run range `first` to the last bucket so far.
     #[cold]
     #[inline(never)]
@@ -238,18 +290,6 @@ impl Plan {
 fn too_many<R: ?Sized>(policy: &Prepared<R>, q: usize, n: u32) -> InsufficientCapacity {
     policy.metrics[q].refused(u64::from(n));
     InsufficientCapacity::of(n, policy.quotas[q].capacity, policy.by[q])
-}
-
-/// Checks that `part` (a prefix or a policy name) can be part of a key unambiguously.
-pub(crate) fn check_part(part: &str, what: &'static str) -> Result<(), RedisConfigError> {
-    let bad = part.is_empty() || part.contains([':', '{', '}']);
-    if bad {
-        return Err(RedisConfigError::BadName {
-            what,
-            name: part.to_owned(),
-        });
-    }
-    Ok(())
 }
 
 /// Where a decision's buckets live.

@@ -1,17 +1,12 @@
-//! The circuit breaker in front of Redis: [`Breaker`], its settings; [`Phase`], its state
-//! machine (pure transitions, tested on their own); and the `Circuit` a limiter holds (the
-//! phase under a mutex, its clock, and the probe it sends when half open).
+//! The circuit breaker at work ([`Breaker`] is its setting): [`Phase`], its state machine (pure
+//! transitions, tested on their own), and the `Circuit` a limiter holds (the phase under a
+//! mutex, its clock, and the probe it sends when half open).
 //!
-//! After `failures` consecutive failed calls the limiter stops calling Redis and decides every
-//! call by its failure policy at once, for `cool_down`. Then one probe (a `PING`, sent by a task
-//! of its own, so no decision waits for it) asks whether Redis answers again: if it does, calls
-//! go through again; if not, another cool-down starts. Of the callers that find the cool-down
-//! over exactly one becomes the probe, and only the current probe's report leaves the half-open
-//! phase (a late report of a replaced probe changes nothing).
-//!
-//! The phase sits under a plain mutex, taken for a few instructions once per call to Redis
-//! (itself a round trip of tens of microseconds): the simplest structure that is obviously
-//! right, where a lock-free word cost a loom model and three hundred lines.
+//! Of the callers that find the cool-down over exactly one becomes the probe, and only the
+//! current probe's report leaves the half-open phase (a late report of a replaced probe changes
+//! nothing). The phase sits under a plain mutex, taken for a few instructions once per call to
+//! Redis (itself a round trip of tens of microseconds): the simplest structure that is obviously
+//! right.
 
 use core::fmt;
 use core::time::Duration;
@@ -20,84 +15,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::connection::{connect, Connection};
-use crate::metrics::Gauge;
+use crate::connection::Connection;
+use crate::settings::RedisBackend;
+use crate::stats::Gauge;
 
-/// When a [`RedisLimiter`](super::RedisLimiter) stops calling Redis, and for how long: its
-/// circuit breaker. Give it to [`RedisBackend::breaker`](super::RedisBackend::breaker).
-///
-/// After `failures` consecutive failed calls (timeouts, lost connections, error replies) the
-/// limiter stops calling Redis and decides by its failure policy at once, for `cool_down`.
-/// Then one `PING`, sent by a task of its own so that no decision waits for it, asks whether
-/// Redis answers again: if it does, calls go through again; if not, another cool-down starts.
-/// With a breaker the connection manager tries each reconnection once, without sleeping: the
-/// cool-down is the backoff.
-///
-/// The default opens after 3 failures and probes every 100 ms: during an outage a decision
-/// costs the failure policy alone, not a timeout, and decisions come from Redis again about a
-/// cool-down after it answers (`integration/tests/redis_outage.rs` measures both through a `kill
-/// -9` and a
-/// restart).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Breaker {
-    /// Consecutive failures that open it; 0 for no breaker.
-    failures: u32,
-    cool_down: Duration,
-}
-
-impl Default for Breaker {
-    fn default() -> Self {
-        Self::new(3, Duration::from_millis(100))
-    }
-}
-
-impl Breaker {
-    /// A breaker that opens after `failures` consecutive failed calls and stays open for
-    /// `cool_down` before each probe. A cool-down too long to add to the clock keeps the
-    /// breaker open for as long as the clock runs (about 146 years).
-    ///
-    /// [`BuildRedis::build_redis`](crate::BuildRedis::build_redis) refuses a
-    /// breaker with no failure or no cool-down ([`RedisConfigError::Breaker`](super::RedisConfigError::Breaker)):
-    /// [`Breaker::off`] is the way to have none.
-    pub const fn new(failures: u32, cool_down: Duration) -> Self {
-        Self {
-            failures,
-            cool_down,
-        }
-    }
-
-    /// No breaker: every decision calls Redis and waits for its answer or the timeout, and
-    /// the connection manager reconnects with its own backoff (up to 1 s between attempts).
-    pub const fn off() -> Self {
-        Self {
-            failures: 0,
-            cool_down: Duration::ZERO,
-        }
-    }
-
-    /// Whether this is [`Breaker::off`].
-    pub const fn is_off(&self) -> bool {
-        self.failures == 0 && self.cool_down.is_zero()
-    }
-
-    /// The consecutive failures that open it.
-    pub const fn failures(&self) -> u32 {
-        self.failures
-    }
-
-    /// How long it stays open before a probe.
-    pub const fn cool_down(&self) -> Duration {
-        self.cool_down
-    }
-
-    /// Whether a breaker that is not [`off`](Self::off) can work.
-    pub(super) fn is_valid(&self) -> bool {
-        self.is_off() || (self.failures > 0 && !self.cool_down.is_zero())
-    }
-}
+#[cfg(doc)]
+use crate::settings::Breaker;
 
 /// Where a limiter's breaker stands, from
-/// [`RedisLimiter::breaker_state`](super::RedisLimiter::breaker_state).
+/// [`RedisLimiter::breaker_state`](crate::RedisLimiter::breaker_state).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BreakerState {
@@ -211,29 +137,27 @@ pub(super) struct Circuit {
 }
 
 impl Circuit {
-    /// A connection to `backend`'s server or cluster ([`connect`]), and the breaker in front
-    /// of it that `backend` asks for (none when it is off), its probes spawned on the current
-    /// runtime.
-    pub(super) fn connect(
-        backend: &super::RedisBackend,
-        metrics: &crate::metrics::RedisMetrics,
-    ) -> Result<(Connection, Option<Arc<Self>>), super::RedisConfigError> {
-        let connection = connect(backend)?;
+    /// The breaker `backend` asks for in front of `connection` (none when it is off), its
+    /// state shown on `state`, its probes spawned on the current runtime.
+    pub(super) fn new(
+        backend: &RedisBackend,
+        connection: &Connection,
+        state: Gauge,
+    ) -> Option<Arc<Self>> {
         let settings = backend.breaker;
-        let circuit = (!settings.is_off()).then(|| {
+        (!settings.is_off()).then(|| {
             Arc::new(Self {
                 phase: Mutex::new(Phase::Closed(0)),
-                failures: u64::from(settings.failures),
-                cool_down: nanos(settings.cool_down),
-                overdue: nanos(backend.timeout.saturating_add(settings.cool_down)),
+                failures: u64::from(settings.failures()),
+                cool_down: nanos(settings.cool_down()),
+                overdue: nanos(backend.timeout.saturating_add(settings.cool_down())),
                 origin: Instant::now(),
                 connection: connection.clone(),
                 timeout: backend.timeout,
                 runtime: Handle::current(),
-                state: metrics.breaker_state.clone(),
+                state,
             })
-        });
-        Ok((connection, circuit))
+        })
     }
 
     fn now(&self) -> u64 {

@@ -1,37 +1,35 @@
 //! The connection to Redis: one server's connection manager, or a Redis Cluster connection
-//! (feature `cluster`), set up for the limiter's timeout, with the circuit breaker in
-//! front of it.
+//! (feature `cluster`: flowgate's own routing, `cluster.rs`), set up for the limiter's timeout.
 
 use core::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::plan::check_part;
-use super::script::Script;
-use super::stats::Counters;
-use super::{Failure, RedisBackend, RedisConfigError};
+#[cfg(feature = "cluster")]
+mod cluster;
+#[cfg(feature = "cluster")]
+mod redirect;
+#[cfg(feature = "cluster")]
+mod slots;
 
-/// Where a limiter's buckets are.
-#[derive(Debug, Clone)]
-pub(crate) enum Server {
-    /// One server (a primary, perhaps behind Sentinel).
-    One(::redis::Client),
-    /// A Redis Cluster, from its seed nodes.
-    #[cfg(feature = "cluster")]
-    Cluster(Vec<::redis::ConnectionInfo>),
-}
+#[cfg(feature = "cluster")]
+pub(crate) use self::cluster::Cluster;
+use crate::script::Script;
+use crate::settings::{RedisBackend, RedisConfigError, Server};
+use crate::stats::Counters;
+use flowgate::backend::Failure;
 
 /// A limiter's connection: cheap to clone (the clones share the sockets).
 #[derive(Clone)]
 pub(crate) enum Connection {
     One(ConnectionManager),
     #[cfg(feature = "cluster")]
-    Cluster(super::cluster::Cluster),
+    Cluster(Cluster),
 }
 
 impl Connection {
     /// `script`'s call that `command` makes (see [`Script::eval`]).
-    pub(super) async fn eval(
+    pub(crate) async fn eval(
         &self,
         script: &Script,
         command: impl Fn(&str, &str) -> ::redis::Cmd,
@@ -45,7 +43,7 @@ impl Connection {
     }
 
     /// Whether the server answers a `PING` (a cluster: some node).
-    pub(super) async fn ping(&self) -> bool {
+    pub(crate) async fn ping(&self) -> bool {
         let ping = ::redis::cmd("PING");
         match self {
             Self::One(manager) => {
@@ -66,17 +64,11 @@ impl Connection {
 /// reconnection and never sleeps between attempts: the breaker is the backoff (one probe per
 /// cool-down), so a decision never waits for a reconnection that is sleeping. Without one, the
 /// manager retries with its own backoff.
-pub(super) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigError> {
+pub(crate) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigError> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(RedisConfigError::NoRuntime);
     }
-    if backend.timeout.is_zero() {
-        return Err(RedisConfigError::Timeout);
-    }
-    if !backend.breaker.is_valid() {
-        return Err(RedisConfigError::Breaker);
-    }
-    check_part(&backend.prefix, "prefix")?;
+    backend.check()?;
     let mut config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
         .set_response_timeout(None)
@@ -92,9 +84,7 @@ pub(super) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigE
             Connection::One(manager)
         }
         #[cfg(feature = "cluster")]
-        Server::Cluster(seeds) => {
-            Connection::Cluster(super::cluster::Cluster::new(seeds.clone(), config))
-        }
+        Server::Cluster(seeds) => Connection::Cluster(Cluster::new(seeds.clone(), config)),
     };
     Ok(connection)
 }

@@ -23,35 +23,18 @@
 //! reply, a refusal's from the refusing slot's and a look (taking nothing) at each other slot.
 
 use core::future::Future;
-use core::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ::redis::{Cmd, Value};
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
-use super::cluster::Cluster;
-use super::script::{self, Call, Reply, Script};
-use super::stats::add;
-use super::verdict::Decided;
-use super::{Failure, Plan, RedisLimiter, Source, Verdict};
-use flowgate::clock::Clock;
+use super::verdict::{self, Decided};
+use crate::connection::{Cluster, Connection};
+use crate::failure::Link;
+use crate::script::{self, Plan, Prepared, Reply};
+use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::outcome::{tightness, Allowed, Cited, Gauge};
-
-/// The decision script wrapped to also answer each bucket's value before and after:
-/// `{answer, before, after}`, `false` for a missing key (or one of another type).
-fn take_script() -> &'static Script {
-    static TAKE: OnceLock<Script> = OnceLock::new();
-    TAKE.get_or_init(|| {
-        let source = format!(
-            "{}\nlocal function decide()\n{}\nend\n{}",
-            include_str!("take_before.lua"),
-            script::SOURCE,
-            include_str!("take_after.lua")
-        );
-        Script::of(Box::leak(source.into_boxed_str()))
-    })
-}
 
 /// What one slot's take wrote: each key it changed, the value it wrote, and the value it
 /// replaced (`None`: the key was missing).
@@ -106,63 +89,45 @@ impl Written {
     }
 }
 
-impl Plan {
-    /// The buckets of each policy, in order: one slot each in a cluster.
-    pub(super) fn parts(&self) -> SmallVec<[Range<usize>; 4]> {
-        let mut parts = SmallVec::new();
-        let mut start = 0;
-        for i in 1..=self.refs.len() {
-            if i == self.refs.len() || self.refs[i].0 != self.refs[start].0 {
-                parts.push(start..i);
-                start = i;
-            }
-        }
-        parts
-    }
-
-    /// Whether the plan's buckets belong to more than one policy.
-    pub(crate) fn spans_policies(&self) -> bool {
-        self.refs
-            .first()
-            .is_some_and(|first| self.refs.iter().any(|r| r.0 != first.0))
-    }
-
-    /// The plan of the buckets `range` (one policy's, a dry run's if `dry_run`).
-    pub(super) fn part(&self, range: Range<usize>, dry_run: bool) -> Self {
-        let dry = if dry_run {
-            format!("1-{}", range.len())
-        } else {
-            String::new()
-        };
-        Self {
-            keys: self.keys[range.clone()].iter().cloned().collect(),
-            quotas: self.quotas[range.clone()].iter().copied().collect(),
-            refs: self.refs[range].iter().copied().collect(),
-            dry,
-        }
-    }
+/// A decision across the slots of a cluster: the link to it, the policies, and the reading the
+/// calls decide at.
+pub(crate) struct Slots<'a, R: ?Sized> {
+    link: &'a Link,
+    policies: &'a [Prepared<R>],
+    cluster: &'a Cluster,
+    reading: Option<u64>,
 }
 
-/// # Decisions across slots
-impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
+impl<'a, R: ?Sized> Slots<'a, R> {
+    /// A decision over `policies` across the slots `link` leads to, if it leads to a cluster.
+    pub(crate) fn of(
+        link: &'a Link,
+        policies: &'a [Prepared<R>],
+        reading: Option<u64>,
+    ) -> Option<Self> {
+        match &link.connection {
+            Connection::Cluster(cluster) => Some(Self {
+                link,
+                policies,
+                cluster,
+                reading,
+            }),
+            Connection::One(_) => None,
+        }
+    }
+
     /// Decides `plan` (whose policies live in different slots) for `n` cells slot by slot,
     /// undoing the earlier takes if a later slot refuses or fails (see the module docs).
-    pub(crate) async fn across(
-        &self,
-        plan: &Plan,
-        n: u32,
-        cluster: &Cluster,
-    ) -> Result<Decided, Failure> {
-        let deadline = self.deadline();
-        let policies = &self.shared.policies;
+    pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
+        let (deadline, policies) = (self.link.deadline(), self.policies);
         let mut written = Vec::new();
         let mut admitted: SmallVec<[(usize, Plan, Reply); 4]> = SmallVec::new();
         for range in plan.parts() {
             let part = plan.part(range.clone(), policies[plan.refs[range.start].0].dry_run);
-            let (reply, wrote) = match self.take(&part, n, cluster, deadline).await {
+            let (reply, wrote) = match self.take(&part, n, deadline).await {
                 Ok(taken) => taken,
                 Err(failure) => {
-                    self.undo_later(cluster, written);
+                    self.undo_later(written);
                     return Err(failure);
                 }
             };
@@ -170,19 +135,19 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                 // The refusing slot took nothing (what it wrote is a repair or a clamp, which
                 // stays); the slots before it are put back.
                 // Waited for: the next decision must find the earlier buckets as they were.
-                let undo = self.undo(cluster.clone(), written);
+                let undo = self.undo(written);
                 let _ = tokio::time::timeout_at(deadline, undo).await;
-                let mut verdict = self.verdict_of(&part, n, &reply);
+                let mut verdict = verdict::verdict(policies, &part, n, &reply);
                 // The first dry-run policy that would have refused, among those before.
                 let mut before = None;
                 for (_, part, reply) in &admitted {
-                    before = before.or(self.dry_of(part, n, reply));
+                    before = before.or(verdict::dry_of(policies, part, n, reply));
                 }
                 if let Err(refused) = verdict.outcome() {
                     let dry_run = before.or(refused.dry_run());
                     verdict = Verdict::new(Err(refused.with_dry_run(dry_run)), verdict.source());
                 }
-                self.shared.metrics.from_redis.increment(1);
+                self.link.counters.answered.add(1);
                 let replies = [(range.start, reply)].into();
                 return Ok(Decided { verdict, replies });
             }
@@ -191,7 +156,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
             admitted.push((range.start, part, reply));
         }
-        self.shared.metrics.from_redis.increment(1);
+        self.link.counters.answered.add(1);
         let verdict = self.merged(&admitted, n);
         let replies = admitted.into_iter().map(|(first, _, reply)| (first, reply));
         Ok(Decided {
@@ -207,7 +172,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The looks share the decision's `deadline`, so that a refusal still costs at most one
     /// timeout; a slot that does not answer by then is left out. Any other decision is returned
     /// as it is.
-    pub(crate) async fn look_across(
+    pub(crate) async fn look(
         &self,
         plan: &Plan,
         mut decided: Decided,
@@ -220,11 +185,15 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         }
         for range in plan.parts() {
             let known = replies.iter().any(|&(first, _)| first == range.start);
-            if known || self.shared.policies[plan.refs[range.start].0].dry_run {
+            if known || self.policies[plan.refs[range.start].0].dry_run {
                 continue;
             }
             let part = plan.part(range.clone(), false);
-            if let Ok(reply) = self.call(&part, (0, 0), deadline).await {
+            if let Ok(reply) = self
+                .link
+                .call(script::decide(), &part.call((0, 0), self.reading), deadline)
+                .await
+            {
                 replies.push((range.start, reply));
             }
         }
@@ -237,23 +206,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         &self,
         part: &Plan,
         n: u32,
-        cluster: &Cluster,
         deadline: Instant,
     ) -> Result<(Reply, Written), Failure> {
-        let shared = &*self.shared;
-        let call = Call {
-            keys: &part.keys,
-            quotas: &part.quotas,
-            dry: &part.dry,
-            now: self.reading(),
-            n,
-            want: n,
-        };
-        let mut connection = cluster.clone();
-        let counters = &shared.counters;
+        let call = part.call((n, n), self.reading);
+        let counters = &self.link.counters;
         let sent = async {
-            let value = (take_script())
-                .eval(&mut connection, |verb, s| call.command(verb, s), counters)
+            let value = (self.link.connection)
+                .eval(script::take(), |verb, s| call.command(verb, s), counters)
                 .await?;
             let Value::Array(parts) = value else {
                 return Err(Failure::Reply);
@@ -265,9 +224,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             let written = Written::of(&part.keys, before, after).ok_or(Failure::Reply)?;
             Ok((reply, written))
         };
-        let result = self.guarded(deadline, Box::pin(sent)).await;
+        let result = self.link.guarded(deadline, Box::pin(sent)).await;
         if let Ok((reply, _)) = &result {
-            add(&counters.repaired, u64::from(reply.repaired()));
+            counters.repaired.add(u64::from(reply.repaired()));
         }
         result
     }
@@ -275,12 +234,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// Undoes every take in `written`, one call per slot; the keys put back.
     ///
     /// Counted in the limiter's background counters, which outlive it in a spawned task.
-    fn undo(
-        &self,
-        cluster: Cluster,
-        written: Vec<Written>,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let counters = Arc::clone(&self.shared.background);
+    fn undo(&self, written: Vec<Written>) -> impl Future<Output = ()> + Send + 'static {
+        let (cluster, counters) = (self.cluster.clone(), Arc::clone(&self.link.background));
         async move {
             for wrote in written {
                 let mut connection = cluster.clone();
@@ -288,19 +243,18 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     .eval(&mut connection, |verb, s| wrote.command(verb, s), &counters)
                     .await;
                 if let Ok(Value::Int(keys)) = value {
-                    add(&counters.undone, u64::try_from(keys).unwrap_or(0));
+                    counters.undone.add(u64::try_from(keys).unwrap_or(0));
                 }
             }
         }
     }
 
     /// Undoes every take in `written` in the background, within one timeout.
-    fn undo_later(&self, cluster: &Cluster, written: Vec<Written>) {
+    fn undo_later(&self, written: Vec<Written>) {
         if written.is_empty() {
             return;
         }
-        let undo = self.undo(cluster.clone(), written);
-        let timeout = self.shared.timeout;
+        let (undo, timeout) = (self.undo(written), self.link.timeout);
         tokio::spawn(async move {
             let _ = tokio::time::timeout(timeout, undo).await;
         });
@@ -313,7 +267,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         let mut delay = 0;
         let mut dry_run = None;
         for (_, part, reply) in admitted {
-            let Ok(allowed) = self.verdict_of(part, n, reply).outcome() else {
+            let Ok(allowed) = verdict::verdict(self.policies, part, n, reply).outcome() else {
                 continue;
             };
             delay = delay.max(allowed.delay_nanos());
@@ -329,5 +283,57 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         }
         let allowed = best.unwrap_or(Allowed::new(Gauge::UNLIMITED).cite(Cited::default()));
         Verdict::new(Ok(allowed.with(delay, dry_run)), Source::Buckets)
+    }
+
+    /// Decides `plan`, whose policies live in different slots, for up to `n ≥ 1` cells: counts
+    /// on each enforcing policy's buckets as they are, then takes the count across the slots
+    /// (all or nothing, [`decide`](Self::decide)), counting again while another decision took cells in
+    /// between. The last attempt takes one cell, whose refusal is the answer.
+    pub(crate) async fn up_to(&self, plan: &Plan, n: u32) -> Result<(u32, Decided), Failure> {
+        /// Attempts that count before the last, which takes one cell.
+        const COUNTS: usize = 4;
+        let mut attempt = 0;
+        loop {
+            let counted = if attempt < COUNTS {
+                self.count_room(plan, n).await?
+            } else {
+                0
+            };
+            let k = counted.max(1);
+            let decided = self.decide(plan, k).await?;
+            if decided.verdict.is_allowed() {
+                return Ok((k, decided));
+            }
+            // Refused after a count that found room: another decision took cells in between.
+            if counted == 0 {
+                return Ok((0, decided));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The most cells, up to `n`, that every enforcing quota of `plan` admits now, each
+    /// counted on its bucket as one call per policy (taking nothing) finds it.
+    async fn count_room(&self, plan: &Plan, n: u32) -> Result<u32, Failure> {
+        let (deadline, policies) = (self.link.deadline(), self.policies);
+        let mut most = n;
+        for range in plan.parts() {
+            if policies[plan.refs[range.start].0].dry_run {
+                continue;
+            }
+            let part = plan.part(range, false);
+            let reply = self
+                .link
+                .call(script::decide(), &part.call((0, 0), self.reading), deadline)
+                .await?;
+            let (_, states, now) = reply.parts();
+            for (&(p, q), &state) in part.refs.iter().zip(states.iter()) {
+                most = policies[p].quotas[q].most(state, now, most);
+                if most == 0 {
+                    return Ok(0);
+                }
+            }
+        }
+        Ok(most)
     }
 }

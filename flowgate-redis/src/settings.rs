@@ -1,25 +1,23 @@
-//! [`RedisBackend`]: where and how a policy set decided in Redis keeps its buckets, and
-//! [`BuildRedis::build_redis`](crate::BuildRedis::build_redis), which checks the set and those settings in full before
-//! anything connects; [`RedisConfigError`], what can be wrong with them.
+//! Everything a user sets to decide in Redis, checked before anything connects: where the
+//! buckets are and how a decision reaches them ([`RedisBackend`]), what to decide when Redis does
+//! not answer ([`OnFailure`]), when to stop asking ([`Breaker`]), and what can be wrong with them
+//! ([`RedisConfigError`]).
 
 use core::fmt;
 use core::time::Duration;
-use std::sync::Arc;
 
-use crate::metrics::RedisMetrics;
-use flowgate::clock::Clock;
-use flowgate::policy::{PoliciesBuilder, PolicyError};
+use flowgate::policy::PolicyError;
 use flowgate::quota::QuotaError;
 
-use super::breaker::{Breaker, Circuit};
-use super::connection::Server;
-use super::lease::{Leases, MAX_LEASE_CELLS};
-use super::local::local_limiter;
-use super::plan::{check_part, Prepared, Tag};
-use super::script::Script;
-use super::stats::Counters;
-use super::{AnyPolicies, BackendKind, BuildError};
-use super::{OnFailure, RedisLimiter, Shared};
+/// Where a limiter's buckets are.
+#[derive(Debug, Clone)]
+pub(crate) enum Server {
+    /// One server (a primary, perhaps behind Sentinel).
+    One(::redis::Client),
+    /// A Redis Cluster, from its seed nodes.
+    #[cfg(feature = "cluster")]
+    Cluster(Vec<::redis::ConnectionInfo>),
+}
 
 /// Why a policy set could not be built in Redis.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +34,7 @@ pub enum RedisConfigError {
         /// The name.
         name: String,
     },
-    /// A quota's lead (window and slack) exceeds [`MAX_WINDOW_MICROS`](super::MAX_WINDOW_MICROS),
+    /// A quota's lead (window and slack) exceeds [`MAX_WINDOW_MICROS`](crate::MAX_WINDOW_MICROS),
     /// or a sliding window lasts 2^53 ns (104 days) or more.
     WindowTooLong {
         /// The policy.
@@ -69,14 +67,14 @@ pub enum RedisConfigError {
     /// The lease is empty, larger than [`MAX_LEASE_CELLS`], or its lifetime is zero.
     Lease,
     /// A sliding log's quota cannot run in Redis (see
-    /// [`RedisSlidingLog`](super::RedisSlidingLog)).
+    /// [`RedisSlidingLog`](crate::RedisSlidingLog)).
     Quota(QuotaError),
     /// A sliding log keeps no local share: [`OnFailure::Local`] is not offered for one.
     LocalLog,
     /// The timeout is zero.
     Timeout,
     /// A circuit breaker that opens after no failure or stays open for no time (use
-    /// [`Breaker::off`](super::Breaker::off) for none).
+    /// [`Breaker::off`] for none).
     Breaker,
     /// The set was built outside a tokio runtime (the connection manager needs one).
     NoRuntime,
@@ -157,14 +155,14 @@ impl From<PolicyError> for RedisConfigError {
 #[must_use = "a RedisBackend does nothing until a policy set is built on it"]
 #[derive(Clone)]
 pub struct RedisBackend {
-    pub(super) server: Server,
-    pub(super) prefix: String,
-    pub(super) timeout: Duration,
-    pub(super) on_failure: OnFailure,
-    lease: Option<(u32, Duration)>,
-    max_leases: usize,
-    pub(super) client_time: bool,
-    pub(super) breaker: Breaker,
+    pub(crate) server: Server,
+    pub(crate) prefix: String,
+    pub(crate) timeout: Duration,
+    pub(crate) on_failure: OnFailure,
+    pub(crate) lease: Option<(u32, Duration)>,
+    pub(crate) max_leases: usize,
+    pub(crate) client_time: bool,
+    pub(crate) breaker: Breaker,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -231,8 +229,21 @@ impl RedisBackend {
         }
     }
 
+    /// Checks what can be checked before connecting: a prefix that can be part of a key, a
+    /// timeout, a breaker that can work.
+    pub(crate) fn check(&self) -> Result<(), RedisConfigError> {
+        check_part(&self.prefix, "prefix")?;
+        if self.timeout.is_zero() {
+            return Err(RedisConfigError::Timeout);
+        }
+        if !self.breaker.is_valid() {
+            return Err(RedisConfigError::Breaker);
+        }
+        Ok(())
+    }
+
     /// Whether the buckets are in a Redis Cluster.
-    pub(super) fn is_cluster(&self) -> bool {
+    pub(crate) fn is_cluster(&self) -> bool {
         !matches!(self.server, Server::One(_))
     }
 
@@ -256,7 +267,7 @@ impl RedisBackend {
     }
 
     /// Leases up to `cells` cells per call (no more than the smallest burst of the decision)
-    /// and spends them locally for at most `lifetime` (see the [module docs](super#leases-a-local-fast-path)).
+    /// and spends them locally for at most `lifetime` (see the [module docs](crate#leases-a-local-fast-path)).
     pub fn lease(mut self, cells: u32, lifetime: Duration) -> Self {
         self.lease = Some((cells, lifetime));
         self
@@ -286,109 +297,113 @@ impl RedisBackend {
     }
 }
 
-/// Building a [`PoliciesBuilder`]'s set in Redis: `use flowgate_redis::BuildRedis`, then
-/// `Policies::builder()…build_redis(backend)` where `build()` builds in process.
-pub trait BuildRedis<R: ?Sized, C: Clock> {
-    /// The policy set, decided in Redis: the same policies (names, keys, quotas, dry runs,
-    /// jitter, order) as `build` decides in process, their buckets shared by every process
-    /// that uses the same prefix. The set's clock times leases and the local fallback (and,
-    /// with [`RedisBackend::client_time`], the decisions). A keyed policy's table settings
-    /// ([`Policy::max_keys`](flowgate::Policy::max_keys),
-    /// [`Policy::when_full`](flowgate::Policy::when_full)) apply to the local fallback only:
-    /// Redis keeps a key until its buckets are full again.
-    ///
-    /// It connects lazily: a set built while Redis is down decides by its failure policy until
-    /// Redis answers.
-    ///
-    /// # Errors
-    /// A [`RedisConfigError`] naming what is wrong: the set itself
-    /// ([`RedisConfigError::Policy`], as `build` would say), or what Redis cannot run.
-    fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError>;
-
-    /// The policy set on `backend`: `build` for [`BackendKind::InProcess`],
-    /// [`build_redis`](Self::build_redis) for [`BackendKind::Redis`].
-    ///
-    /// # Errors
-    /// [`BuildError::Policy`] for a set that is invalid anywhere; [`BuildError::Redis`] for
-    /// what Redis cannot run.
-    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError>;
+/// What a [`RedisLimiter`](crate::RedisLimiter) decides when Redis does not answer in time or
+/// at all.
+///
+/// There is no good answer, only a choice of what to lose. Failing open keeps the service up
+/// and lets the limit go; failing closed keeps the limit and takes the service down with
+/// Redis; a local limit keeps both, approximately: each process enforces `share` of every
+/// quota on its own, so with `share = 1 / processes` the total stays near the limit as long as
+/// the load is spread evenly.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub enum OnFailure {
+    #[default]
+    /// Admit the request (the default, as most limiters do: a limiter should not turn a Redis
+    /// outage into an outage of the service it protects).
+    Open,
+    /// Refuse the request, telling the client to retry after `retry_after`.
+    Closed {
+        /// The retry-after of such refusals.
+        retry_after: Duration,
+    },
+    /// Decide with an in-process limiter holding the same levels, each quota scaled to `share`
+    /// of its rate and burst (at least one cell). Its buckets are this process's alone and
+    /// start full; they do not carry over into Redis when it answers again.
+    Local {
+        /// The fraction of each quota this process may use, in `(0, 1]`.
+        share: f64,
+    },
 }
 
-impl<R, C> BuildRedis<R, C> for PoliciesBuilder<R, C>
-where
-    R: ?Sized + 'static,
-    C: Clock + Clone + Send + Sync + 'static,
-{
-    fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError> {
-        check_part(&backend.prefix, "prefix")?;
-        if backend.timeout.is_zero() {
-            return Err(RedisConfigError::Timeout);
-        }
-        let (policies, clock) = self.into_policies()?;
-        let fallback = match backend.on_failure {
-            OnFailure::Local { share } => Some(local_limiter(
-                &backend.prefix,
-                &policies,
-                share,
-                clock.clone(),
-            )?),
-            _ => None,
-        };
-        // One keyed policy tags each key on its own, so keys spread over a cluster.
-        let tag = if policies.len() == 1 && policies[0].settings().1 {
-            Tag::Key
-        } else if backend.is_cluster() {
-            Tag::Policy
-        } else {
-            Tag::Prefix
-        };
-        let mut prepared = Vec::with_capacity(policies.len());
-        for (index, policy) in policies.into_iter().enumerate() {
-            let place = (backend.prefix.as_str(), tag);
-            prepared.push(Prepared::new(index, policy, place)?);
-        }
-        let lease = lease_in_millis(backend.lease)?;
-        let metrics = RedisMetrics::new(&backend.prefix);
-        let (connection, circuit) = Circuit::connect(&backend, &metrics)?;
-        Ok(RedisLimiter {
-            shared: Arc::new(Shared {
-                connection,
-                circuit,
-                script: Script::new(),
-                prefix: backend.prefix,
-                policies: prepared,
-                timeout: backend.timeout,
-                on_failure: backend.on_failure,
-                fallback,
-                lease,
-                leases: Leases::new(backend.max_leases.max(1), clock.now()),
-                client_time: backend.client_time,
-                clock,
-                counters: Counters::default(),
-                background: Arc::default(),
-                metrics,
-            }),
-        })
-    }
+/// When a [`RedisLimiter`](crate::RedisLimiter) stops calling Redis, and for how long: its
+/// circuit breaker. Give it to [`RedisBackend::breaker`](RedisBackend::breaker).
+///
+/// After `failures` consecutive failed calls (timeouts, lost connections, error replies) the
+/// limiter stops calling Redis and decides by its failure policy at once, for `cool_down`.
+/// Then one `PING`, sent by a task of its own so that no decision waits for it, asks whether
+/// Redis answers again: if it does, calls go through again; if not, another cool-down starts.
+/// With a breaker the connection manager tries each reconnection once, without sleeping: the
+/// cool-down is the backoff.
+///
+/// The default opens after 3 failures and probes every 100 ms: during an outage a decision
+/// costs the failure policy alone, not a timeout, and decisions come from Redis again about a
+/// cool-down after it answers (`integration/tests/redis_outage.rs` measures both through a `kill
+/// -9` and a
+/// restart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breaker {
+    /// Consecutive failures that open it; 0 for no breaker.
+    failures: u32,
+    cool_down: Duration,
+}
 
-    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError> {
-        match backend {
-            BackendKind::InProcess => Ok(self.build()?.into()),
-            BackendKind::Redis(redis) => Ok(self.build_redis(redis)?.into()),
-        }
+impl Default for Breaker {
+    fn default() -> Self {
+        Self::new(3, Duration::from_millis(100))
     }
 }
 
-/// A lease's cells and lifetime in whole milliseconds (at least one), checked.
-fn lease_in_millis(lease: Option<(u32, Duration)>) -> Result<Option<(u32, u64)>, RedisConfigError> {
-    let Some((cells, lifetime)) = lease else {
-        return Ok(None);
-    };
-    if cells == 0 || cells > MAX_LEASE_CELLS || lifetime.is_zero() {
-        return Err(RedisConfigError::Lease);
+impl Breaker {
+    /// A breaker that opens after `failures` consecutive failed calls and stays open for
+    /// `cool_down` before each probe. A cool-down too long to add to the clock keeps the
+    /// breaker open for as long as the clock runs (about 146 years).
+    ///
+    /// [`BuildRedis::build_redis`](crate::BuildRedis::build_redis) refuses a
+    /// breaker with no failure or no cool-down ([`RedisConfigError::Breaker`](RedisConfigError::Breaker)):
+    /// [`Breaker::off`] is the way to have none.
+    pub const fn new(failures: u32, cool_down: Duration) -> Self {
+        Self {
+            failures,
+            cool_down,
+        }
     }
-    let millis = u64::try_from(lifetime.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    Ok(Some((cells, millis)))
+
+    /// No breaker: every decision calls Redis and waits for its answer or the timeout, and
+    /// the connection manager reconnects with its own backoff (up to 1 s between attempts).
+    pub const fn off() -> Self {
+        Self {
+            failures: 0,
+            cool_down: Duration::ZERO,
+        }
+    }
+
+    /// Whether this is [`Breaker::off`].
+    pub const fn is_off(&self) -> bool {
+        self.failures == 0 && self.cool_down.is_zero()
+    }
+
+    /// The consecutive failures that open it.
+    pub const fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// How long it stays open before a probe.
+    pub const fn cool_down(&self) -> Duration {
+        self.cool_down
+    }
+
+    /// Whether a breaker that is not [`off`](Self::off) can work.
+    pub(crate) fn is_valid(&self) -> bool {
+        self.is_off() || (self.failures > 0 && !self.cool_down.is_zero())
+    }
+}
+
+/// Checks that `part` (a prefix or a name) can be part of a key unambiguously.
+pub(crate) fn check_part(part: &str, what: &'static str) -> Result<(), RedisConfigError> {
+    if part.is_empty() || part.contains([':', '{', '}']) {
+        let name = part.to_owned();
+        return Err(RedisConfigError::BadName { what, name });
+    }
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The local fallback of [`OnFailure::Local`](super::OnFailure::Local): the same policies in process, each quota scaled
+//! The local fallback of [`OnFailure::Local`](crate::OnFailure::Local): the same policies in process, each quota scaled
 //! to the share of it one process may use while Redis does not answer.
 
 use flowgate::algorithm::{Algorithm, AnyAlgorithm};
@@ -6,8 +6,8 @@ use flowgate::clock::Clock;
 use flowgate::policy::{Extract, Key, Policies, Policy};
 use flowgate::quota::{Quota, QuotaError};
 
-use super::plan::Plan;
-use super::RedisConfigError;
+use crate::script::Plan;
+use crate::settings::RedisConfigError;
 
 /// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a
 /// schedule's interval divided by `share` (rounded up) and its burst times `share` (at least
@@ -33,7 +33,7 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaErr
     algorithm.with_quota(&quota?)
 }
 
-/// The in-process set of [`OnFailure::Local`](super::OnFailure::Local): the same policies
+/// The in-process set of [`OnFailure::Local`](crate::OnFailure::Local): the same policies
 /// (dry runs, jitter, table settings), each quota scaled to `share` of its rate (the interval
 /// divided by `share`, rounded up) and of its burst (at least one cell), with its own
 /// algorithm. A keyed policy (`keyed` says which) keys its buckets by the decision's [`Plan`]:
@@ -42,7 +42,7 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaErr
 ///
 /// Its policies are named `redis:{prefix}:{policy}`, so that what the `metrics` feature reports
 /// of them never mixes with an in-process policy of the same name.
-pub(super) fn local_limiter<R: ?Sized, C: Clock + Clone>(
+pub(crate) fn local_limiter<R: ?Sized, C: Clock + Clone>(
     prefix: &str,
     policies: &[Policy<R>],
     share: f64,

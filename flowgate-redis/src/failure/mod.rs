@@ -1,0 +1,163 @@
+//! Failure handling between a limiter and its connection: [`Link`], through which every call
+//! goes (the circuit breaker asked first, one deadline per decision, every outcome counted), and
+//! the failure policy's answer when a call gives none ([`Link::fail`]).
+
+mod breaker;
+mod local;
+
+use core::future::Future;
+use core::time::Duration;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+pub use self::breaker::BreakerState;
+use self::breaker::Circuit;
+pub(crate) use self::local::local_limiter;
+use crate::connection::{connect, Connection};
+use crate::script::{Call, Reply, Script};
+use crate::settings::{OnFailure, RedisBackend, RedisConfigError};
+use crate::stats::Counters;
+use flowgate::backend::{Failure, Source, Verdict};
+use flowgate::outcome::{Cause, Cited, Gauge, Refused};
+
+/// A limiter's way to Redis: the connection, the breaker in front of it, the timeout, the
+/// failure policy, and the counters of everything that happens on the way.
+pub(crate) struct Link {
+    pub(crate) connection: Connection,
+    /// The circuit breaker, unless it is off.
+    circuit: Option<Arc<Circuit>>,
+    pub(crate) timeout: Duration,
+    pub(crate) on_failure: OnFailure,
+    /// Whether calls decide at the limiter's clock instead of the server's `TIME`.
+    client_time: bool,
+    pub(crate) counters: Counters,
+    /// What tasks spawned by the limiter count (undos across cluster slots).
+    pub(crate) background: Arc<Counters>,
+}
+
+impl Link {
+    /// A link to `backend`'s server or cluster (connecting lazily, inside a tokio runtime), with
+    /// the breaker `backend` asks for (none when it is off).
+    pub(crate) fn new(backend: &RedisBackend) -> Result<Self, RedisConfigError> {
+        let connection = connect(backend)?;
+        let counters = Counters::new(&backend.prefix);
+        let circuit = Circuit::new(backend, &connection, counters.breaker_state.clone());
+        Ok(Self {
+            connection,
+            circuit,
+            timeout: backend.timeout,
+            on_failure: backend.on_failure,
+            client_time: backend.client_time,
+            background: Arc::new(Counters::new(&backend.prefix)),
+            counters,
+        })
+    }
+
+    /// The deadline of a decision that starts now, shared by everything it waits for (a
+    /// lease's lock, connecting, the calls): the timeout from now (for a timeout too long to
+    /// add to the clock, about 30 years from now, as tokio's own far future).
+    #[inline]
+    pub(crate) fn deadline(&self) -> Instant {
+        let now = Instant::now();
+        let far = || now + Duration::from_secs(86_400 * 365 * 30);
+        now.checked_add(self.timeout).unwrap_or_else(far)
+    }
+
+    /// The reading a call decides at, in µs: the limiter's clock (`now`, in ns) with
+    /// [`RedisBackend::client_time`], else `None` (the server's `TIME`).
+    #[inline]
+    pub(crate) fn reading(&self, now: impl FnOnce() -> u64) -> Option<u64> {
+        self.client_time.then(|| crate::script::micros(now()))
+    }
+
+    /// One call of `script`, answered by `deadline`, counted.
+    pub(crate) async fn call(
+        &self,
+        script: &Script,
+        call: &Call<'_>,
+        deadline: Instant,
+    ) -> Result<Reply, Failure> {
+        let counters = &self.counters;
+        // Boxed: the call's future (the connection's, redis-rs's) is large, and every decision's
+        // future holding it inline was moved whole, several times, at more cost than the box.
+        let sent = Box::pin(async {
+            let value = (self.connection)
+                .eval(script, |verb, s| call.command(verb, s), counters)
+                .await?;
+            Reply::parse(&value, call).ok_or(Failure::Reply)
+        });
+        let result = self.guarded(deadline, sent).await;
+        if let Ok(reply) = &result {
+            counters.repaired.add(u64::from(reply.repaired()));
+        }
+        result
+    }
+
+    /// The command `command` makes for `script`, answered by `deadline`, counted.
+    pub(crate) async fn eval(
+        &self,
+        script: &Script,
+        command: impl Fn(&str, &str) -> ::redis::Cmd,
+        deadline: Instant,
+    ) -> Result<::redis::Value, Failure> {
+        let sent = self.connection.eval(script, command, &self.counters);
+        self.guarded(deadline, Box::pin(sent)).await
+    }
+
+    /// `sent` answered by `deadline`, unless the breaker holds it back; counted, and reported
+    /// to the breaker.
+    pub(crate) async fn guarded<T>(
+        &self,
+        deadline: Instant,
+        sent: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        let counters = &self.counters;
+        if let Some(circuit) = &self.circuit {
+            if !circuit.allows() {
+                counters.failed(Failure::BreakerOpen);
+                return Err(Failure::BreakerOpen);
+            }
+        }
+        let started = cfg!(feature = "metrics").then(std::time::Instant::now);
+        let result = match tokio::time::timeout_at(deadline, sent).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Timeout),
+        };
+        if let Some(started) = started {
+            counters.calls.record(started.elapsed().as_secs_f64());
+        }
+        if let Err(failure) = &result {
+            counters.failed(*failure);
+        }
+        if let Some(circuit) = &self.circuit {
+            match result {
+                Ok(_) => circuit.succeeded(),
+                Err(_) => circuit.failed(),
+            }
+        }
+        result
+    }
+
+    /// Where the circuit breaker stands ([`BreakerState::Off`] without one).
+    pub(crate) fn breaker_state(&self) -> BreakerState {
+        (self.circuit.as_ref()).map_or(BreakerState::Off, |circuit| circuit.state())
+    }
+
+    /// The decision of a failure policy that does not decide locally: refused for the
+    /// configured retry-after (closed), or admitted (open; and `Local` without its local set),
+    /// counted.
+    pub(crate) fn fail(&self, failure: Failure) -> Verdict {
+        if let OnFailure::Closed { retry_after } = self.on_failure {
+            self.counters.failed_closed.add(1);
+            let wait = u64::try_from(retry_after.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let refused = Refused::new(Gauge::new(1, 1, 1, 0), wait).cite(Cited::default());
+            let source = Source::FailedClosed(failure);
+            return Verdict::new(Err(refused.because(Cause::Unavailable)), source);
+        }
+        self.counters.failed_open.add(1);
+        Verdict::unlimited(Source::FailedOpen(failure))
+    }
+}
