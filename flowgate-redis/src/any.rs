@@ -1,19 +1,20 @@
 //! [`AnyPolicies`]: one policy set, decided in process or in Redis as chosen when it is built
-//! ([`Backend`] in code, `backend` in a configuration file); a [`Backend`](flowgate::backend::Backend)
-//! either way, so code written against the seam switches backends by changing the backend and
-//! nothing else.
+//! (in code, or by `backend` in a configuration file); a [`Backend`] either way, so code written
+//! against the seam switches backends by changing the set and nothing else. And
+//! [`BuildRedis`], which builds a set in Redis.
 //!
 //! ```
-//! use flowgate_redis::BuildRedis as _;
 //! use flowgate::backend::Backend as _;
-//! use flowgate_redis::{AnyPolicies, BackendKind};
 //! use flowgate::policy::{Policies, Policy};
+//! use flowgate_redis::AnyPolicies;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! // Or `BackendKind::Redis(RedisBackend::new(client))`.
-//! let limits: AnyPolicies<str> = Policies::builder()
-//!     .policy(Policy::keyed("user", |user: &str| user).quota("2/min".parse()?))
-//!     .build_on(BackendKind::InProcess)?;
+//! // Or `AnyPolicies::from(builder.build_redis(RedisBackend::new(client))?)`.
+//! let limits = AnyPolicies::from(
+//!     Policies::<str>::builder()
+//!         .policy(Policy::keyed("user", |user: &str| user).quota("2/min".parse()?))
+//!         .build()?,
+//! );
 //! assert!(limits.check_n("alice", 1).await?.is_allowed());
 //! assert!(limits.check_n("alice", 1).await?.is_allowed());
 //! let refused = limits.check_n("alice", 1).await?.outcome().unwrap_err();
@@ -38,58 +39,7 @@ use flowgate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, States, 
 use flowgate::clock::{Clock, QuantaClock};
 use flowgate::outcome::Attempt;
 use flowgate::outcome::{Cited, InsufficientCapacity, QuotaState};
-use flowgate::policy::{Booked, Policies, PoliciesBuilder, PolicyError};
-use flowgate::quota::Quota;
-
-/// Where a policy set keeps its buckets and decides.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-// A setting, built once per set: its size costs nothing, and a box would cost every user a
-// `Box::new` to write one.
-#[allow(clippy::large_enum_variant)]
-pub enum BackendKind {
-    /// In this process: lock-free, no I/O, limits per process.
-    #[default]
-    InProcess,
-    /// In Redis: limits shared by every process on the same prefix.
-    Redis(RedisBackend),
-}
-
-/// Why a policy set could not be built on its backend.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// The set is invalid on any backend.
-    Policy(PolicyError),
-    /// Redis cannot run the set as configured.
-    Redis(RedisConfigError),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Policy(error) => error.fmt(f),
-            Self::Redis(error) => error.fmt(f),
-        }
-    }
-}
-
-impl core::error::Error for BuildError {}
-
-impl From<PolicyError> for BuildError {
-    fn from(error: PolicyError) -> Self {
-        Self::Policy(error)
-    }
-}
-
-impl From<RedisConfigError> for BuildError {
-    fn from(error: RedisConfigError) -> Self {
-        match error {
-            RedisConfigError::Policy(error) => Self::Policy(error),
-            other => Self::Redis(other),
-        }
-    }
-}
+use flowgate::policy::{Booked, Policies, PoliciesBuilder};
 
 /// Building a [`PoliciesBuilder`]'s set in Redis: `use flowgate_redis::BuildRedis`, then
 /// `Policies::builder()…build_redis(backend)` where `build()` builds in process.
@@ -109,14 +59,6 @@ pub trait BuildRedis<R: ?Sized, C: Clock> {
     /// A [`RedisConfigError`] naming what is wrong: the set itself
     /// ([`RedisConfigError::Policy`], as `build` would say), or what Redis cannot run.
     fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError>;
-
-    /// The policy set on `backend`: `build` for [`BackendKind::InProcess`],
-    /// [`build_redis`](Self::build_redis) for [`BackendKind::Redis`].
-    ///
-    /// # Errors
-    /// [`BuildError::Policy`] for a set that is invalid anywhere; [`BuildError::Redis`] for
-    /// what Redis cannot run.
-    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError>;
 }
 
 impl<R, C> BuildRedis<R, C> for PoliciesBuilder<R, C>
@@ -127,110 +69,57 @@ where
     fn build_redis(self, backend: RedisBackend) -> Result<RedisLimiter<R, C>, RedisConfigError> {
         crate::limiter::build(self, backend)
     }
-
-    fn build_on(self, backend: BackendKind) -> Result<AnyPolicies<R, C>, BuildError> {
-        match backend {
-            BackendKind::InProcess => Ok(self.build()?.into()),
-            BackendKind::Redis(redis) => Ok(self.build_redis(redis)?.into()),
-        }
-    }
 }
 
-/// Where an [`AnyPolicies`] decides.
-enum Inner<R: ?Sized, C: Clock> {
+/// A policy set on either backend, chosen when it is built. Cheap to clone (the clones share
+/// the set).
+#[non_exhaustive]
+pub enum AnyPolicies<R: ?Sized, C: Clock = QuantaClock> {
+    /// In this process: lock-free, no I/O, limits per process.
     InProcess(Arc<Policies<R, C>>),
+    /// In Redis: limits shared by every process on the same prefix.
     Redis(RedisLimiter<R, C>),
-}
-
-/// A policy set on either backend, chosen when it is built. Cheap to clone (the clones
-/// share the set).
-pub struct AnyPolicies<R: ?Sized, C: Clock = QuantaClock> {
-    inner: Inner<R, C>,
 }
 
 impl<R: ?Sized, C: Clock> Clone for AnyPolicies<R, C> {
     fn clone(&self) -> Self {
-        let inner = match &self.inner {
-            Inner::InProcess(set) => Inner::InProcess(Arc::clone(set)),
-            Inner::Redis(set) => Inner::Redis(set.clone()),
-        };
-        Self { inner }
+        match self {
+            Self::InProcess(set) => Self::InProcess(Arc::clone(set)),
+            Self::Redis(set) => Self::Redis(set.clone()),
+        }
     }
 }
 
 impl<R: ?Sized, C: Clock> fmt::Debug for AnyPolicies<R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnyPolicies")
-            .field("backend", &self.backend_name())
-            .field("policies", &self.names())
-            .finish_non_exhaustive()
+        match self {
+            Self::InProcess(set) => {
+                let names: Vec<_> = set.names().collect();
+                f.debug_tuple("InProcess").field(&names).finish()
+            }
+            Self::Redis(set) => f.debug_tuple("Redis").field(set).finish(),
+        }
     }
 }
 
 impl<R: ?Sized, C: Clock> From<Policies<R, C>> for AnyPolicies<R, C> {
     fn from(set: Policies<R, C>) -> Self {
-        Self::from(Arc::new(set))
-    }
-}
-
-impl<R: ?Sized, C: Clock> From<Arc<Policies<R, C>>> for AnyPolicies<R, C> {
-    fn from(set: Arc<Policies<R, C>>) -> Self {
-        Self {
-            inner: Inner::InProcess(set),
-        }
+        Self::InProcess(Arc::new(set))
     }
 }
 
 impl<R: ?Sized, C: Clock> From<RedisLimiter<R, C>> for AnyPolicies<R, C> {
     fn from(set: RedisLimiter<R, C>) -> Self {
-        Self {
-            inner: Inner::Redis(set),
-        }
+        Self::Redis(set)
     }
 }
 
 impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
-    /// The policies' names, in evaluation order.
-    pub fn names(&self) -> Vec<&str> {
-        match &self.inner {
-            Inner::InProcess(set) => set.names().collect(),
-            Inner::Redis(set) => set.names().collect(),
-        }
-    }
-
-    /// The quotas of the policy `name` as the backend enforces them (in Redis, intervals
-    /// rounded up to whole µs).
-    ///
-    /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
-        match &self.inner {
-            Inner::InProcess(set) => set.quotas(name),
-            Inner::Redis(set) => set.quotas(name),
-        }
-    }
-
     /// `"in_process"` or `"redis"`.
     pub fn backend_name(&self) -> &'static str {
-        match &self.inner {
-            Inner::InProcess(_) => "in_process",
-            Inner::Redis(_) => "redis",
-        }
-    }
-
-    /// The in-process set, if that is the backend.
-    pub fn in_process(&self) -> Option<&Arc<Policies<R, C>>> {
-        match &self.inner {
-            Inner::InProcess(set) => Some(set),
-            Inner::Redis(_) => None,
-        }
-    }
-
-    /// The Redis set, if that is the backend.
-    pub fn redis(&self) -> Option<&RedisLimiter<R, C>> {
-        match &self.inner {
-            Inner::Redis(set) => Some(set),
-            Inner::InProcess(_) => None,
+        match self {
+            Self::InProcess(_) => "in_process",
+            Self::Redis(_) => "redis",
         }
     }
 }
@@ -257,9 +146,9 @@ impl<F: Future + Unpin> Future for Call<'_, F> {
 /// `$any` holds: in process the set's own; in Redis `$later`, given the set as `$set`.
 macro_rules! either {
     ($any:expr, $call:ident($($arg:expr),*), $set:ident => $later:expr) => {
-        match &$any.inner {
-            Inner::InProcess(set) => Call::Now(Backend::$call(&**set, $($arg),*)),
-            Inner::Redis($set) => Call::Later(Box::pin($later)),
+        match $any {
+            AnyPolicies::InProcess(set) => Call::Now(Backend::$call(&**set, $($arg),*)),
+            AnyPolicies::Redis($set) => Call::Later(Box::pin($later)),
         }
     };
 }
@@ -274,12 +163,12 @@ where
     type Booking<'a> = Booked<'a, R, C>;
 
     fn decide<S: States>(&self, request: &R, n: u32, states: Option<&mut S>) -> Decision<Remote> {
-        match &self.inner {
-            Inner::InProcess(set) => match Backend::decide(&**set, request, n, states) {
+        match self {
+            Self::InProcess(set) => match Backend::decide(&**set, request, n, states) {
                 Decision::Now(answer) => Decision::Now(answer),
                 Decision::Pending(never) => match never {},
             },
-            Inner::Redis(set) => Backend::decide(set, request, n, states),
+            Self::Redis(set) => Backend::decide(set, request, n, states),
         }
     }
 
@@ -314,16 +203,16 @@ where
     }
 
     fn policies(&self) -> Vec<PolicyInfo> {
-        match &self.inner {
-            Inner::InProcess(set) => Backend::policies(&**set),
-            Inner::Redis(set) => Backend::policies(set),
+        match self {
+            Self::InProcess(set) => Backend::policies(&**set),
+            Self::Redis(set) => Backend::policies(set),
         }
     }
 
     fn now(&self) -> u64 {
-        match &self.inner {
-            Inner::InProcess(set) => set.clock().now(),
-            Inner::Redis(set) => Backend::now(set),
+        match self {
+            Self::InProcess(set) => set.clock().now(),
+            Self::Redis(set) => Backend::now(set),
         }
     }
 

@@ -7,6 +7,7 @@ use flowgate::policy::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig}
 use serde::{Deserialize, Serialize};
 
 use crate::any::{AnyPolicies, BuildRedis};
+use crate::settings::{Breaker, OnFailure, RedisBackend, RedisConfigError};
 
 /// A policy set as written in a configuration file that may put it in Redis: flowgate's
 /// [`PoliciesConfig`] with its `[redis]` table. The same file read by flowgate alone builds in
@@ -75,7 +76,7 @@ impl Config {
                 };
                 let set = builder.build_redis(redis_backend(redis)?);
                 set.map(AnyPolicies::from).map_err(|error| match error {
-                    crate::RedisConfigError::Policy(e) => file.blame(e),
+                    RedisConfigError::Policy(e) => file.blame(e),
                     other => ConfigError::setting("redis", other.to_string()),
                 })
             }
@@ -150,10 +151,9 @@ pub enum BreakerConfig {
 }
 
 /// The backend a `[redis]` table describes.
-fn redis_backend(config: &RedisConfig) -> Result<crate::RedisBackend, ConfigError> {
+fn redis_backend(config: &RedisConfig) -> Result<RedisBackend, ConfigError> {
     use core::time::Duration;
 
-    use crate::settings::{Breaker, OnFailure, RedisBackend};
     use flowgate::quota::parse_duration;
 
     let duration = |field: &str, text: &str| {
@@ -219,11 +219,11 @@ fn redis_backend(config: &RedisConfig) -> Result<crate::RedisBackend, ConfigErro
 }
 
 /// The backend of a Redis Cluster whose seeds are `url` and `more`.
-fn cluster(url: &str, more: &[String]) -> Result<crate::RedisBackend, ConfigError> {
+fn cluster(url: &str, more: &[String]) -> Result<RedisBackend, ConfigError> {
     #[cfg(feature = "cluster")]
     {
         let seeds = core::iter::once(url).chain(more.iter().map(String::as_str));
-        crate::RedisBackend::cluster(seeds)
+        RedisBackend::cluster(seeds)
             .map_err(|e| ConfigError::setting("redis.cluster", e.to_string()))
     }
     #[cfg(not(feature = "cluster"))]

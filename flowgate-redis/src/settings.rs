@@ -189,11 +189,8 @@ impl RedisBackend {
     }
 
     /// Buckets in the Redis Cluster that `nodes` (some of its nodes' URLs) belong to, with the
-    /// defaults of [`new`](Self::new) (feature `cluster`). `MOVED` and `ASK` are
-    /// followed; a call that timed out or lost its connection is never sent again. Each
-    /// policy's buckets live in a slot of their own, and a decision over policies in
-    /// different slots is all or nothing across them (see the
-    /// [module docs](crate#redis-cluster)).
+    /// defaults of [`new`](Self::new) (feature `cluster`; see the
+    /// [crate docs](crate#redis-cluster)).
     ///
     /// # Errors
     /// [`RedisConfigError::Client`] if a node's URL is not one, there is none, or one is not a
@@ -240,11 +237,6 @@ impl RedisBackend {
             return Err(RedisConfigError::Breaker);
         }
         Ok(())
-    }
-
-    /// Whether the buckets are in a Redis Cluster.
-    pub(crate) fn is_cluster(&self) -> bool {
-        !matches!(self.server, Server::One(_))
     }
 
     /// The prefix of every key ("flowgate" unless set).
@@ -336,11 +328,8 @@ pub enum OnFailure {
 /// With a breaker the connection manager tries each reconnection once, without sleeping: the
 /// cool-down is the backoff.
 ///
-/// The default opens after 3 failures and probes every 100 ms: during an outage a decision
-/// costs the failure policy alone, not a timeout, and decisions come from Redis again about a
-/// cool-down after it answers (`integration/tests/redis_outage.rs` measures both through a `kill
-/// -9` and a
-/// restart).
+/// The default opens after 3 failures and probes every 100 ms (`integration/tests/redis_outage.rs`
+/// measures an outage through a `kill -9` and a restart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Breaker {
     /// Consecutive failures that open it; 0 for no breaker.
@@ -359,9 +348,8 @@ impl Breaker {
     /// `cool_down` before each probe. A cool-down too long to add to the clock keeps the
     /// breaker open for as long as the clock runs (about 146 years).
     ///
-    /// [`BuildRedis::build_redis`](crate::BuildRedis::build_redis) refuses a
-    /// breaker with no failure or no cool-down ([`RedisConfigError::Breaker`](RedisConfigError::Breaker)):
-    /// [`Breaker::off`] is the way to have none.
+    /// A breaker with no failure or no cool-down is refused when a set is built
+    /// ([`RedisConfigError::Breaker`]): [`Breaker::off`] is the way to have none.
     pub const fn new(failures: u32, cool_down: Duration) -> Self {
         Self {
             failures,

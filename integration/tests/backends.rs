@@ -1,4 +1,4 @@
-//! One policy set on either backend: built from code ([`BackendKind`]) or from a configuration
+//! One policy set on either backend: built from code ([`AnyPolicies`] from either set) or from a configuration
 //! file (`backend = "redis"`), decided through the same [`Backend`] calls, with the same
 //! answers; Redis runs on a private `redis-server` on a loopback port.
 
@@ -8,9 +8,9 @@ mod redis_server;
 use flowgate::backend::Backend;
 use flowgate::clock::QuantaClock;
 use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
+use flowgate_redis::AnyPolicies;
 use flowgate_redis::BuildRedis as _;
 use flowgate_redis::Config;
-use flowgate_redis::{AnyPolicies, BackendKind, BuildError};
 use flowgate_redis::{BreakerState, RedisBackend, RedisConfigError};
 use redis_server::RedisServer;
 
@@ -102,11 +102,11 @@ async fn the_backend_is_chosen_in_code_and_nothing_else_changes() {
             .policy(Policy::keyed("per-user", |u: &str| u).quota("3/hour".parse().unwrap()))
             .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
     };
-    let in_process = set().build_on(BackendKind::InProcess).unwrap();
+    let in_process = AnyPolicies::from(set().build().unwrap());
     let backend = RedisBackend::new(server.client()).prefix("backends-code");
-    let redis = set().build_on(BackendKind::Redis(backend)).unwrap();
-    assert!(in_process.in_process().is_some() && in_process.redis().is_none());
-    assert!(redis.redis().is_some() && redis.in_process().is_none());
+    let redis = AnyPolicies::from(set().build_redis(backend).unwrap());
+    assert!(matches!(in_process, AnyPolicies::InProcess(_)));
+    assert!(matches!(redis, AnyPolicies::Redis(_)));
     assert_eq!(drive(&in_process).await, drive(&redis).await);
     // A look (n = 0) takes nothing on either, and reports the tightest quota: the spent
     // global one.
@@ -188,17 +188,17 @@ async fn bad_backends_are_errors_naming_the_setting() {
     let table = format!("backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n{policies}");
     let unknown = toml::from_str::<PoliciesConfig>(&table).unwrap_err();
     assert!(unknown.to_string().contains("redis"), "{unknown}");
-    // In code: the set's mistakes are `Policy`, Redis's own are `Redis`.
-    let none = Policies::<str>::builder().build_on(BackendKind::InProcess);
+    // In code: the set's mistakes are `Policy`, Redis's own are named.
+    let none = Policies::<str>::builder().build_redis(RedisBackend::new(redis_server::nobody()));
     assert_eq!(
         none.unwrap_err(),
-        BuildError::Policy(PolicyError::NoPolicies)
+        RedisConfigError::Policy(PolicyError::NoPolicies)
     );
     let backend = RedisBackend::new(redis_server::nobody()).prefix("a:b");
     let set = Policies::<str>::builder().policy(Policy::global("g").quota("1/s".parse().unwrap()));
     assert!(matches!(
-        set.build_on(BackendKind::Redis(backend)).unwrap_err(),
-        BuildError::Redis(RedisConfigError::BadName { what: "prefix", .. })
+        set.build_redis(backend).unwrap_err(),
+        RedisConfigError::BadName { what: "prefix", .. }
     ));
 }
 
@@ -224,8 +224,8 @@ async fn waits_sleep_alike_on_either_backend() {
         .prefix("waits")
         .client_time(true);
     let sets = [
-        set().build_on(BackendKind::InProcess).unwrap(),
-        set().build_on(BackendKind::Redis(backend)).unwrap(),
+        AnyPolicies::from(set().build().unwrap()),
+        AnyPolicies::from(set().build_redis(backend).unwrap()),
     ];
     let mut slept_by = Vec::new();
     for limits in &sets {
@@ -269,8 +269,8 @@ async fn looks_and_resets_alike_on_either_backend() {
     };
     let backend = RedisBackend::new(server.client()).prefix("backends-reset");
     let sets = [
-        set().build_on(BackendKind::InProcess).unwrap(),
-        set().build_on(BackendKind::Redis(backend)).unwrap(),
+        AnyPolicies::from(set().build().unwrap()),
+        AnyPolicies::from(set().build_redis(backend).unwrap()),
     ];
     let left = |states: Vec<flowgate::policy::QuotaState>| -> Vec<u32> {
         states.iter().map(|s| s.remaining()).collect()

@@ -21,7 +21,6 @@ fn every_public_error_is_send_sync_and_static() {
     assert_send_sync::<flowgate::quota::ParseQuotaError>();
     assert_send_sync::<flowgate::keyed::KeyedError>();
     assert_send_sync::<flowgate::policy::PolicyError>();
-    assert_send_sync::<flowgate_redis::BuildError>();
     assert_send_sync::<flowgate::policy::ConfigError>();
     assert_send_sync::<flowgate::http::CidrError>();
     assert_send_sync::<flowgate_redis::RedisConfigError>();

@@ -16,8 +16,8 @@ use flowgate::backend::Backend;
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
 use flowgate::Quota;
+use flowgate_redis::AnyPolicies;
 use flowgate_redis::BuildRedis as _;
-use flowgate_redis::{AnyPolicies, BackendKind};
 use flowgate_redis::{OnFailure, RedisBackend, RedisLimiter, Source, Verdict};
 use redis_server::{nobody, RedisServer};
 
@@ -431,15 +431,13 @@ async fn concurrent_takers_never_take_more_than_the_buckets_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_policies_takes_up_to_n_on_either_backend() {
     let server = RedisServer::start();
-    let set = |backend| {
-        Policies::<str>::builder()
-            .policy(per_key("user").quota("5/min".parse().unwrap()))
-            .build_on(backend)
-            .unwrap()
-    };
-    let redis = BackendKind::Redis(RedisBackend::new(server.client()).prefix("any"));
-    for limits in [set(BackendKind::InProcess), set(redis)] {
-        let limits: AnyPolicies<str> = limits;
+    let set = || Policies::<str>::builder().policy(per_key("user").quota("5/min".parse().unwrap()));
+    let redis = RedisBackend::new(server.client()).prefix("any");
+    let sets = [
+        AnyPolicies::from(set().build().unwrap()),
+        AnyPolicies::from(set().build_redis(redis).unwrap()),
+    ];
+    for limits in sets {
         let name = limits.backend_name();
         let (zero, state) = limits.check_up_to("alice", 0).await;
         assert_eq!(

@@ -188,7 +188,7 @@ impl<R: ?Sized> fmt::Debug for Policy<R> {
 }
 
 /// Builds a [`Policies`] set: the policies in evaluation order, and the clock.
-#[must_use = "a builder does nothing until it builds a set (`build`, `build_redis`, `build_on`)"]
+#[must_use = "a builder does nothing until it builds a set (`build`, or `build_redis` of flowgate-redis)"]
 pub struct PoliciesBuilder<R: ?Sized, C: Clock = QuantaClock> {
     policies: Vec<Policy<R>>,
     clock: C,

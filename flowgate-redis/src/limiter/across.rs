@@ -1,26 +1,8 @@
-//! Decisions over several Redis Cluster slots (feature `cluster`), all or nothing
-//! across them.
-//!
-//! In a cluster each policy's buckets carry a hash tag of their own (`{prefix:policy:key}`),
-//! so a per-user policy spreads over the cluster while a global one stays in one slot. A
-//! decision whose policies live in different slots takes its cells slot by slot, in the
-//! policies' order, with `take.lua`: the decision script wrapped so that it also answers the
-//! value each bucket held before and after. When a later slot refuses, `undo.lua` puts back, in
-//! each slot that took, the value the take replaced, but only where the key still holds the
-//! value the take wrote: a decision that came in between keeps what it took, and the cells of
-//! the undone take stay booked (an under-admission, never an over-admission).
-//!
-//! A failure between the steps (a slot that times out or loses its connection after an earlier
-//! one took) is decided by the failure policy, and the earlier takes are undone in the
-//! background. The failed call may still run on its server: then its cells stay booked. So a
-//! failure costs at most `n` cells per quota of the decision's policies, until those buckets
-//! refill; it never admits more than the quotas allow.
-//!
-//! A refusal across slots names the first refusing policy in the set's order (in process, and
-//! on one server, the refusal with the longest wait among all refusing policies is reported):
-//! its wait can be shorter than a later policy's. A decision across slots takes no lease. Its
-//! HTTP headers list every enforcing quota, as one server's do: an admission's from each slot's
-//! reply, a refusal's from the refusing slot's and a look (taking nothing) at each other slot.
+//! Decisions over several Redis Cluster slots (feature `cluster`), all or nothing across them
+//! (the crate docs, "Redis Cluster", say what a user sees): each slot's take runs the decision
+//! script wrapped to also answer each bucket's value before and after (`take_before.lua`,
+//! `take_after.lua`), and `undo.lua` puts back what a take replaced, only where the key still
+//! holds what it wrote.
 
 use core::future::Future;
 use std::sync::Arc;

@@ -8,14 +8,11 @@ use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::{RedisLimiter, Shared};
 use crate::failure::{local_limiter, Link};
 use crate::script::{Prepared, Tag};
-use crate::settings::{OnFailure, RedisBackend, RedisConfigError};
+use crate::settings::{OnFailure, RedisBackend, RedisConfigError, Server};
 use flowgate::clock::Clock;
 use flowgate::policy::PoliciesBuilder;
 
-#[cfg(doc)]
-use crate::BuildRedis;
-
-/// The limiter `builder`'s set is on `backend` (see [`BuildRedis::build_redis`]).
+/// The limiter `builder`'s set is on `backend` (`BuildRedis::build_redis`).
 pub(crate) fn build<R, C>(
     builder: PoliciesBuilder<R, C>,
     backend: RedisBackend,
@@ -38,7 +35,7 @@ where
     // One keyed policy tags each key on its own, so keys spread over a cluster.
     let tag = if policies.len() == 1 && policies[0].settings().1 {
         Tag::Key
-    } else if backend.is_cluster() {
+    } else if !matches!(backend.server, Server::One(_)) {
         Tag::Policy
     } else {
         Tag::Prefix

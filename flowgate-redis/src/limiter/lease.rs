@@ -1,14 +1,9 @@
 //! Leases ([`RedisBackend::lease`](crate::RedisBackend::lease)): cells taken from Redis in one
 //! call and spent locally ([`Cells`], under a mutex), in a bounded, sharded map keyed by the
 //! buckets they came from; a decision through a lease, and the unused cells given back exactly
-//! (`undo.lua`: only where a bucket still holds what the lease wrote).
-//!
-//! # The bound
-//! Redis grants a lease's cells under the same GCRA as any request, so every cell admitted
-//! here was admitted there. What leasing changes is *when* a cell is spent: up to one lease
-//! lifetime after Redis booked it. In any window, the cells admitted across all processes are
-//! at most what Redis alone would admit in that window plus the cells outstanding in leases
-//! when it began: at most one lease per process and decision key set.
+//! (`undo.lua`: only where a bucket still holds what the lease wrote). Redis grants a lease's
+//! cells under the same quotas as any request: leasing changes only *when* a cell is spent (the
+//! bound this costs: the crate docs, "Leases").
 
 // The map's lock guards which lease entries exist (found or made under it, never a
 // decision's state); each lease's cells sit under a mutex of their own, taken for a few
@@ -23,9 +18,8 @@ use super::verdict::{self, Decided};
 use crate::failure::Link;
 use crate::script::{self, Bucket, Plan, Prepared, Reply};
 use crate::stats::Count;
-use flowgate::backend::{Failure, Source, Verdict};
+use flowgate::backend::Failure;
 use flowgate::clock::Clock;
-use flowgate::outcome::{Allowed, Cited};
 
 /// The most cells one lease holds.
 pub const MAX_LEASE_CELLS: u32 = (1 << 24) - 1;
@@ -87,20 +81,14 @@ impl Cells {
     }
 }
 
-/// One lease: its cells, and a lock that lets one task at a time ask Redis for the next one,
-/// holding the TAT (µs) the last lease call wrote to each bucket: what the lease's unused cells
-/// are given back against, only where a bucket still holds it (`undo.lua`).
-#[derive(Debug, Default)]
-pub(crate) struct Lease {
-    pub(crate) cells: Cells,
-    pub(crate) renewing: tokio::sync::Mutex<Vec<u64>>,
-}
-
-/// One entry: the buckets' keys and quotas (to give cells back) and the lease.
+/// One lease: the buckets' keys and quotas (to give cells back), its cells, and a lock that
+/// lets one task at a time ask Redis for the next one, holding the TAT (µs) the last lease call
+/// wrote to each bucket: what the unused cells are given back against.
 pub(crate) struct Entry {
     pub(crate) keys: Vec<Vec<u8>>,
     pub(crate) quotas: Vec<Bucket>,
-    pub(crate) lease: Lease,
+    pub(crate) cells: Cells,
+    pub(crate) renewing: tokio::sync::Mutex<Vec<u64>>,
 }
 
 type Shard = Mutex<HashMap<Vec<Vec<u8>>, Arc<Entry>, ahash::RandomState>>;
@@ -165,10 +153,10 @@ impl Leases {
         }
         if map.len() >= self.per_shard {
             map.retain(|_, entry| {
-                if Arc::strong_count(entry) > 1 || !entry.lease.cells.is_spent(now_ms) {
+                if Arc::strong_count(entry) > 1 || !entry.cells.is_spent(now_ms) {
                     return true;
                 }
-                dropped.add(u64::from(entry.lease.cells.take_rest()));
+                dropped.add(u64::from(entry.cells.take_rest()));
                 false
             });
             if map.len() >= self.per_shard {
@@ -178,7 +166,8 @@ impl Leases {
         let entry = Arc::new(Entry {
             keys: keys.to_vec(),
             quotas: quotas.to_vec(),
-            lease: Lease::default(),
+            cells: Cells::default(),
+            renewing: tokio::sync::Mutex::default(),
         });
         map.insert(keys.to_vec(), Arc::clone(&entry));
         Some(entry)
@@ -242,22 +231,26 @@ impl Leases {
     ) -> Result<Decided, Failure> {
         let counters = &link.counters;
         let now = self.millis(clock.now());
-        if let Some(verdict) = spend(policies, plan, &entry.lease, n, now, counters) {
+        if let Some(verdict) =
+            verdict::spent(policies, plan, entry.cells.spend(n, now), n, counters)
+        {
             return Ok(Decided::without_call(verdict));
         }
         // Read only here: a decision the lease answers reads no clock for a deadline. The wait
         // for the lock and the call share it: when Redis is slow, waiters fail by the policy
         // after one timeout, not one per task ahead of them.
         let deadline = link.deadline();
-        let Ok(mut wrote) = timeout_at(deadline, entry.lease.renewing.lock()).await else {
+        let Ok(mut wrote) = timeout_at(deadline, entry.renewing.lock()).await else {
             counters.failed(Failure::Timeout);
             return Err(Failure::Timeout);
         };
         let now = self.millis(clock.now());
-        if let Some(verdict) = spend(policies, plan, &entry.lease, n, now, counters) {
+        if let Some(verdict) =
+            verdict::spent(policies, plan, entry.cells.spend(n, now), n, counters)
+        {
             return Ok(Decided::without_call(verdict));
         }
-        let rest = entry.lease.cells.take_rest();
+        let rest = entry.cells.take_rest();
         if rest > 0 {
             // The expired lease's unused cells first, exactly. Cells not given back stay booked
             // (counted as dropped); only a Redis that does not answer ends the decision here.
@@ -294,7 +287,7 @@ impl Leases {
                 })
                 .unwrap_or(0);
             // The script grants n ≤ granted ≤ want; a reply outside that is clamped.
-            entry.lease.cells.fill(
+            entry.cells.fill(
                 granted.min(want).saturating_sub(n),
                 now.saturating_add(self.lifetime),
                 debts.get(bucket).copied().unwrap_or(0),
@@ -314,10 +307,10 @@ impl Leases {
         let mut unreachable = false;
         for entry in self.drain(pick) {
             // Free: no decision holds a drained entry, so none is renewing it.
-            let Ok(wrote) = entry.lease.renewing.try_lock() else {
+            let Ok(wrote) = entry.renewing.try_lock() else {
                 continue;
             };
-            let rest = entry.lease.cells.take_rest();
+            let rest = entry.cells.take_rest();
             if rest == 0 {
                 continue;
             }
@@ -390,33 +383,6 @@ async fn give_rest(
     Ok(all)
 }
 
-/// `n` cells from `lease`, if it holds them at `now_ms`: admitted by every quota of the plan (a
-/// lease covers them all; no dry runs), described by the tightest as the grant left it.
-fn spend<R: ?Sized>(
-    policies: &[Prepared<R>],
-    plan: &Plan,
-    lease: &Lease,
-    n: u32,
-    now_ms: u64,
-    counters: &crate::stats::Counters,
-) -> Option<Verdict> {
-    let (debt, bucket, _) = lease.cells.spend(n, now_ms)?;
-    counters.lease_admitted.add(1);
-    for &(p, q) in &plan.refs {
-        policies[p].metrics[q].admitted(u64::from(n));
-    }
-    // The bucket index was recorded from this plan's buckets, which are the same for every
-    // decision on this lease; the first one stands in if it ever were not, so that cells once
-    // spent are always reported as admitted.
-    let bucket = if bucket < plan.refs.len() { bucket } else { 0 };
-    let &(p, q) = plan.refs.get(bucket)?;
-    // A leased bucket is a schedule: its state is its debt.
-    let gauge = policies[p].quotas[q].gauge(debt, None);
-    let by = verdict::by(policies, plan, bucket);
-    let allowed = Allowed::new(gauge).cite(Cited::new(Some(by), None, 0));
-    Some(Verdict::new(Ok(allowed), Source::Lease))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,7 +437,7 @@ mod tests {
         for i in 0..1_000 {
             match leases.entry(&keys(i), &[], 0, dropped) {
                 Some(entry) => {
-                    entry.lease.cells.fill(7, 50, 0, 0);
+                    entry.cells.fill(7, 50, 0, 0);
                     live.push(entry);
                 }
                 None => {

@@ -170,7 +170,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return 0;
         };
         let now = leases.millis(self.shared.clock.now());
-        let expired = |entry: &lease::Entry| entry.lease.cells.is_spent(now);
+        let expired = |entry: &lease::Entry| entry.cells.is_spent(now);
         leases.give_back(&self.shared.link, expired).await
     }
 

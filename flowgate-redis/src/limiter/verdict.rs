@@ -264,3 +264,30 @@ fn dry_run<R: ?Sized>(
     };
     Some(DryRun::new(policy.by[q], wait))
 }
+
+/// The admission of `n` cells a lease `spent` (the debt and bucket the grant recorded), if it
+/// held them: by every quota of the plan (a lease covers them all; no dry runs), described by
+/// the tightest as the grant left it.
+pub(crate) fn spent<R: ?Sized>(
+    policies: &[Prepared<R>],
+    plan: &Plan,
+    spent: Option<(u64, usize, u32)>,
+    n: u32,
+    counters: &Counters,
+) -> Option<Verdict> {
+    let (debt, bucket, _) = spent?;
+    counters.lease_admitted.add(1);
+    for &(p, q) in &plan.refs {
+        policies[p].metrics[q].admitted(u64::from(n));
+    }
+    // The bucket index was recorded from this plan's buckets, which are the same for every
+    // decision on this lease; the first one stands in if it ever were not, so that cells once
+    // spent are always reported as admitted.
+    let bucket = if bucket < plan.refs.len() { bucket } else { 0 };
+    let &(p, q) = plan.refs.get(bucket)?;
+    // A leased bucket is a schedule: its state is its debt.
+    let gauge = policies[p].quotas[q].gauge(debt, None);
+    let by = by(policies, plan, bucket);
+    let allowed = Allowed::new(gauge).cite(Cited::new(Some(by), None, 0));
+    Some(Verdict::new(Ok(allowed), Source::Lease))
+}
