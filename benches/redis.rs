@@ -47,7 +47,7 @@ const ARTICLE: &str = include_str!("article.lua");
 const ARTICLE_LOG: &str = include_str!("article_log.lua");
 
 /// flowgate's script, for the side that sends it without the limiter.
-const GCRA: &str = include_str!("../flowgate-redis/src/gcra.lua");
+const GCRA: &str = include_str!("../flowgate-redis/src/script/gcra.lua");
 
 const TASKS: usize = 32;
 

@@ -378,7 +378,9 @@ async fn a_configuration_file_names_a_cluster() {
     let limits = file
         .build(&keys, flowgate::clock::QuantaClock::new())
         .unwrap();
-    let limiter = limits.redis().expect("a Redis set");
+    let flowgate_redis::AnyPolicies::Redis(limiter) = &limits else {
+        panic!("a Redis set");
+    };
     let mut admitted = Vec::new();
     for user in ["a", "a", "a", "b", "c"] {
         let verdict = limiter.check(user).await.unwrap();
