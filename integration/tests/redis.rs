@@ -1206,6 +1206,57 @@ async fn a_lease_is_given_back_only_if_nothing_was_decided_on_top_of_it() {
     assert_eq!((stats.returned_cells, stats.dropped_cells), (1, 1));
 }
 
+/// A reset starts a key over in this process too: a lease taken from its buckets is forgotten
+/// (its cells were booked on buckets that start over; spent on top of the fresh bucket they
+/// would admit more than its burst), and so are the key's buckets in the local fallback, even
+/// when Redis does not answer the reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_forgets_the_keys_lease_and_local_buckets() {
+    use flowgate::backend::Backend as _;
+
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let quota = Quota::per_minute(1).unwrap().with_burst(4).unwrap();
+    let leased = Policies::<str>::builder()
+        .policy(per_key("k").quota(quota))
+        .on(
+            RedisBackend::new(server.client()).lease(4, Duration::from_secs(60)),
+            &clock,
+        );
+    let admitted = |limiter: &RedisLimiter<str, ManualClock>| {
+        let limiter = limiter.clone();
+        async move {
+            let mut admitted = 0;
+            for _ in 0..10 {
+                admitted += usize::from(limiter.check("a").await.unwrap().is_allowed());
+            }
+            admitted
+        }
+    };
+    // One cell taken, three held in the lease; the reset deletes the bucket.
+    assert!(leased.check("a").await.unwrap().is_allowed());
+    leased.reset("a").await.unwrap();
+    assert_eq!(
+        admitted(&leased).await,
+        4,
+        "a fresh bucket's burst, no lease cell on top"
+    );
+    assert_eq!(leased.stats().dropped_cells, 3);
+
+    // Redis away: the local share decides, and a reset empties its bucket for the key.
+    let local = Policies::<str>::builder()
+        .policy(per_key("k").quota(quota))
+        .on(
+            RedisBackend::new(redis_server::nobody())
+                .breaker(Breaker::off())
+                .on_failure(OnFailure::Local { share: 1.0 }),
+            &clock,
+        );
+    assert_eq!(admitted(&local).await, 4);
+    assert!(local.reset("a").await.is_err(), "Redis does not answer");
+    assert_eq!(admitted(&local).await, 4, "the local bucket started over");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
     let mut server = RedisServer::start();

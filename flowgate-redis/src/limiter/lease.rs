@@ -173,6 +173,14 @@ impl Leases {
         Some(entry)
     }
 
+    /// Forgets the leases `pick` chooses that no decision holds, counting their cells in
+    /// `dropped` (never given back: their buckets were reset).
+    pub(crate) fn forget(&self, pick: impl FnMut(&Entry) -> bool, dropped: &Count) {
+        for entry in self.drain(pick) {
+            dropped.add(u64::from(entry.cells.take_rest()));
+        }
+    }
+
     /// Removes the entries `pick` chooses that no decision holds, and returns them.
     pub(crate) fn drain(&self, mut pick: impl FnMut(&Entry) -> bool) -> Vec<Arc<Entry>> {
         let mut out = Vec::new();

@@ -5,6 +5,7 @@
 
 use core::future::Future;
 
+use super::lease::Entry;
 use super::{verdict, RedisLimiter};
 use crate::script::{self, Plan, Prepared};
 use flowgate::backend::{
@@ -88,26 +89,38 @@ pub(crate) async fn look<R: ?Sized, C: Clock>(
 
 /// [`Backend::reset`] once the request is planned: the bucket of every keyed policy's quota
 /// deleted (a global policy's are every client's: left alone) by one call of the reset script
-/// per key, by one deadline.
+/// per key, by one deadline. What this process holds of those buckets goes first, whether or not
+/// Redis answers: their buckets in the local fallback, and every lease taken from them (its
+/// cells were booked on buckets that start over: counted as dropped, never spent on top of a
+/// full bucket).
 pub(crate) async fn reset<R: ?Sized, C: Clock>(
     limiter: &RedisLimiter<R, C>,
     plan: Result<Plan, InsufficientCapacity>,
 ) -> Result<(), Failure> {
     let plan = plan.map_err(|_| Failure::Reply)?;
     let shared = &*limiter.shared;
+    let keyed: Vec<&[u8]> = (plan.keys.iter().zip(&plan.refs))
+        .filter(|(_, &(p, _))| shared.policies[p].keyed)
+        .map(|(key, _)| key.as_slice())
+        .collect();
+    if let Some(local) = &shared.fallback {
+        local.reset(&plan);
+    }
+    if let Some(leases) = &shared.leases {
+        let taken = |entry: &Entry| entry.keys.iter().any(|key| keyed.contains(&key.as_slice()));
+        leases.forget(taken, &shared.link.counters.dropped_cells);
+    }
     let deadline = shared.link.deadline();
-    for (key, &(p, _)) in plan.keys.iter().zip(&plan.refs) {
-        if shared.policies[p].keyed {
-            let command = |verb: &str, script: &str| {
-                let mut command = ::redis::cmd(verb);
-                command.arg(script).arg(1).arg(&key[..]);
-                command
-            };
-            shared
-                .link
-                .eval(script::delete(), command, deadline)
-                .await?;
-        }
+    for key in keyed {
+        let command = |verb: &str, script: &str| {
+            let mut command = ::redis::cmd(verb);
+            command.arg(script).arg(1).arg(key);
+            command
+        };
+        shared
+            .link
+            .eval(script::delete(), command, deadline)
+            .await?;
     }
     Ok(())
 }
