@@ -108,6 +108,12 @@ impl<R: ?Sized, C: Clock> From<Policies<R, C>> for AnyPolicies<R, C> {
     }
 }
 
+impl<R: ?Sized, C: Clock> From<Arc<Policies<R, C>>> for AnyPolicies<R, C> {
+    fn from(set: Arc<Policies<R, C>>) -> Self {
+        Self::InProcess(set)
+    }
+}
+
 impl<R: ?Sized, C: Clock> From<RedisLimiter<R, C>> for AnyPolicies<R, C> {
     fn from(set: RedisLimiter<R, C>) -> Self {
         Self::Redis(set)

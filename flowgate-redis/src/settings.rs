@@ -226,15 +226,11 @@ impl RedisBackend {
         }
     }
 
-    /// Checks what can be checked before connecting: a prefix that can be part of a key, a
-    /// timeout, a breaker that can work.
+    /// Checks the prefix (it can be part of a key) and the timeout, before the policies.
     pub(crate) fn check(&self) -> Result<(), RedisConfigError> {
         check_part(&self.prefix, "prefix")?;
         if self.timeout.is_zero() {
             return Err(RedisConfigError::Timeout);
-        }
-        if !self.breaker.is_valid() {
-            return Err(RedisConfigError::Breaker);
         }
         Ok(())
     }

@@ -542,6 +542,11 @@ mod cluster {
             partial > 20 && refused > 20 && dry > 20,
             "{partial} partial, {refused} refused, {dry} dry runs"
         );
+        // One answer per decision, however many counts and takes a decision across slots made.
+        for limiter in [&one, &many] {
+            let stats = limiter.stats();
+            assert_eq!(stats.answered, stats.decisions, "{stats:?}");
+        }
 
         // Racing takers across the two slots: never more than the global window's 9 in all.
         clock.advance(Duration::from_secs(10));
@@ -567,5 +572,10 @@ mod cluster {
             sum += task.await.unwrap();
         }
         assert!((1..=9).contains(&sum), "{sum} taken from a window of 9");
+        let stats = many.stats();
+        assert_eq!(
+            stats.answered, stats.decisions,
+            "after racing takes: {stats:?}"
+        );
     }
 }

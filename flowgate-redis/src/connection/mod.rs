@@ -69,6 +69,9 @@ pub(crate) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigE
         return Err(RedisConfigError::NoRuntime);
     }
     backend.check()?;
+    if !backend.breaker.is_valid() {
+        return Err(RedisConfigError::Breaker);
+    }
     let mut config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
         .set_response_timeout(None)

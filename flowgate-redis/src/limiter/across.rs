@@ -101,6 +101,14 @@ impl<'a, R: ?Sized> Slots<'a, R> {
     /// Decides `plan` (whose policies live in different slots) for `n` cells slot by slot,
     /// undoing the earlier takes if a later slot refuses or fails (see the module docs).
     pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
+        let decided = self.take_all(plan, n).await;
+        // One decision Redis answered, however many slots it took.
+        self.link.counters.answered.add(u64::from(decided.is_ok()));
+        decided
+    }
+
+    /// [`decide`](Self::decide), not counted (one of several attempts of [`up_to`](Self::up_to)).
+    async fn take_all(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
         let (deadline, policies) = (self.link.deadline(), self.policies);
         let mut written = Vec::new();
         let mut admitted: SmallVec<[(usize, Plan, Reply); 4]> = SmallVec::new();
@@ -129,7 +137,6 @@ impl<'a, R: ?Sized> Slots<'a, R> {
                     let dry_run = before.or(refused.dry_run());
                     verdict = Verdict::new(Err(refused.with_dry_run(dry_run)), verdict.source());
                 }
-                self.link.counters.answered.add(1);
                 let replies = [(range.start, reply)].into();
                 return Ok(Decided { verdict, replies });
             }
@@ -138,7 +145,6 @@ impl<'a, R: ?Sized> Slots<'a, R> {
             }
             admitted.push((range.start, part, reply));
         }
-        self.link.counters.answered.add(1);
         let verdict = self.merged(&admitted, n);
         let replies = admitted.into_iter().map(|(first, _, reply)| (first, reply));
         Ok(Decided {
@@ -282,14 +288,12 @@ impl<'a, R: ?Sized> Slots<'a, R> {
                 0
             };
             let k = counted.max(1);
-            let decided = self.decide(plan, k).await?;
-            if decided.verdict.is_allowed() {
-                return Ok((k, decided));
+            let decided = self.take_all(plan, k).await?;
+            if decided.verdict.is_allowed() || counted == 0 {
+                self.link.counters.answered.add(1);
+                return Ok((if decided.verdict.is_allowed() { k } else { 0 }, decided));
             }
             // Refused after a count that found room: another decision took cells in between.
-            if counted == 0 {
-                return Ok((0, decided));
-            }
             attempt += 1;
         }
     }

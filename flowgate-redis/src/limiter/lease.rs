@@ -227,18 +227,17 @@ impl Leases {
         (n >= 1 && n <= want).then_some(want)
     }
 
-    /// Decides `plan` for `n` cells through the lease of `entry`, which one call renews with up
-    /// to `want` cells when it holds too few (one task at a time: the others wait, then spend
-    /// from it).
+    /// Decides `plan` for `n` cells through the lease of `entry`, found at `now` (ms), which one
+    /// call renews with up to `want` cells when it holds too few (one task at a time: the others
+    /// wait, then spend from it).
     pub(crate) async fn decide<R: ?Sized>(
         &self,
         (link, policies): (&Link, &[Prepared<R>]),
         (plan, entry): (&Plan, Arc<Entry>),
         (n, want): (u32, u32),
-        clock: &impl Clock,
+        (now, clock): (u64, &impl Clock),
     ) -> Result<Decided, Failure> {
         let counters = &link.counters;
-        let now = self.millis(clock.now());
         if let Some(verdict) =
             verdict::spent(policies, plan, entry.cells.spend(n, now), n, counters)
         {

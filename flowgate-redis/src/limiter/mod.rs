@@ -205,7 +205,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             return Ok(Decided::without_call(Verdict::unlimited(Source::Buckets)));
         }
         #[cfg(feature = "cluster")]
-        if let (true, Some(slots)) = (plan.spans_policies(), self.slots()) {
+        if let Some(slots) = self.slots(plan) {
             return Box::pin(slots.decide(plan, n)).await;
         }
         if let Some(leases) = &self.shared.leases {
@@ -217,7 +217,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     // Boxed: the lease's path (its lock, its timeout) would otherwise make every
                     // decision's future larger.
                     let on = (link, policies.as_slice());
-                    let leased = leases.decide(on, (plan, entry), (n, want), &self.shared.clock);
+                    let clock = (now, &self.shared.clock);
+                    let leased = leases.decide(on, (plan, entry), (n, want), clock);
                     return Box::pin(leased).await;
                 }
             }
@@ -227,9 +228,13 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Ok(verdict::decided(policies, plan, n, reply, &link.counters))
     }
 
-    /// The slots of the cluster the limiter decides in, if it does.
+    /// The slots of the cluster the limiter decides in, if it does and `plan` spans policies
+    /// (each in a slot of its own).
     #[cfg(feature = "cluster")]
-    fn slots(&self) -> Option<across::Slots<'_, R>> {
+    fn slots(&self, plan: &Plan) -> Option<across::Slots<'_, R>> {
+        if !plan.spans_policies() {
+            return None;
+        }
         let shared = &*self.shared;
         across::Slots::of(&shared.link, &shared.policies, self.reading())
     }
@@ -306,7 +311,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             ));
         }
         #[cfg(feature = "cluster")]
-        if let (true, Some(slots)) = (plan.spans_policies(), self.slots()) {
+        if let Some(slots) = self.slots(plan) {
             return Box::pin(slots.up_to(plan, n)).await;
         }
         // No more than one request may take from any enforcing quota (a shaper's burst: the

@@ -142,9 +142,12 @@ async fn settle<R: ?Sized, C: Clock>(
     let deadline = shared.link.deadline();
     let decided = limiter.decide(plan, n).await;
     #[cfg(feature = "cluster")]
-    let decided = match (decided, limiter.slots()) {
-        (Ok(decided), Some(slots)) if want => Ok(slots.look(plan, decided, deadline).await),
-        (other, _) => other,
+    let decided = match decided {
+        Ok(decided) if want => match limiter.slots(plan) {
+            Some(slots) => Ok(slots.look(plan, decided, deadline).await),
+            None => Ok(decided),
+        },
+        other => other,
     };
     let (verdict, decided) = match decided {
         Ok(decided) => (decided.verdict, Some(decided)),
