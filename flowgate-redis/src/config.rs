@@ -89,7 +89,7 @@ impl Config {
 }
 
 /// Where and how a set decided in Redis keeps its buckets, as written in a configuration file
-/// (the fields of [`RedisBackend`](crate::RedisBackend)).
+/// (the fields of [`RedisBackend`]).
 ///
 /// ```toml
 /// backend = "redis"

@@ -32,7 +32,7 @@
 //! a policy name share buckets: give each limit its own.
 //!
 //! # Redis Cluster
-//! With the feature `cluster`, [`RedisBackend::cluster`] decides in a Redis Cluster, routing
+//! With the feature `cluster`, `RedisBackend::cluster` decides in a Redis Cluster, routing
 //! each call itself (one connection manager per master). `MOVED` and `ASK` are followed (and
 //! `TRYAGAIN`, `CLUSTERDOWN`, `READONLY` waited out), but a call that timed out or lost its
 //! connection is never sent again. Each policy's buckets carry a tag of their own

@@ -64,7 +64,7 @@ pub enum RedisConfigError {
         /// What is wrong with the scaled quota.
         error: QuotaError,
     },
-    /// The lease is empty, larger than [`MAX_LEASE_CELLS`], or its lifetime is zero.
+    /// The lease is empty, larger than [`MAX_LEASE_CELLS`](crate::MAX_LEASE_CELLS), or its lifetime is zero.
     Lease,
     /// A sliding log's quota cannot run in Redis (see
     /// [`RedisSlidingLog`](crate::RedisSlidingLog)).

@@ -1,6 +1,6 @@
 //! [`RedisLimiter`]: a policy set decided in Redis, its decisions (one call, a lease, or slot by
 //! slot across a cluster; the failure policy when Redis does not answer), and how it is built
-//! ([`BuildRedis`]).
+//! ([`BuildRedis`](crate::BuildRedis)).
 
 #[cfg(feature = "cluster")]
 mod across;
@@ -42,7 +42,8 @@ struct Shared<R: ?Sized, C: Clock> {
 }
 
 /// A policy set whose buckets live in Redis, shared by every process that uses the same
-/// prefix and policies; built by [`BuildRedis::build_redis`]. Cheap to clone (the clones
+/// prefix and policies; built by
+/// [`BuildRedis::build_redis`](crate::BuildRedis::build_redis). Cheap to clone (the clones
 /// share one connection and one set of counters). See the [crate docs](crate).
 pub struct RedisLimiter<R: ?Sized = str, C: Clock = QuantaClock> {
     shared: Arc<Shared<R, C>>,

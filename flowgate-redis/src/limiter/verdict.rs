@@ -1,4 +1,4 @@
-//! [`Verdict`]: what one decision of a [`RedisLimiter`] answers, and how a script's reply or a
+//! [`Verdict`]: what one decision of a [`RedisLimiter`](crate::RedisLimiter) answers, and how a script's reply or a
 //! failure policy becomes one: the same outcomes, naming the same quotas, as a policy set
 //! decided in process.
 
