@@ -7,8 +7,3 @@
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
-
-/// flowgate-redis's README examples, compiled as doctests.
-#[doc = include_str!("../../flowgate-redis/README.md")]
-#[cfg(doctest)]
-pub struct RedisReadmeDoctests;
