@@ -1220,7 +1220,13 @@ async fn a_reset_forgets_the_keys_lease_and_local_buckets() {
     let leased = Policies::<str>::builder()
         .policy(per_key("k").quota(quota))
         .on(
-            RedisBackend::new(server.client()).lease(4, Duration::from_secs(60)),
+            // A timeout long enough that a busy machine cannot turn a call into a fallback.
+            RedisBackend::new(server.client())
+                .lease(4, Duration::from_secs(60))
+                .timeout(Duration::from_secs(10))
+                .on_failure(OnFailure::Closed {
+                    retry_after: Duration::from_secs(1),
+                }),
             &clock,
         );
     let admitted = |limiter: &RedisLimiter<str, ManualClock>| {
