@@ -42,8 +42,9 @@ pub enum RedisConfigError {
         /// The quota's index in the policy.
         quota: usize,
     },
-    /// A quota starts its buckets less than full ([`Quota::with_initial`](flowgate::Quota::with_initial)): in Redis a missing
-    /// key is a full bucket.
+    /// A quota starts its buckets less than full
+    /// ([`Quota::with_initial`](flowgate::Quota::with_initial)): in Redis a missing key is a
+    /// full bucket.
     InitialNotFull {
         /// The policy.
         policy: String,
@@ -64,7 +65,8 @@ pub enum RedisConfigError {
         /// What is wrong with the scaled quota.
         error: QuotaError,
     },
-    /// The lease is empty, larger than [`MAX_LEASE_CELLS`](crate::MAX_LEASE_CELLS), or its lifetime is zero.
+    /// The lease is empty, larger than [`MAX_LEASE_CELLS`](crate::MAX_LEASE_CELLS), or its
+    /// lifetime is zero.
     Lease,
     /// A sliding log's quota cannot run in Redis (see
     /// [`RedisSlidingLog`](crate::RedisSlidingLog)).
@@ -255,7 +257,8 @@ impl RedisBackend {
     }
 
     /// Leases up to `cells` cells per call (no more than the smallest burst of the decision)
-    /// and spends them locally for at most `lifetime` (see the [module docs](crate#leases-a-local-fast-path)).
+    /// and spends them locally for at most `lifetime` (see the
+    /// [crate docs](crate#leases-a-local-fast-path)).
     pub fn lease(mut self, cells: u32, lifetime: Duration) -> Self {
         self.lease = Some((cells, lifetime));
         self

@@ -1,5 +1,6 @@
-//! The local fallback of [`OnFailure::Local`](crate::OnFailure::Local): the same policies in process, each quota scaled
-//! to the share of it one process may use while Redis does not answer.
+//! The local fallback of [`OnFailure::Local`](crate::OnFailure::Local): the same policies in
+//! process, each quota scaled to the share of it one process may use while Redis does not
+//! answer.
 
 use flowgate::algorithm::{Algorithm, AnyAlgorithm};
 use flowgate::clock::Clock;

@@ -275,8 +275,8 @@ impl<'a, R: ?Sized> Slots<'a, R> {
 
     /// Decides `plan`, whose policies live in different slots, for up to `n ≥ 1` cells: counts
     /// on each enforcing policy's buckets as they are, then takes the count across the slots
-    /// (all or nothing, [`decide`](Self::decide)), counting again while another decision took cells in
-    /// between. The last attempt takes one cell, whose refusal is the answer.
+    /// (all or nothing, [`decide`](Self::decide)), counting again while another decision took
+    /// cells in between. The last attempt takes one cell, whose refusal is the answer.
     pub(crate) async fn up_to(&self, plan: &Plan, n: u32) -> Result<(u32, Decided), Failure> {
         /// Attempts that count before the last, which takes one cell.
         const COUNTS: usize = 4;

@@ -1,6 +1,6 @@
-//! [`Verdict`]: what one decision of a [`RedisLimiter`](crate::RedisLimiter) answers, and how a script's reply or a
-//! failure policy becomes one: the same outcomes, naming the same quotas, as a policy set
-//! decided in process.
+//! What one decision of a [`RedisLimiter`](crate::RedisLimiter) answers: how a script's reply
+//! or a lease's spend becomes a [`Verdict`], with the same outcomes, naming the same quotas, as
+//! a policy set decided in process; pure functions of the policies, the plan and the reply.
 
 use smallvec::SmallVec;
 
