@@ -188,9 +188,7 @@ async fn run_script(actix: SocketAddr, axum: SocketAddr, clocks: &[&ManualClock]
 async fn actix_over_redis_answers_as_tower_in_process() {
     let server = redis_server::RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
-    let backend = flowgate_redis::RedisBackend::new(server.client())
-        .prefix("actix")
-        .client_time(true);
+    let backend = server.backend().prefix("actix").client_time(true);
     let remote = policies(&clock).build_redis(backend).unwrap();
     let actix = serve_actix(layer(remote).actix());
     let axum = serve_axum(layer(policies(&clock).build().unwrap())).await;

@@ -104,7 +104,7 @@ async fn the_backend_is_chosen_in_code_and_nothing_else_changes() {
             .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
     };
     let in_process = AnyPolicies::from(set().build().unwrap());
-    let backend = RedisBackend::new(server.client()).prefix("backends-code");
+    let backend = server.backend().prefix("backends-code");
     let redis = AnyPolicies::from(set().build_redis(backend).unwrap());
     assert!(matches!(in_process, AnyPolicies::InProcess(_)));
     assert!(matches!(redis, AnyPolicies::Redis(_)));
@@ -223,9 +223,7 @@ async fn waits_sleep_alike_on_either_backend() {
             .clock(clock.clone())
             .policy(Policy::keyed("per-user", |u: &str| u).quota("2/s".parse().unwrap()))
     };
-    let backend = RedisBackend::new(server.client())
-        .prefix("waits")
-        .client_time(true);
+    let backend = server.backend().prefix("waits").client_time(true);
     let sets = [
         AnyPolicies::from(set().build().unwrap()),
         AnyPolicies::from(set().build_redis(backend).unwrap()),
@@ -270,7 +268,7 @@ async fn looks_and_resets_alike_on_either_backend() {
             .policy(Policy::keyed("per-user", |u: &str| u).quota("3/hour".parse().unwrap()))
             .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
     };
-    let backend = RedisBackend::new(server.client()).prefix("backends-reset");
+    let backend = server.backend().prefix("backends-reset");
     let sets = [
         AnyPolicies::from(set().build().unwrap()),
         AnyPolicies::from(set().build_redis(backend).unwrap()),

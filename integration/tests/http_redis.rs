@@ -149,7 +149,7 @@ async fn every_backend_answers_over_http_as_in_process() {
                 .unwrap(),
         )
     };
-    let one_layer = remote(RedisBackend::new(server.client()));
+    let one_layer = remote(server.backend());
     let many_layer = remote(RedisBackend::cluster(cluster.seed_urls()).unwrap());
     assert_eq!(one_layer.policies().backend_name(), "redis");
     let local = serve(layer(local)).await;

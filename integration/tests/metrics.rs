@@ -287,8 +287,6 @@ async fn a_redis_limiter_counts_its_failures_fallbacks_and_breaker() {
 /// every metric it registers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_decisions_are_counted_as_in_process() {
-    use flowgate_redis::RedisBackend;
-
     let server = redis_server::RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let set = || {
@@ -306,9 +304,7 @@ async fn redis_decisions_are_counted_as_in_process() {
     };
     let (local_recorder, redis_recorder) = (DebuggingRecorder::new(), DebuggingRecorder::new());
     let local = metrics::with_local_recorder(&local_recorder, || set().build().unwrap());
-    let backend = RedisBackend::new(server.client())
-        .prefix("metered")
-        .client_time(true);
+    let backend = server.backend().prefix("metered").client_time(true);
     let remote =
         metrics::with_local_recorder(&redis_recorder, || set().build_redis(backend).unwrap());
     let steps = [

@@ -104,10 +104,7 @@ async fn decides_exactly_like_the_in_process_limiter() {
         .policy(Policy::global("global").quotas(global))
         .policy(Policy::keyed("endpoint", |r: &Request| r.endpoint).quotas(endpoint))
         .policy(Policy::keyed_with("user", user_key).quotas(user))
-        .on(
-            RedisBackend::new(server.client()).prefix("conformance"),
-            &clock,
-        );
+        .on(server.backend().prefix("conformance"), &clock);
     // The in-process twin runs the quotas exactly as Redis enforces them (µs intervals).
     let twin = Policies::<Request>::builder()
         .clock(clock.clone())
@@ -147,10 +144,7 @@ async fn decides_exactly_like_the_in_process_limiter_on_one_bucket() {
     let quota = Quota::per_second(3).unwrap().with_burst(5).unwrap();
     let limiter = Policies::<str>::builder()
         .policy(per_key("solo").quota(quota))
-        .on(
-            RedisBackend::new(server.client()).prefix("conformance"),
-            &clock,
-        );
+        .on(server.backend().prefix("conformance"), &clock);
     let twin = Policies::<str>::builder()
         .clock(clock.clone())
         .policy(
@@ -206,7 +200,7 @@ async fn dry_runs_and_jitter_decide_exactly_like_the_in_process_limiter() {
         vec![per_second(3, 3)],
         vec![Quota::per_minute(200).unwrap()],
     ])
-    .on(RedisBackend::new(server.client()).prefix("dry"), &clock);
+    .on(server.backend().prefix("dry"), &clock);
     let rounded = |name: &str| limiter.quotas(name).unwrap();
     let twin = policies([
         rounded("trial-user"),
@@ -258,7 +252,7 @@ async fn shapers_and_credit_decide_exactly_like_the_in_process_limiter() {
         ],
         vec![algorithm("20/s burst 3 credit 400ms"), algorithm("30/s")],
     )
-    .on(RedisBackend::new(server.client()).prefix("shapers"), &clock);
+    .on(server.backend().prefix("shapers"), &clock);
     let twin = policies(
         limiter.algorithms("shaped").unwrap(),
         limiter.algorithms("credit").unwrap(),
@@ -320,7 +314,7 @@ async fn window_counters_decide_exactly_like_the_in_process_limiter() {
         ],
         vec![algorithm("6/1500ms sliding"), algorithm("400/day sliding")],
     )
-    .on(RedisBackend::new(server.client()).prefix("windows"), &clock);
+    .on(server.backend().prefix("windows"), &clock);
     let twin = policies(
         limiter.algorithms("windows").unwrap(),
         limiter.algorithms("sliding").unwrap(),
@@ -449,7 +443,7 @@ async fn a_refused_request_takes_nothing_and_keys_expire_when_full_again() {
         .policy(
             per_key("user").quotas([Quota::per_second(2).unwrap(), Quota::per_minute(3).unwrap()]),
         )
-        .build_redis(RedisBackend::new(server.client()))
+        .build_redis(server.backend())
         .unwrap();
     assert!(limiter.check("carol").await.unwrap().is_allowed());
     assert!(limiter.check("carol").await.unwrap().is_allowed());
@@ -492,7 +486,7 @@ async fn a_key_keeps_its_ttl_within_a_grid_cell_and_gets_a_new_one_past_it() {
     let limiter = |policy: Policy<str>| {
         Policies::<str>::builder()
             .policy(policy)
-            .on(RedisBackend::new(server.client()), &clock)
+            .on(server.backend(), &clock)
     };
     // Both quotas on one key (the script's general path), and each alone (its one-bucket path).
     let both = [limiter(per_key("k").quotas([slow, fast]))];
@@ -548,7 +542,7 @@ async fn script_flush_and_flushall_mid_run() {
     let server = RedisServer::start();
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_hour(3).unwrap()))
-        .build_redis(RedisBackend::new(server.client()))
+        .build_redis(server.backend())
         .unwrap();
     assert_eq!(allowed(&limiter.check("a").await.unwrap()).remaining(), 2);
     assert_eq!(
@@ -585,7 +579,7 @@ async fn values_overwritten_by_something_else_are_repaired_never_admitting() {
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_second(10).unwrap()))
-        .on(RedisBackend::new(server.client()), &clock);
+        .on(server.backend(), &clock);
     let _: () = server.command(
         redis::cmd("SET")
             .arg("{flowgate:text}:k:0")
@@ -635,7 +629,7 @@ async fn a_clock_that_stepped_back_locks_out_for_one_window_at_most() {
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_second(2).unwrap()))
-        .on(RedisBackend::new(server.client()), &clock);
+        .on(server.backend(), &clock);
     assert!(limiter.check("k").await.unwrap().is_allowed());
     clock.rewind(Duration::from_secs(3_600));
     // Booked an hour ahead of the new reading: clamped to one window (1 s), never an hour.
@@ -657,7 +651,8 @@ async fn a_slow_server_times_out_and_the_call_is_not_replayed() {
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_hour(3).unwrap()))
         .build_redis(
-            RedisBackend::new(server.client())
+            server
+                .backend()
                 .timeout(Duration::from_millis(100))
                 .on_failure(OnFailure::Closed {
                     retry_after: Duration::from_secs(2),
@@ -713,7 +708,8 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
     let local = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_hour(10).unwrap()))
         .build_redis(
-            RedisBackend::new(server.client())
+            server
+                .backend()
                 .prefix("local")
                 .timeout(Duration::from_millis(200))
                 .on_failure(OnFailure::Local { share: 0.3 }),
@@ -722,7 +718,8 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
     let open = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_hour(1).unwrap()))
         .build_redis(
-            RedisBackend::new(server.client())
+            server
+                .backend()
                 .prefix("open")
                 .timeout(Duration::from_millis(200)),
         )
@@ -827,7 +824,7 @@ async fn many_clients_on_one_key_never_exceed_the_quota() {
         .map(|_| {
             Policies::<str>::builder()
                 .policy(per_key("k").quota(Quota::per_hour(100).unwrap()))
-                .build_redis(RedisBackend::new(server.client()).timeout(Duration::from_secs(2)))
+                .build_redis(server.backend().timeout(Duration::from_secs(2)))
                 .unwrap()
         })
         .collect();
@@ -845,7 +842,8 @@ async fn leased_clients_never_exceed_the_quota_and_unused_cells_are_accounted_fo
             Policies::<str>::builder()
                 .policy(per_key("k").quota(Quota::per_hour(100).unwrap()))
                 .build_redis(
-                    RedisBackend::new(server.client())
+                    server
+                        .backend()
                         .timeout(Duration::from_secs(2))
                         .lease(16, Duration::from_secs(3_600)),
                 )
@@ -873,7 +871,7 @@ async fn leased_clients_never_exceed_the_quota_and_unused_cells_are_accounted_fo
     // What was given back is available to anyone now.
     let fresh = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_hour(100).unwrap()))
-        .build_redis(RedisBackend::new(server.client()))
+        .build_redis(server.backend())
         .unwrap();
     let mut more = 0u32;
     while fresh.check("shared").await.unwrap().is_allowed() {
@@ -893,7 +891,8 @@ async fn leases_save_round_trips_and_stay_within_their_bound() {
             Policies::<str>::builder()
                 .policy(per_key("k").quota(Quota::per_second(100).unwrap().with_burst(50).unwrap()))
                 .on(
-                    RedisBackend::new(server.client())
+                    server
+                        .backend()
                         .lease(lease as u32, Duration::from_millis(200)),
                     &clock,
                 )
@@ -961,7 +960,7 @@ async fn leases_cut_round_trips_tenfold_when_the_quota_has_room() {
                     .unwrap(),
             ),
         )
-        .build_redis(RedisBackend::new(server.client()).lease(100, Duration::from_secs(60)))
+        .build_redis(server.backend().lease(100, Duration::from_secs(60)))
         .unwrap();
     for _ in 0..2_000 {
         assert!(limiter.check("roomy").await.unwrap().is_allowed());
@@ -1113,11 +1112,11 @@ async fn limiters_with_different_policy_names_never_share_buckets() {
     // Same default prefix, same key: a tight login limit and a loose API limit.
     let logins = Policies::<str>::builder()
         .policy(per_key("login").quota(Quota::per_hour(3).unwrap()))
-        .build_redis(RedisBackend::new(server.client()))
+        .build_redis(server.backend())
         .unwrap();
     let api = Policies::<str>::builder()
         .policy(per_key("api").quota(Quota::per_second(1_000).unwrap()))
-        .build_redis(RedisBackend::new(server.client()))
+        .build_redis(server.backend())
         .unwrap();
     let mut admitted = Vec::new();
     for _ in 0..5 {
@@ -1135,7 +1134,7 @@ async fn a_lease_is_spent_locally_until_it_expires_then_its_rest_goes_back() {
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_second(10).unwrap()))
         .on(
-            RedisBackend::new(server.client()).lease(5, Duration::from_millis(300)),
+            server.backend().lease(5, Duration::from_millis(300)),
             &clock,
         );
     let first = limiter.check("leased").await.unwrap();
@@ -1178,7 +1177,7 @@ async fn a_lease_is_given_back_only_if_nothing_was_decided_on_top_of_it() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let quota = Quota::per_minute(1).unwrap().with_burst(2).unwrap();
-    let backend = || RedisBackend::new(server.client());
+    let backend = || server.backend();
     let leased = Policies::<str>::builder()
         .policy(per_key("k").quota(quota))
         .on(backend().lease(2, Duration::from_secs(60)), &clock);
@@ -1221,7 +1220,8 @@ async fn a_reset_forgets_the_keys_lease_and_local_buckets() {
         .policy(per_key("k").quota(quota))
         .on(
             // A timeout long enough that a busy machine cannot turn a call into a fallback.
-            RedisBackend::new(server.client())
+            server
+                .backend()
                 .lease(4, Duration::from_secs(60))
                 .timeout(Duration::from_secs(10))
                 .on_failure(OnFailure::Closed {
@@ -1270,7 +1270,8 @@ async fn returning_leases_with_the_server_gone_costs_one_failed_call() {
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_second(10).unwrap()))
         .on(
-            RedisBackend::new(server.client())
+            server
+                .backend()
                 .lease(5, Duration::from_secs(60))
                 .timeout(Duration::from_millis(200)),
             &clock,
@@ -1305,16 +1306,13 @@ async fn multiples_of_ten_to_the_eighth_are_written_as_integers() {
     let get = |key: &str| -> String { server.command(redis::cmd("GET").arg(key)) };
     let plain = Policies::<str>::builder()
         .policy(per_key("p").quota(quota))
-        .on(RedisBackend::new(server.client()), &clock);
+        .on(server.backend(), &clock);
     assert!(plain.check("a").await.unwrap().is_allowed());
     assert_eq!(get("{flowgate:a}:p:0"), "1100000000");
     // A lease of 3 cells, 2 left unused and given back with the next call.
     let leased = Policies::<str>::builder()
         .policy(per_key("l").quota(quota))
-        .on(
-            RedisBackend::new(server.client()).lease(3, Duration::from_millis(10)),
-            &clock,
-        );
+        .on(server.backend().lease(3, Duration::from_millis(10)), &clock);
     assert!(leased.check("a").await.unwrap().is_allowed());
     assert_eq!(get("{flowgate:a}:l:0"), "1300000000");
     clock.advance(Duration::from_millis(20));
@@ -1340,11 +1338,7 @@ async fn a_sliding_log_in_redis_is_exact_in_every_window() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(1_000_000_000_000);
     let quota: Quota = "5/2s".parse().unwrap();
-    let backend = || {
-        RedisBackend::new(server.client())
-            .prefix("logs")
-            .client_time(true)
-    };
+    let backend = || server.backend().prefix("logs").client_time(true);
     let remote = RedisSlidingLog::with_clock(backend(), "api", quota, clock.clone()).unwrap();
     let other = RedisSlidingLog::with_clock(backend(), "api", quota, clock.clone()).unwrap();
     let twin = SlidingLog::with_clock(quota, clock.clone()).unwrap();

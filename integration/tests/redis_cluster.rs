@@ -84,7 +84,7 @@ async fn decisions_agree_with_one_server() {
             .build_redis(backend.client_time(true).timeout(Duration::from_secs(2)))
             .unwrap()
     };
-    let one = build(RedisBackend::new(server.client()));
+    let one = build(server.backend());
     let many = build(cluster_backend(&cluster));
     // The two policies' buckets live in different slots.
     assert_ne!(

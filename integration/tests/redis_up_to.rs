@@ -42,9 +42,7 @@ fn on_clock<R: ?Sized + 'static>(
     prefix: &str,
     clock: &ManualClock,
 ) -> RedisLimiter<R, ManualClock> {
-    let backend = RedisBackend::new(server.client())
-        .prefix(prefix)
-        .client_time(true);
+    let backend = server.backend().prefix(prefix).client_time(true);
     builder.clock(clock.clone()).build_redis(backend).unwrap()
 }
 
@@ -393,7 +391,8 @@ async fn concurrent_takers_never_take_more_than_the_buckets_hold() {
             .policy(per_key("k").quota(Quota::per_day(100).unwrap()))
             .policy(Policy::global("all").algorithm(algorithm(window)))
             .build_redis(
-                RedisBackend::new(server.client())
+                server
+                    .backend()
                     .prefix(prefix)
                     .timeout(Duration::from_secs(5)),
             )
@@ -432,7 +431,7 @@ async fn concurrent_takers_never_take_more_than_the_buckets_hold() {
 async fn any_policies_takes_up_to_n_on_either_backend() {
     let server = RedisServer::start();
     let set = || Policies::<str>::builder().policy(per_key("user").quota("5/min".parse().unwrap()));
-    let redis = RedisBackend::new(server.client()).prefix("any");
+    let redis = server.backend().prefix("any");
     let sets = [
         AnyPolicies::from(set().build().unwrap()),
         AnyPolicies::from(set().build_redis(redis).unwrap()),
@@ -499,7 +498,7 @@ mod cluster {
         let cluster = RedisCluster::start();
         let server = RedisServer::start();
         let clock = ManualClock::starting_at(1_000_000_000_000);
-        let one = build(RedisBackend::new(server.client()), &clock);
+        let one = build(server.backend(), &clock);
         let many = build(RedisBackend::cluster(cluster.seed_urls()).unwrap(), &clock);
         assert_ne!(
             cluster.slot_of("{flowgate:user:a}:0"),

@@ -13,7 +13,7 @@ use flowgate::algorithm::AnyAlgorithm;
 use flowgate::clock::{Clock, ManualClock, TokioClock};
 use flowgate::policy::{Policies, Policy};
 use flowgate_redis::BuildRedis as _;
-use flowgate_redis::{RedisBackend, RedisLimiter, Source};
+use flowgate_redis::{RedisLimiter, Source};
 use redis_server::RedisServer;
 
 const SECOND: u64 = 1_000_000_000;
@@ -80,7 +80,8 @@ async fn a_day_boundary_is_crossed_alike_in_process_and_in_redis() {
         for (kind, algorithm) in algorithms(suffix).into_iter().enumerate() {
             let context = format!("{algorithm}, midnight at {midnight}");
             let clock = ManualClock::starting_at(midnight - 20 * SECOND);
-            let backend = RedisBackend::new(server.client())
+            let backend = server
+                .backend()
                 .prefix(format!("utc{zone}{kind}"))
                 .client_time(true);
             let redis = policies(algorithm)
@@ -135,7 +136,7 @@ async fn the_default_clock_and_the_servers_time_end_a_day_at_the_same_midnight()
         for attempt in 0..2 {
             let prefix = format!("time{zone}-{attempt}");
             let redis = policies(algorithm)
-                .build_redis(RedisBackend::new(server.client()).prefix(prefix))
+                .build_redis(server.backend().prefix(prefix))
                 .unwrap();
             let local = policies(algorithm).build().unwrap();
             assert!(redis.check("").await.unwrap().outcome().is_ok());

@@ -69,6 +69,13 @@ impl RedisServer {
         redis::Client::open(self.url()).expect("a valid URL")
     }
 
+    /// A Redis backend on this server that waits up to 10 s for an answer: on a machine whose
+    /// CPUs are busy a call is answered late, never decided by the failure policy instead (a
+    /// test of timeouts sets its own).
+    pub fn backend(&self) -> flowgate_redis::RedisBackend {
+        flowgate_redis::RedisBackend::new(self.client()).timeout(Duration::from_secs(10))
+    }
+
     /// Runs one command on a fresh blocking connection.
     pub fn command<T: redis::FromRedisValue>(&self, command: &mut redis::Cmd) -> T {
         let mut connection = self
