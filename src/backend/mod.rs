@@ -210,8 +210,16 @@ pub struct Settled {
 }
 
 impl Settled {
-    /// `answer` from `source`, with `states`.
-    pub fn new(answer: Answer, source: Source, states: Vec<QuotaState>) -> Self {
+    /// `answer` from `source`, with `states`; the quota that refused (if it did) is reported
+    /// with nothing left, whatever the backend put in its state.
+    pub fn new(answer: Answer, source: Source, mut states: Vec<QuotaState>) -> Self {
+        if let Ok(Err(refused)) = &answer {
+            if let Some(by) = refused.by() {
+                for state in states.iter_mut().filter(|state| *state.by() == *by) {
+                    *state = state.none_left();
+                }
+            }
+        }
         Self {
             answer,
             source,
@@ -331,5 +339,36 @@ impl<R: ?Sized, B: Backend<R>> Backend<R> for Arc<B> {
         left: u64,
     ) -> impl Future<Output = Attempt<Self::Booking<'_>, Cited>> + Send {
         (**self).attempt(request, n, left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{Gauge, PolicyQuota};
+
+    /// Whatever a backend reports of the quota that refused, a settled refusal says it has
+    /// nothing left; the other quotas, and an admission's states, are as reported.
+    #[test]
+    fn a_settled_refusal_reports_its_quota_with_nothing_left() {
+        let (first, second) = (
+            PolicyQuota::intern("settled", 0, 0),
+            PolicyQuota::intern("settled", 0, 1),
+        );
+        let quota = Quota::per_second(10).unwrap();
+        let states = || {
+            vec![
+                QuotaState::new(first, quota, Gauge::new(2, 1, 10, 0)),
+                QuotaState::new(second, quota, Gauge::new(1, 1, 10, 0)),
+            ]
+        };
+        let refused =
+            Refused::new(Gauge::new(8, 1, 10, 0), 1).cite(Cited::new(Some(first), None, 0));
+        let settled = Settled::new(Ok(Err(refused)), Source::Buckets, states());
+        let left: Vec<_> = settled.states.iter().map(QuotaState::remaining).collect();
+        assert_eq!(left, [0, 9]);
+        let admitted = Settled::new(Ok(Ok(())), Source::Buckets, states());
+        let left: Vec<_> = admitted.states.iter().map(QuotaState::remaining).collect();
+        assert_eq!(left, [8, 9]);
     }
 }

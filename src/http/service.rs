@@ -97,17 +97,10 @@ impl<B> Shared<B> {
             Ok(Err(refused)) => Refusal::Limited(refused),
             Err(capacity) => Refusal::Oversized(capacity),
         };
-        // The refusing quota with nothing left, whatever the backend did (it is idempotent).
-        let by = match &refusal {
-            Refusal::Limited(refused) => refused.by(),
-            _ => None,
-        };
+        // The refusing quota has nothing left in the states (`Settled::new` sees to it).
         let quotas = || {
             let mut collect = Collect::new(self);
-            for state in settled.states {
-                let none_left = by.is_some_and(|by| *by == *state.by());
-                collect.push(if none_left { state.none_left() } else { state });
-            }
+            settled.states.into_iter().for_each(|s| collect.push(s));
             Some(collect.headers.finish())
         };
         let (response, delay) = refusal_of(self, &refusal, quotas, request);

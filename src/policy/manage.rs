@@ -132,8 +132,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// keys are untouched.
     pub fn reset(&self, request: &R) {
         for layer in self.layers.iter() {
-            let (Buckets::Keyed { stores, .. }, Some(tag)) = (&layer.buckets, layer.tag(request))
-            else {
+            let Buckets::Keyed { stores, .. } = &layer.buckets else {
+                continue;
+            };
+            let Some(tag) = layer.tag(request) else {
                 continue;
             };
             for store in stores.iter() {

@@ -56,8 +56,8 @@ pub(crate) struct Cluster {
 struct Inner {
     seeds: Vec<ConnectionInfo>,
     config: ConnectionManagerConfig,
-    // Std's atomics: read once per call and written on a refresh, a map no loom model
-    // needs to explore (the breaker and the leases are the modelled state).
+    // A lock and std's atomics: the map is read once per call and written on a refresh; the
+    // flags only rate-limit refreshes (each ordering says why it suffices).
     routes: RwLock<Routes>,
     /// Whether a background refresh is running.
     refreshing: AtomicBool,

@@ -7,69 +7,16 @@
 use core::future::Future;
 use std::sync::Arc;
 
-use ::redis::{Cmd, Value};
+use ::redis::Value;
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::verdict::{self, Decided};
 use crate::connection::{Cluster, Connection};
 use crate::failure::Link;
-use crate::script::{self, Plan, Prepared, Reply};
+use crate::script::{self, Plan, Prepared, Reply, Undo};
 use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::outcome::{tightness, Allowed, Cited, Gauge};
-
-/// What one slot's take wrote: each key it changed, the value it wrote, and the value it
-/// replaced (`None`: the key was missing).
-#[derive(Debug, Default)]
-struct Written {
-    keys: Vec<Vec<u8>>,
-    values: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-}
-
-impl Written {
-    /// The keys of `call` whose value `before` differs from `after`, from a take's reply.
-    fn of(keys: &[Vec<u8>], before: &Value, after: &Value) -> Option<Self> {
-        let (Value::Array(before), Value::Array(after)) = (before, after) else {
-            return None;
-        };
-        if before.len() != keys.len() || after.len() != keys.len() {
-            return None;
-        }
-        let bytes = |value: &Value| match value {
-            Value::Nil => Some(None),
-            Value::BulkString(bytes) => Some(Some(bytes.clone())),
-            _ => None,
-        };
-        let mut written = Self::default();
-        for ((key, before), after) in keys.iter().zip(before).zip(after) {
-            let (before, after) = (bytes(before)?, bytes(after)?);
-            if before != after {
-                // A take writes every bucket it changes; it never deletes one.
-                written.keys.push(key.clone());
-                written.values.push((after?, before));
-            }
-        }
-        Some(written)
-    }
-
-    /// The undo call: `KEYS` the keys, `ARGV` each value written and `0` or `1` followed by
-    /// the value replaced.
-    fn command(&self, verb: &str, script: &str) -> Cmd {
-        let mut command = Cmd::new();
-        command.arg(verb).arg(script).arg(self.keys.len());
-        for key in &self.keys {
-            command.arg(key);
-        }
-        for (after, before) in &self.values {
-            command.arg(after);
-            match before {
-                None => command.arg("0"),
-                Some(before) => command.arg([b"1".as_slice(), before].concat()),
-            };
-        }
-        command
-    }
-}
 
 /// A decision across the slots of a cluster: the link to it, the policies, and the reading the
 /// calls decide at.
@@ -140,7 +87,7 @@ impl<'a, R: ?Sized> Slots<'a, R> {
                 let replies = [(range.start, reply)].into();
                 return Ok(Decided { verdict, replies });
             }
-            if !wrote.keys.is_empty() {
+            if !wrote.is_empty() {
                 written.push(wrote);
             }
             admitted.push((range.start, part, reply));
@@ -190,12 +137,7 @@ impl<'a, R: ?Sized> Slots<'a, R> {
     }
 
     /// One slot's take, by `deadline`: its reply and what it wrote.
-    async fn take(
-        &self,
-        part: &Plan,
-        n: u32,
-        deadline: Instant,
-    ) -> Result<(Reply, Written), Failure> {
+    async fn take(&self, part: &Plan, n: u32, deadline: Instant) -> Result<(Reply, Undo), Failure> {
         let call = part.call((n, n), self.reading);
         let counters = &self.link.counters;
         let sent = async {
@@ -209,7 +151,7 @@ impl<'a, R: ?Sized> Slots<'a, R> {
                 return Err(Failure::Reply);
             };
             let reply = Reply::parse(answer, &call).ok_or(Failure::Reply)?;
-            let written = Written::of(&part.keys, before, after).ok_or(Failure::Reply)?;
+            let written = Undo::of(&part.keys, before, after).ok_or(Failure::Reply)?;
             Ok((reply, written))
         };
         let result = self.link.guarded(deadline, Box::pin(sent)).await;
@@ -222,7 +164,7 @@ impl<'a, R: ?Sized> Slots<'a, R> {
     /// Undoes every take in `written`, one call per slot; the keys put back.
     ///
     /// Counted in the limiter's background counters, which outlive it in a spawned task.
-    fn undo(&self, written: Vec<Written>) -> impl Future<Output = ()> + Send + 'static {
+    fn undo(&self, written: Vec<Undo>) -> impl Future<Output = ()> + Send + 'static {
         let (cluster, counters) = (self.cluster.clone(), Arc::clone(&self.link.background));
         async move {
             for wrote in written {
@@ -238,7 +180,7 @@ impl<'a, R: ?Sized> Slots<'a, R> {
     }
 
     /// Undoes every take in `written` in the background, within one timeout.
-    fn undo_later(&self, written: Vec<Written>) {
+    fn undo_later(&self, written: Vec<Undo>) {
         if written.is_empty() {
             return;
         }

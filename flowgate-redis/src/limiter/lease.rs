@@ -16,7 +16,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::verdict::{self, Decided};
 use crate::failure::Link;
-use crate::script::{self, Bucket, Plan, Prepared, Reply};
+use crate::script::{self, Bucket, Plan, Prepared, Reply, Undo};
 use crate::stats::Count;
 use flowgate::backend::Failure;
 use flowgate::clock::Clock;
@@ -354,25 +354,15 @@ async fn give_rest(
     deadline: Instant,
 ) -> Result<bool, Failure> {
     let counters = &link.counters;
-    let mut undo = Vec::with_capacity(entry.keys.len());
+    let mut undo = Undo::default();
     for ((key, &tat), quota) in entry.keys.iter().zip(wrote).zip(&entry.quotas) {
         // A lease is only taken from schedules (`size`).
         if let Bucket::Schedule { interval, .. } = *quota {
             let back = tat.saturating_sub(u64::from(rest).saturating_mul(interval));
-            undo.push((key, tat.to_string(), format!("1{back}")));
+            undo.push(key, tat.to_string().into(), Some(back.to_string().into()));
         }
     }
-    let command = |verb: &str, script: &str| {
-        let mut command = ::redis::Cmd::new();
-        command.arg(verb).arg(script).arg(undo.len());
-        for (key, _, _) in &undo {
-            command.arg(key);
-        }
-        for (_, tat, back) in &undo {
-            command.arg(tat).arg(back);
-        }
-        command
-    };
+    let command = |verb: &str, script: &str| undo.command(verb, script);
     let all = match link.eval(script::undo(), command, deadline).await {
         Ok(::redis::Value::Int(given)) => given == undo.len() as i64 && !undo.is_empty(),
         Ok(_) => false,

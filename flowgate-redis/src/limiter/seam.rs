@@ -137,17 +137,18 @@ async fn settle<R: ?Sized, C: Clock>(
     want: bool,
 ) -> Settled {
     let shared = &*limiter.shared;
-    // The decision's own deadline, which a refusal's looks across slots share.
+    // The decision's own deadline, which a refusal's looks across slots share (read only for
+    // a decision that may look).
     #[cfg(feature = "cluster")]
-    let deadline = shared.link.deadline();
+    let deadline = (want && plan.spans_policies()).then(|| shared.link.deadline());
     let decided = limiter.decide(plan, n).await;
     #[cfg(feature = "cluster")]
-    let decided = match decided {
-        Ok(decided) if want => match limiter.slots(plan) {
+    let decided = match (decided, deadline) {
+        (Ok(decided), Some(deadline)) => match limiter.slots(plan) {
             Some(slots) => Ok(slots.look(plan, decided, deadline).await),
             None => Ok(decided),
         },
-        other => other,
+        (other, _) => other,
     };
     let (verdict, decided) = match decided {
         Ok(decided) => (decided.verdict, Some(decided)),
@@ -164,12 +165,5 @@ async fn settle<R: ?Sized, C: Clock>(
             Ok(verdict.outcome().map(drop))
         }
     };
-    if let Ok(Err(refused)) = &answer {
-        if let Some(by) = refused.by() {
-            for state in states.iter_mut().filter(|state| *state.by() == *by) {
-                *state = state.none_left();
-            }
-        }
-    }
     Settled::new(answer, verdict.source(), states)
 }

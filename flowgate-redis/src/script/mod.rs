@@ -164,6 +164,76 @@ fn failure_of(error: &::redis::RedisError) -> Failure {
     }
 }
 
+/// The arguments of one call of the give-back script (`undo.lua`): each key to put back, the
+/// value written to it, and the value it replaced (`None`: the key was missing). Made from a
+/// take's reply across cluster slots, or from a lease's TATs.
+#[derive(Debug, Default)]
+pub(crate) struct Undo {
+    keys: Vec<Vec<u8>>,
+    values: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Undo {
+    /// The keys of `call` whose value `before` differs from `after`, from a take's reply.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn of(keys: &[Vec<u8>], before: &Value, after: &Value) -> Option<Self> {
+        let (Value::Array(before), Value::Array(after)) = (before, after) else {
+            return None;
+        };
+        if before.len() != keys.len() || after.len() != keys.len() {
+            return None;
+        }
+        let bytes = |value: &Value| match value {
+            Value::Nil => Some(None),
+            Value::BulkString(bytes) => Some(Some(bytes.clone())),
+            _ => None,
+        };
+        let mut written = Self::default();
+        for ((key, before), after) in keys.iter().zip(before).zip(after) {
+            let (before, after) = (bytes(before)?, bytes(after)?);
+            if before != after {
+                // A take writes every bucket it changes; it never deletes one.
+                written.push(key, after?, before);
+            }
+        }
+        Some(written)
+    }
+
+    /// Puts `key` back to `replaced` (`None`: deletes it) where it still holds `written`.
+    pub(crate) fn push(&mut self, key: &[u8], written: Vec<u8>, replaced: Option<Vec<u8>>) {
+        self.keys.push(key.to_vec());
+        self.values.push((written, replaced));
+    }
+
+    /// How many keys it puts back.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether it puts nothing back.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The call: `KEYS` the keys, `ARGV` each value written and `0` or `1` followed by the
+    /// value replaced.
+    pub(crate) fn command(&self, verb: &str, script: &str) -> Cmd {
+        let mut command = Cmd::new();
+        command.arg(verb).arg(script).arg(self.keys.len());
+        for key in &self.keys {
+            command.arg(key);
+        }
+        for (after, before) in &self.values {
+            command.arg(after);
+            match before {
+                None => command.arg("0"),
+                Some(before) => command.arg([b"1".as_slice(), before].concat()),
+            };
+        }
+        command
+    }
+}
+
 /// A command whose buffers the next call on the same thread reuses: taking a new one cost two
 /// allocations and two frees per decision (callgrind, BENCHMARKS.md "Redis").
 struct Spare;
