@@ -205,7 +205,8 @@
 //!
 //! `flowgate::stream::RateLimited` wraps a `Stream` and `RateLimitedSink` wraps a `Sink`, so
 //! items go on no faster than a limiter allows, each costing one cell or what a cost function
-//! says (bytes for a bandwidth limit). See the `stream` module.
+//! says (bytes for a bandwidth limit). `stream::Over::new(policies, user)` pays a policy set
+//! instead, in process or in Redis. See the `stream` module.
 //!
 //! # Without `std`
 //!

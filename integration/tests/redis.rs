@@ -1438,3 +1438,33 @@ async fn a_window_counter_falls_back_to_its_local_share() {
     }
     assert_eq!(admitted, [true, true, false]);
 }
+
+/// A stream over a Redis set goes no faster than the set's quota: its time has a lower bound
+/// only (a busy machine makes it slower, never faster), every decision is Redis's (failing
+/// closed, a late answer could only delay), and an item above the burst is paid in parts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_over_redis_goes_no_faster_than_its_quota() {
+    use flowgate::stream::{Over, RateLimited};
+    use futures_util::StreamExt;
+
+    let server = RedisServer::start();
+    let closed = OnFailure::Closed {
+        retry_after: Duration::from_millis(10),
+    };
+    let limiter = Policies::<str>::builder()
+        .policy(Policy::keyed("user", |user: &str| user).quota("20/s burst 2".parse().unwrap()))
+        .build_redis(server.backend().prefix("stream").on_failure(closed))
+        .unwrap();
+    let start = Instant::now();
+    let items = futures_util::stream::iter([1u32, 1, 5, 1]);
+    let limited = RateLimited::new(items, Over::new(limiter.clone(), "alice"))
+        .with_cost(|cells: &u32| *cells);
+    assert_eq!(limited.collect::<Vec<_>>().await, [1, 1, 5, 1]);
+    // 2 cells at once, then 6 at 50 ms each.
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(295), "{elapsed:?}");
+    let stats = limiter.stats();
+    assert_eq!((stats.failed_closed, stats.failed_open), (0, 0));
+    // At least one decision per item, and the 5 cells in more than one part.
+    assert!(stats.answered >= 5, "{stats:?}");
+}

@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flowgate::backend::Backend;
 use flowgate::clock::TokioClock;
-use flowgate::stream::{RateLimited, RateLimitedSink};
+use flowgate::policy::{Policies, Policy};
+use flowgate::stream::{Over, RateLimited, RateLimitedSink};
 use flowgate::RateLimiter;
 use futures_util::{SinkExt, StreamExt};
 use tokio::time::Instant;
@@ -158,4 +160,82 @@ async fn a_sink_passes_items_on_at_the_rate() {
     // 600 at once; 400 left, so the next 600 waits 200 ms; 200 more waits 200 ms; 2 000 more
     // take 2 s.
     assert_eq!(seen, [(600, 0), (600, 200), (200, 400), (2_000, 2_400)]);
+}
+
+/// A policy set for streams: 10/s burst 4 per user, 5/s burst 2 for everyone.
+fn set() -> Arc<Policies<str, TokioClock>> {
+    let built = Policies::<str>::builder()
+        .clock(TokioClock::new())
+        .policy(Policy::keyed("user", |user: &str| user).quota("10/s burst 4".parse().unwrap()))
+        .policy(Policy::global("all").quota("5/s burst 2".parse().unwrap()))
+        .build();
+    Arc::new(built.unwrap())
+}
+
+/// Over a backend, items go on at the tightest quota of every policy that applies, an item
+/// costing more than every burst is paid over time (here 5 cells through a burst of 2), and
+/// another user's stream spends the same global cells.
+#[tokio::test(start_paused = true)]
+async fn items_over_a_backend_go_at_the_tightest_quota() {
+    let start = Instant::now();
+    let shared = set();
+    let alice = RateLimited::new(
+        futures_util::stream::iter([1u32, 5, 1]),
+        Over::new(shared.clone(), "alice".to_owned()),
+    )
+    .with_cost(|cells: &u32| *cells);
+    // 1 of the 2 global cells at once; 5 takes the other and waits 200 ms for each of the 4
+    // more; the last cell 200 ms later.
+    assert_eq!(times(alice, start).await, [0, 800, 1_000]);
+    // The user bucket holds all but the last cell (it refills in 100 ms); the global is spent.
+    assert_eq!(alice_left(&shared).await, [3, 0]);
+
+    let bob = RateLimited::new(futures_util::stream::iter(0..2), Over::new(shared, "bob"));
+    assert_eq!(times(bob, start).await, [1_200, 1_400]);
+}
+
+async fn alice_left(set: &Policies<str, TokioClock>) -> Vec<u32> {
+    let states = set.look("alice").await.unwrap();
+    states.iter().map(|state| state.remaining()).collect()
+}
+
+/// Cells taken through a backend stay spent when the adapter is dropped mid-payment: an
+/// admission never rests on cells given back, and the set reads as the decisions left it.
+#[tokio::test(start_paused = true)]
+async fn a_payment_over_a_backend_keeps_what_it_took() {
+    let shared = set();
+    let mut limited = RateLimited::new(
+        futures_util::stream::iter([5u32]),
+        Over::new(shared.clone(), "alice"),
+    )
+    .with_cost(|cells: &u32| *cells);
+    let poll = tokio::time::timeout(Duration::from_millis(50), limited.next()).await;
+    assert!(poll.is_err(), "5 cells cannot be there within 50 ms");
+    assert_eq!(
+        futures_util::Stream::size_hint(limited.get_ref()),
+        (0, Some(0))
+    );
+    drop(limited);
+    assert_eq!(alice_left(&shared).await, [2, 0]);
+}
+
+/// A sink over a backend: the back-pressure of the set's tightest quota.
+#[tokio::test(start_paused = true)]
+async fn a_sink_over_a_backend_passes_items_at_the_tightest_quota() {
+    let start = Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let inner = futures_util::sink::unfold((), move |(), item: u32| {
+        log.lock()
+            .unwrap()
+            .push((item, start.elapsed().as_millis()));
+        async { Ok::<_, std::convert::Infallible>(()) }
+    });
+    let mut sink = Box::pin(RateLimitedSink::new(inner, Over::new(set(), "carol")));
+    for item in 0..4 {
+        sink.send(item).await.unwrap();
+    }
+    sink.close().await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, [(0, 0), (1, 0), (2, 200), (3, 400)]);
 }

@@ -2,54 +2,51 @@
 
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
-use std::sync::Arc;
 
 use futures_core::Stream;
 use pin_project_lite::pin_project;
 
 use super::payment::Payment;
-use crate::algorithm::Algorithm;
-use crate::clock::Clock;
-use crate::RateLimiter;
+use super::Payee;
 
 pin_project! {
-    /// A stream yielding `S`'s items no faster than its [`RateLimiter`] allows, each costing
+    /// A stream yielding `S`'s items no faster than its limiter ([`Payee`]) allows, each costing
     /// one cell or what [`with_cost`](Self::with_cost) says (see the [module docs](super) for
     /// how an item is paid for, fairness and cancellation).
     ///
     /// An item is pulled from `S` only when the next one is asked for, and yielded once it is
     /// paid for; `S` ending ends this stream.
     #[must_use = "streams do nothing unless polled"]
-    pub struct RateLimited<S, C, A, F>
+    pub struct RateLimited<S, P, F>
     where
         S: Stream,
-        C: Clock,
-        A: Algorithm,
+        P: Payee,
     {
         #[pin]
         inner: S,
         cost: F,
-        payment: Payment<C, A>,
+        payment: Payment<P>,
         held: Option<S::Item>,
     }
 }
 
-impl<S: Stream, C: Clock, A: Algorithm> RateLimited<S, C, A, fn(&S::Item) -> u32> {
-    /// `inner`'s items, one cell each, no faster than `limiter` allows.
-    pub fn new(inner: S, limiter: Arc<RateLimiter<C, A>>) -> Self {
+impl<S: Stream, P: Payee> RateLimited<S, P, fn(&S::Item) -> u32> {
+    /// `inner`'s items, one cell each, no faster than `payee` allows (an
+    /// `Arc<RateLimiter>`, or a backend and request: [`Over`](super::Over)).
+    pub fn new(inner: S, payee: P) -> Self {
         Self {
             inner,
             cost: |_| 1,
-            payment: Payment::new(limiter),
+            payment: Payment::new(payee),
             held: None,
         }
     }
 }
 
-impl<S: Stream, C: Clock, A: Algorithm, F> RateLimited<S, C, A, F> {
+impl<S: Stream, P: Payee, F> RateLimited<S, P, F> {
     /// The same stream with each item costing `cost(&item)` cells (bytes, rows, tokens); an
     /// item costing 0 goes on at once.
-    pub fn with_cost<G: FnMut(&S::Item) -> u32>(self, cost: G) -> RateLimited<S, C, A, G> {
+    pub fn with_cost<G: FnMut(&S::Item) -> u32>(self, cost: G) -> RateLimited<S, P, G> {
         RateLimited {
             inner: self.inner,
             cost,
@@ -58,9 +55,9 @@ impl<S: Stream, C: Clock, A: Algorithm, F> RateLimited<S, C, A, F> {
         }
     }
 
-    /// The limiter.
-    pub fn limiter(&self) -> &Arc<RateLimiter<C, A>> {
-        self.payment.limiter()
+    /// What items are paid to: the limiter, or the backend and request.
+    pub fn limiter(&self) -> &P {
+        self.payment.payee()
     }
 
     /// The inner stream.
@@ -75,11 +72,10 @@ impl<S: Stream, C: Clock, A: Algorithm, F> RateLimited<S, C, A, F> {
     }
 }
 
-impl<S, C, A, F> Stream for RateLimited<S, C, A, F>
+impl<S, P, F> Stream for RateLimited<S, P, F>
 where
     S: Stream,
-    C: Clock,
-    A: Algorithm,
+    P: Payee,
     F: FnMut(&S::Item) -> u32,
 {
     type Item = S::Item;
@@ -108,11 +104,10 @@ where
     }
 }
 
-impl<S, C, A, F> core::fmt::Debug for RateLimited<S, C, A, F>
+impl<S, P, F> core::fmt::Debug for RateLimited<S, P, F>
 where
     S: Stream + core::fmt::Debug,
-    C: Clock + core::fmt::Debug,
-    A: Algorithm + core::fmt::Debug,
+    P: Payee + core::fmt::Debug,
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RateLimited")

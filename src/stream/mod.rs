@@ -1,7 +1,9 @@
 //! Rate-limited streams and sinks (feature `futures`): [`RateLimited`], a `Stream` that yields
-//! its inner stream's items no faster than a [`RateLimiter`] allows, and [`RateLimitedSink`], a
-//! `Sink` that passes items on to its inner sink no faster. Each item costs cells: one by
-//! default, or what a cost function says (bytes, rows, tokens).
+//! its inner stream's items no faster than a limit allows, and [`RateLimitedSink`], a `Sink`
+//! that passes items on to its inner sink no faster. Each item costs cells: one by default, or
+//! what a cost function says (bytes, rows, tokens). The limit is a [`RateLimiter`] (in an
+//! `Arc`), or any [`Backend`] (a policy set, in process or in Redis) with the request every
+//! item is decided for: [`Over`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -32,8 +34,9 @@
 //! ```
 //!
 //! # How an item is paid for
-//! An item takes its cells as they come: [`RateLimiter::check_up_to`] takes what the bucket
-//! holds, up to what the item still owes, and when it holds none the adapter sleeps on tokio's
+//! An item takes its cells as they come: [`RateLimiter::check_up_to`] (or
+//! [`Backend::check_up_to`]) takes what the bucket holds (the tightest quota), up to what the
+//! item still owes, and when it holds none the adapter sleeps on tokio's
 //! timer for the refusal's `retry_after` and asks again. So an item costing more than the
 //! burst still passes (over more than one burst's time, at the limiter's rate), and
 //! nothing is ever dropped or refused. With a shaping algorithm the cells may come with a
@@ -49,7 +52,9 @@
 //! polls: an item that has taken part of its cost gives back exactly what may be given back
 //! ([`RateLimiter::give_back`]): the cells it took since another request last took some, and
 //! only if no request took any after them (a request decided against cells keeps them booked);
-//! an item pulled from the inner stream but not yet yielded stays in the adapter.
+//! an item pulled from the inner stream but not yet yielded stays in the adapter. Cells taken
+//! through a [`Backend`] are not given back (a remote booking cannot be undone exactly): they
+//! stay spent, which can leave cells unused and never admits an item too many.
 //!
 //! # Time
 //! The adapters sleep on tokio's timer, so the limiter's clock must agree with it:
@@ -61,7 +66,8 @@ mod payment;
 mod sink;
 
 pub use self::limited::RateLimited;
+pub use self::payment::{Over, Payee};
 pub use self::sink::RateLimitedSink;
 
 #[cfg(doc)]
-use crate::RateLimiter;
+use crate::{backend::Backend, RateLimiter};

@@ -1,62 +1,225 @@
-//! [`Payment`]: one item's cost being paid to a limiter, cell batch by cell batch, sleeping on
-//! tokio's timer in between; what both adapters drive, and what gives the cells back, exactly
-//! (a [`Receipt`]), if the adapter is dropped before the item goes on.
+//! What an item's cells are paid to ([`Payee`]: a [`RateLimiter`] or a [`Backend`] with the
+//! request naming the buckets, [`Over`]), and [`Payment`]: one item's cost being paid, batch by
+//! batch, sleeping on tokio's timer in between; what both adapters drive.
 
+use core::borrow::Borrow;
 use core::future::Future;
+use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::sync::Arc;
 
 use crate::algorithm::Algorithm;
+use crate::backend::{Backend, Verdict};
 use crate::clock::Clock;
 use crate::{RateLimiter, Receipt};
 
+/// What a stream or sink pays its items' cells to: an `Arc<`[`RateLimiter`]`>`, or a
+/// [`Backend`] with one request ([`Over`]). Sealed.
+pub trait Payee: sealed::Sealed + Unpin {
+    /// What an item under way has taken, or the call taking it.
+    #[doc(hidden)]
+    type Taken: Default + Send;
+
+    /// Takes up to `owed` cells: how many and the delay before they may be used, or the
+    /// wait before asking again.
+    #[doc(hidden)]
+    fn poll_take(
+        &self,
+        taken: &mut Self::Taken,
+        owed: u32,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(u32, Duration), Duration>>;
+
+    /// Gives back what an item that never went on took, where that can be done exactly.
+    #[doc(hidden)]
+    fn give_back(&self, taken: Self::Taken);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<C: crate::clock::Clock, A: crate::algorithm::Algorithm> Sealed
+        for std::sync::Arc<crate::RateLimiter<C, A>>
+    {
+    }
+    impl<B, Q, R: ?Sized> Sealed for super::Over<B, Q, R> {}
+}
+
+/// A limiter's payments: each batch a reservation, the batches of one item kept as one receipt
+/// (a batch taken after another request took cells replaces the earlier ones, which can no
+/// longer be given back exactly).
+impl<C: Clock, A: Algorithm> Payee for Arc<RateLimiter<C, A>> {
+    type Taken = Receipt;
+
+    fn poll_take(
+        &self,
+        taken: &mut Receipt,
+        owed: u32,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<(u32, Duration), Duration>> {
+        Poll::Ready(match self.reserve_up_to(owed) {
+            Ok((k, allowed, receipt)) => {
+                *taken = core::mem::take(taken).then(receipt);
+                Ok((k, allowed.delay()))
+            }
+            Err(refused) => Err(refused.retry_after()),
+        })
+    }
+
+    fn give_back(&self, taken: Receipt) {
+        RateLimiter::give_back(self, taken);
+    }
+}
+
+/// A [`Backend`] and the request every item of a stream or sink is decided for: items pay
+/// through [`Backend::check_up_to`], all the set's policies at once.
+///
+/// Cells taken through a backend are not given back: an item dropped part-paid leaves them
+/// spent (never an admission too many; at most one item's cells unused). Each batch is one
+/// boxed call of the backend.
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures_util::StreamExt;
+/// use flowgate::policy::{Policies, Policy};
+/// use flowgate::stream::{Over, RateLimited};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let limits = Arc::new(
+///     Policies::<str>::builder()
+///         .policy(Policy::keyed("tenant", |tenant: &str| tenant).quota("100/s".parse()?))
+///         .policy(Policy::global("all").quota("1000/s".parse()?))
+///         .build()?,
+/// );
+/// let rows = futures_util::stream::iter([40u32, 60]);
+/// let paid = RateLimited::new(rows, Over::new(limits, "acme")).with_cost(|rows: &u32| *rows);
+/// assert_eq!(paid.collect::<Vec<_>>().await, [40, 60]); // within the burst: at once
+/// # Ok(())
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(run())
+/// #     .map_err(|e| e.to_string())?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Over<B, Q, R: ?Sized> {
+    backend: B,
+    request: Q,
+    of: PhantomData<fn(&R)>,
+}
+
+impl<B: Backend<R> + Clone, Q: Borrow<R> + Clone + Send + Sync + 'static, R: ?Sized + Sync>
+    Over<B, Q, R>
+{
+    /// Items paid to `backend` for `request` (a user, a tenant: what the set's policies read).
+    pub fn new(backend: B, request: Q) -> Self {
+        Self {
+            backend,
+            request,
+            of: PhantomData,
+        }
+    }
+}
+
+impl<B, Q, R: ?Sized> Over<B, Q, R> {
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The request items are decided for.
+    pub fn request(&self) -> &Q {
+        &self.request
+    }
+}
+
+impl<B: core::fmt::Debug, Q: core::fmt::Debug, R: ?Sized> core::fmt::Debug for Over<B, Q, R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Over")
+            .field("backend", &self.backend)
+            .field("request", &self.request)
+            .finish()
+    }
+}
+
+/// The backend's call under way (one allocation per batch: it owns clones of the backend and
+/// the request, so that it outlives a poll).
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Call(Option<Pin<Box<Taking>>>);
+
+type Taking = dyn Future<Output = (u32, Verdict)> + Send;
+
+impl<B, Q, R> Payee for Over<B, Q, R>
+where
+    B: Backend<R> + Clone + Unpin,
+    Q: Borrow<R> + Clone + Send + Sync + Unpin + 'static,
+    R: ?Sized + Sync,
+{
+    type Taken = Call;
+
+    fn poll_take(
+        &self,
+        call: &mut Call,
+        owed: u32,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(u32, Duration), Duration>> {
+        let future = call.0.get_or_insert_with(|| {
+            let (backend, request) = (self.backend.clone(), self.request.clone());
+            Box::pin(async move { backend.check_up_to(request.borrow(), owed).await })
+        });
+        let (k, verdict) = core::task::ready!(future.as_mut().poll(cx));
+        call.0 = None;
+        Poll::Ready(match verdict.outcome() {
+            Ok(allowed) => Ok((k, allowed.delay())),
+            Err(refused) => Err(refused.retry_after()),
+        })
+    }
+
+    fn give_back(&self, _: Call) {}
+}
+
 /// An item's cost, partly paid.
-#[derive(Debug)]
-pub(super) struct Payment<C: Clock, A: Algorithm> {
-    limiter: Arc<RateLimiter<C, A>>,
+pub(super) struct Payment<P: Payee> {
+    payee: P,
     /// Cells still owed by the item under way (0: nothing under way, or paid).
     owed: u32,
-    /// What the item under way has taken (given back if it never goes on): the batches taken
-    /// one on top of the other, as one receipt; a batch taken after another request took cells
-    /// replaces the earlier ones, which can no longer be given back exactly.
-    taken: Receipt,
+    /// What the item under way has taken (given back if it never goes on).
+    taken: P::Taken,
     /// The sleep before the next attempt (a refusal's wait), or before the item goes on (a
     /// shaper's delay). Boxed: tokio's `Sleep` is not `Unpin`.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl<C: Clock, A: Algorithm> Payment<C, A> {
-    pub(super) fn new(limiter: Arc<RateLimiter<C, A>>) -> Self {
+impl<P: Payee> Payment<P> {
+    pub(super) fn new(payee: P) -> Self {
         Self {
-            limiter,
+            payee,
             owed: 0,
-            taken: Receipt::default(),
+            taken: P::Taken::default(),
             sleep: None,
         }
     }
 
-    /// The limiter paid.
-    pub(super) fn limiter(&self) -> &Arc<RateLimiter<C, A>> {
-        &self.limiter
+    /// What is paid.
+    pub(super) fn payee(&self) -> &P {
+        &self.payee
     }
 
     /// Starts paying `cost` cells for a new item (the last one must be paid).
     pub(super) fn start(&mut self, cost: u32) {
         debug_assert!(self.owed == 0 && self.sleep.is_none());
         self.owed = cost;
-        self.taken = Receipt::default();
+        self.taken = P::Taken::default();
     }
 
     /// The item paid for has gone on: its cells are spent, and nothing is given back.
     pub(super) fn settle(&mut self) {
-        self.taken = Receipt::default();
+        self.taken = P::Taken::default();
     }
 
     /// Pays what is owed: `Ready` once every cell is taken and any delay slept, `Pending` while
-    /// sleeping (the waker is registered with tokio's timer). The cells stay the payment's
-    /// (given back on drop) until [`settle`](Self::settle).
+    /// sleeping or waiting for the payee (the waker registered). The cells stay the payment's
+    /// (given back on drop, where that can be done) until [`settle`](Self::settle).
     pub(super) fn poll_paid(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             if let Some(sleep) = self.sleep.as_mut() {
@@ -68,14 +231,14 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
             if self.owed == 0 {
                 return Poll::Ready(());
             }
-            let wait = match self.limiter.reserve_up_to(self.owed) {
-                Ok((k, allowed, receipt)) => {
-                    self.owed -= k;
-                    self.taken = core::mem::take(&mut self.taken).then(receipt);
-                    allowed.delay()
-                }
-                Err(refused) => refused.retry_after(),
-            };
+            let wait =
+                match core::task::ready!(self.payee.poll_take(&mut self.taken, self.owed, cx)) {
+                    Ok((k, delay)) => {
+                        self.owed -= k.min(self.owed);
+                        delay
+                    }
+                    Err(retry_after) => retry_after,
+                };
             if wait > Duration::ZERO {
                 self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
             }
@@ -83,9 +246,19 @@ impl<C: Clock, A: Algorithm> Payment<C, A> {
     }
 }
 
-impl<C: Clock, A: Algorithm> Drop for Payment<C, A> {
+impl<P: Payee> Drop for Payment<P> {
     fn drop(&mut self) {
         // An item that never went on gives back what it took, if nothing was built on it.
-        self.limiter.give_back(core::mem::take(&mut self.taken));
+        self.payee.give_back(core::mem::take(&mut self.taken));
+    }
+}
+
+impl<P: Payee + core::fmt::Debug> core::fmt::Debug for Payment<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Payment")
+            .field("payee", &self.payee)
+            .field("owed", &self.owed)
+            .field("sleeping", &self.sleep.is_some())
+            .finish_non_exhaustive()
     }
 }

@@ -3,33 +3,29 @@
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use futures_sink::Sink;
 use pin_project_lite::pin_project;
 
 use super::payment::Payment;
-use crate::algorithm::Algorithm;
-use crate::clock::Clock;
-use crate::RateLimiter;
+use super::Payee;
 
 pin_project! {
-    /// A sink passing items on to `Si` no faster than its [`RateLimiter`] allows, each costing
+    /// A sink passing items on to `Si` no faster than its limiter ([`Payee`]) allows, each costing
     /// one cell or what [`with_cost`](Self::with_cost) says (see the [module docs](super)).
     ///
     /// `start_send` keeps the item; `poll_ready`, `poll_flush` and `poll_close` pay for it and
     /// hand it to `Si`. So `poll_ready` is pending while the last item waits for its cells,
     /// which is the back-pressure a producer (`SinkExt::send`, `StreamExt::forward`) waits on.
     #[must_use = "sinks do nothing unless polled"]
-    pub struct RateLimitedSink<Si, T, C, A, F>
+    pub struct RateLimitedSink<Si, T, P, F>
     where
-        C: Clock,
-        A: Algorithm,
+        P: Payee,
     {
         #[pin]
         inner: Si,
         cost: F,
-        payment: Payment<C, A>,
+        payment: Payment<P>,
         // Items kept, paid for front first (one, unless a caller sent without waiting for
         // `poll_ready`; none is ever dropped).
         held: VecDeque<T>,
@@ -38,22 +34,23 @@ pin_project! {
     }
 }
 
-impl<Si, T, C: Clock, A: Algorithm> RateLimitedSink<Si, T, C, A, fn(&T) -> u32> {
-    /// Passes items on to `inner`, one cell each, no faster than `limiter` allows.
-    pub fn new(inner: Si, limiter: Arc<RateLimiter<C, A>>) -> Self {
+impl<Si, T, P: Payee> RateLimitedSink<Si, T, P, fn(&T) -> u32> {
+    /// Passes items on to `inner`, one cell each, no faster than `payee` allows (an
+    /// `Arc<RateLimiter>`, or a backend and request: [`Over`](super::Over)).
+    pub fn new(inner: Si, payee: P) -> Self {
         Self {
             inner,
             cost: |_| 1,
-            payment: Payment::new(limiter),
+            payment: Payment::new(payee),
             held: VecDeque::new(),
             paying: false,
         }
     }
 }
 
-impl<Si, T, C: Clock, A: Algorithm, F> RateLimitedSink<Si, T, C, A, F> {
+impl<Si, T, P: Payee, F> RateLimitedSink<Si, T, P, F> {
     /// The same sink with each item costing `cost(&item)` cells.
-    pub fn with_cost<G: FnMut(&T) -> u32>(self, cost: G) -> RateLimitedSink<Si, T, C, A, G> {
+    pub fn with_cost<G: FnMut(&T) -> u32>(self, cost: G) -> RateLimitedSink<Si, T, P, G> {
         RateLimitedSink {
             inner: self.inner,
             cost,
@@ -63,9 +60,9 @@ impl<Si, T, C: Clock, A: Algorithm, F> RateLimitedSink<Si, T, C, A, F> {
         }
     }
 
-    /// The limiter.
-    pub fn limiter(&self) -> &Arc<RateLimiter<C, A>> {
-        self.payment.limiter()
+    /// What items are paid to: the limiter, or the backend and request.
+    pub fn limiter(&self) -> &P {
+        self.payment.payee()
     }
 
     /// The inner sink.
@@ -74,11 +71,10 @@ impl<Si, T, C: Clock, A: Algorithm, F> RateLimitedSink<Si, T, C, A, F> {
     }
 }
 
-impl<Si, T, C, A, F> RateLimitedSink<Si, T, C, A, F>
+impl<Si, T, P, F> RateLimitedSink<Si, T, P, F>
 where
     Si: Sink<T>,
-    C: Clock,
-    A: Algorithm,
+    P: Payee,
     F: FnMut(&T) -> u32,
 {
     /// Pays for every kept item and hands each to the inner sink, in order.
@@ -102,11 +98,10 @@ where
     }
 }
 
-impl<Si, T, C, A, F> Sink<T> for RateLimitedSink<Si, T, C, A, F>
+impl<Si, T, P, F> Sink<T> for RateLimitedSink<Si, T, P, F>
 where
     Si: Sink<T>,
-    C: Clock,
-    A: Algorithm,
+    P: Payee,
     F: FnMut(&T) -> u32,
 {
     type Error = Si::Error;
@@ -132,11 +127,10 @@ where
     }
 }
 
-impl<Si, T, C, A, F> core::fmt::Debug for RateLimitedSink<Si, T, C, A, F>
+impl<Si, T, P, F> core::fmt::Debug for RateLimitedSink<Si, T, P, F>
 where
     Si: core::fmt::Debug,
-    C: Clock + core::fmt::Debug,
-    A: Algorithm + core::fmt::Debug,
+    P: Payee + core::fmt::Debug,
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RateLimitedSink")
