@@ -103,7 +103,7 @@ impl Config {
 /// local_share = 0.25      # with "local": each process's share of every quota
 /// # retry_after = "1s"    # with "closed": the Retry-After of those refusals
 /// # lease = [10, "100ms"] # cells per lease and a lease's lifetime
-/// breaker = [3, "100ms"]  # open after 3 consecutive failures, probe every 100 ms (the
+/// breaker = [3, "100ms"]  # open after 3 failures in a row, probe every 100 ms (the
 ///                         # default); `false` for no breaker
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -134,7 +134,7 @@ pub struct RedisConfig {
     /// Cells per lease and a lease's lifetime (`[10, "100ms"]`); no leases if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<(u32, String)>,
-    /// The circuit breaker: consecutive failures that open it and its cool-down
+    /// The circuit breaker: failures in a row that open it and its cool-down
     /// (`[3, "100ms"]`), or `false` for none; the default breaker if absent (or `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerConfig>,

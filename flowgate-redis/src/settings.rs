@@ -182,7 +182,7 @@ impl fmt::Debug for RedisBackend {
 impl RedisBackend {
     /// Buckets on `client`'s server (see [`redis::Client::open`]), under the prefix
     /// "flowgate", with a 50 ms timeout, failing open, without leases, behind the default
-    /// circuit breaker ([`Breaker::default`]: open after 3 consecutive failures, probe every
+    /// circuit breaker ([`Breaker::default`]: open after 3 failures in a row, probe every
     /// 100 ms).
     ///
     /// [`redis::Client::open`]: https://docs.rs/redis/1/redis/struct.Client.html#method.open
@@ -320,8 +320,8 @@ pub enum OnFailure {
 /// When a [`RedisLimiter`](crate::RedisLimiter) stops calling Redis, and for how long: its
 /// circuit breaker. Give it to [`RedisBackend::breaker`](RedisBackend::breaker).
 ///
-/// After `failures` consecutive failed calls (timeouts, lost connections, error replies) the
-/// limiter stops calling Redis and decides by its failure policy at once, for `cool_down`.
+/// After `failures` failed calls with no success between them (timeouts, lost connections,
+/// error replies) the limiter stops calling Redis and decides by its failure policy at once, for `cool_down`.
 /// Then one `PING`, sent by a task of its own so that no decision waits for it, asks whether
 /// Redis answers again: if it does, calls go through again; if not, another cool-down starts.
 /// With a breaker the connection manager tries each reconnection once, without sleeping: the
@@ -343,7 +343,7 @@ impl Default for Breaker {
 }
 
 impl Breaker {
-    /// A breaker that opens after `failures` consecutive failed calls and stays open for
+    /// A breaker that opens after `failures` failed calls in a row and stays open for
     /// `cool_down` before each probe. A cool-down too long to add to the clock keeps the
     /// breaker open for as long as the clock runs (about 146 years).
     ///
@@ -370,7 +370,7 @@ impl Breaker {
         self.failures == 0 && self.cool_down.is_zero()
     }
 
-    /// The consecutive failures that open it.
+    /// The failures in a row that open it.
     pub const fn failures(&self) -> u32 {
         self.failures
     }

@@ -2,8 +2,10 @@
 //! transitions, tested on their own), and the `Circuit` a limiter holds (the phase under a
 //! mutex, its clock, and the probe it sends when half open).
 //!
-//! Of the callers that find the cool-down over exactly one becomes the probe, and only the
-//! current probe's report leaves the half-open phase (a late report of a replaced probe changes
+//! Failures that happen together are one piece of evidence: a failed call counts only if it was
+//! sent after the last failure counted was seen, so the calls in flight through one stall or one
+//! dropped connection count once, not once each. Of the callers that find the cool-down over
+//! exactly one becomes the probe, and only the current probe's report leaves the half-open phase (a late report of a replaced probe changes
 //! nothing). The phase sits under a plain mutex, taken for a few instructions once per call to
 //! Redis (itself a round trip of tens of microseconds): the simplest structure that is obviously
 //! right.
@@ -27,9 +29,9 @@ use crate::settings::Breaker;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BreakerState {
-    /// Calls go to Redis; the consecutive failures so far.
+    /// Calls go to Redis; the failures counted so far.
     Closed {
-        /// Failed calls since the last success.
+        /// Failures counted since the last success (calls that fail together count once).
         failures: u64,
     },
     /// No call goes to Redis until the cool-down ends.
@@ -44,7 +46,7 @@ impl fmt::Display for BreakerState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Closed { failures: 0 } => f.write_str("closed"),
-            Self::Closed { failures } => write!(f, "closed, {failures} consecutive failures"),
+            Self::Closed { failures } => write!(f, "closed, {failures} failures in a row"),
             Self::Open => f.write_str("open"),
             Self::HalfOpen => f.write_str("half open, probing"),
             Self::Off => f.write_str("off"),
@@ -55,8 +57,9 @@ impl fmt::Display for BreakerState {
 /// The breaker's state machine; times are ns of the breaker's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Calls go through; the consecutive failures so far.
-    Closed(u64),
+    /// Calls go through; the failures counted since the last success, and when the last of
+    /// them was seen.
+    Closed(u64, u64),
     /// No call goes through until the time given.
     Open(u64),
     /// One probe is out, since the time given.
@@ -78,7 +81,7 @@ impl Phase {
     /// taken for lost) becomes the probe.
     fn gate(&mut self, now: impl FnOnce() -> u64, overdue: u64) -> Gate {
         let busy_until = match *self {
-            Self::Closed(_) => return Gate::Call,
+            Self::Closed(..) => return Gate::Call,
             Self::Open(until) => until,
             Self::HalfOpen(since) => since.saturating_add(overdue),
         };
@@ -90,20 +93,32 @@ impl Phase {
         Gate::Probe(now)
     }
 
-    /// A call failed at `now`: a closed breaker counts it and opens for `cool_down` at the
-    /// `limit`-th consecutive failure (true if this one opened it). An open or half-open one is
-    /// left alone: the call was sent before it opened; only the probe closes it.
-    fn failed(&mut self, now: u64, limit: u64, cool_down: u64) -> bool {
-        let Self::Closed(failures) = *self else {
+    /// A call sent at `sent` failed at `now`: a closed breaker counts it, unless it was in
+    /// flight when the last failure counted was seen (the same stall, the same dropped
+    /// connection), and opens for `cool_down` at the `limit`-th failure counted (true if this
+    /// one opened it). An open or half-open one is left alone: the call was sent before it
+    /// opened; only the probe closes it.
+    fn failed(&mut self, (sent, now): (u64, u64), limit: u64, cool_down: u64) -> bool {
+        let Self::Closed(failures, last) = *self else {
             return false;
         };
+        if failures > 0 && sent < last {
+            return false;
+        }
         let failures = failures.saturating_add(1);
         *self = if failures >= limit {
             Self::Open(now.saturating_add(cool_down))
         } else {
-            Self::Closed(failures)
+            Self::Closed(failures, now)
         };
         failures >= limit
+    }
+
+    /// A call answered: a closed breaker forgets its failures.
+    fn succeeded(&mut self) {
+        if let Self::Closed(failures, _) = self {
+            *failures = 0;
+        }
     }
 
     /// The report at `now` of the probe sent at `sent`: closed if it succeeded, open for
@@ -111,7 +126,7 @@ impl Phase {
     fn probed(&mut self, sent: u64, ok: bool, now: u64, cool_down: u64) {
         if *self == Self::HalfOpen(sent) {
             *self = if ok {
-                Self::Closed(0)
+                Self::Closed(0, now)
             } else {
                 Self::Open(now.saturating_add(cool_down))
             };
@@ -147,7 +162,7 @@ impl Circuit {
         let settings = backend.breaker;
         (!settings.is_off()).then(|| {
             Arc::new(Self {
-                phase: Mutex::new(Phase::Closed(0)),
+                phase: Mutex::new(Phase::Closed(0, 0)),
                 failures: u64::from(settings.failures()),
                 cool_down: nanos(settings.cool_down()),
                 overdue: nanos(backend.timeout.saturating_add(settings.cool_down())),
@@ -160,7 +175,8 @@ impl Circuit {
         })
     }
 
-    fn now(&self) -> u64 {
+    /// The breaker's clock, in ns: what a call's sending time is read on.
+    pub(super) fn now(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
@@ -191,16 +207,16 @@ impl Circuit {
 
     /// A call answered: a closed breaker forgets its failures.
     pub(super) fn succeeded(&self) {
-        let mut phase = self.phase();
-        if let Phase::Closed(1..) = *phase {
-            *phase = Phase::Closed(0);
-        }
+        self.phase().succeeded();
     }
 
-    /// A call failed.
-    pub(super) fn failed(&self) {
+    /// A call sent at `sent` (the breaker's [`now`](Self::now)) failed.
+    pub(super) fn failed(&self, sent: u64) {
         let now = self.now();
-        if self.phase().failed(now, self.failures, self.cool_down) {
+        if self
+            .phase()
+            .failed((sent, now), self.failures, self.cool_down)
+        {
             self.state.set(2.0);
         }
     }
@@ -208,7 +224,7 @@ impl Circuit {
     /// The breaker's state now.
     pub(super) fn state(&self) -> BreakerState {
         match *self.phase() {
-            Phase::Closed(failures) => BreakerState::Closed { failures },
+            Phase::Closed(failures, _) => BreakerState::Closed { failures },
             Phase::Open(_) => BreakerState::Open,
             Phase::HalfOpen(_) => BreakerState::HalfOpen,
         }
@@ -247,28 +263,28 @@ mod tests {
 
     #[test]
     fn opens_at_the_limit_and_a_success_resets_the_count() {
-        let mut phase = Phase::Closed(0);
-        assert!(!phase.failed(10, 3, COOL));
-        assert!(!phase.failed(11, 3, COOL));
-        assert_eq!(phase, Phase::Closed(2));
-        phase = Phase::Closed(0);
-        assert!(!phase.failed(12, 3, COOL));
-        assert!(!phase.failed(13, 3, COOL));
+        let mut phase = Phase::Closed(0, 0);
+        assert!(!phase.failed((10, 10), 3, COOL));
+        assert!(!phase.failed((11, 11), 3, COOL));
+        assert_eq!(phase, Phase::Closed(2, 11));
+        phase = Phase::Closed(0, 0);
+        assert!(!phase.failed((12, 12), 3, COOL));
+        assert!(!phase.failed((13, 13), 3, COOL));
         assert!(
-            phase.failed(14, 3, COOL),
-            "the third consecutive failure opens it"
+            phase.failed((14, 14), 3, COOL),
+            "the third failure in a row opens it"
         );
         assert_eq!(phase, Phase::Open(114));
         // A failure of a call sent before it opened changes nothing.
-        assert!(!phase.failed(15, 3, COOL));
+        assert!(!phase.failed((15, 15), 3, COOL));
         assert_eq!(phase, Phase::Open(114));
     }
 
     #[test]
     fn one_probe_after_the_cool_down_and_its_report_decides() {
         const OVERDUE: u64 = 1_000;
-        let mut phase = Phase::Closed(0);
-        phase.failed(0, 1, COOL);
+        let mut phase = Phase::Closed(0, 0);
+        phase.failed((0, 0), 1, COOL);
         assert_eq!(
             phase.gate(|| 99, OVERDUE),
             Gate::Refuse,
@@ -281,7 +297,7 @@ mod tests {
             "one probe at a time"
         );
         assert!(
-            !phase.failed(500, 1, COOL),
+            !phase.failed((500, 500), 1, COOL),
             "a straggler does not reopen it"
         );
         assert_eq!(phase, Phase::HalfOpen(100));
@@ -289,19 +305,43 @@ mod tests {
         assert_eq!(phase, Phase::Open(600));
         assert_eq!(phase.gate(|| 600, OVERDUE), Gate::Probe(600));
         phase.probed(600, true, 601, COOL);
-        assert_eq!(phase, Phase::Closed(0));
+        assert_eq!(phase, Phase::Closed(0, 601));
         let never = || unreachable!("a closed breaker reads no clock");
         assert_eq!(phase.gate(never, OVERDUE), Gate::Call);
+    }
+
+    /// Calls in flight together when a failure is seen (one stall, one dropped connection) are
+    /// one piece of evidence: only a call sent after the last failure counted counts again.
+    #[test]
+    fn failures_in_flight_together_count_once() {
+        let mut phase = Phase::Closed(0, 0);
+        // 500 calls sent from 0 to 499 time out from 1 000 on: the first counts, at 1 000.
+        for sent in 0..500 {
+            assert!(!phase.failed((sent, 1_000 + sent), 3, COOL));
+        }
+        assert_eq!(phase, Phase::Closed(1, 1_000));
+        // A call sent after that failure was seen fails too: a second piece of evidence.
+        assert!(!phase.failed((1_000, 1_100), 3, COOL));
+        assert!(!phase.failed((1_050, 1_150), 3, COOL), "in flight at 1 100");
+        assert!(phase.failed((1_100, 1_200), 3, COOL), "the third opens it");
+        // A success in between starts the count again, wherever the failures were sent.
+        let mut phase = Phase::Closed(2, 50);
+        phase.succeeded();
+        assert!(
+            !phase.failed((10, 60), 3, COOL),
+            "counted: none since the success"
+        );
+        assert_eq!(phase, Phase::Closed(1, 60));
     }
 
     /// A probe that never reports (its task dropped) is replaced once overdue, and its late
     /// report, if it comes, changes nothing; a report from no probe changes nothing.
     #[test]
     fn an_overdue_probe_is_replaced_and_stale_reports_change_nothing() {
-        let mut phase = Phase::Closed(0);
+        let mut phase = Phase::Closed(0, 0);
         phase.probed(0, true, 0, COOL);
-        assert_eq!(phase, Phase::Closed(0));
-        phase.failed(0, 1, COOL);
+        assert_eq!(phase, Phase::Closed(0, 0));
+        phase.failed((0, 0), 1, COOL);
         assert_eq!(phase.gate(|| 100, 50), Gate::Probe(100));
         assert_eq!(phase.gate(|| 149, 50), Gate::Refuse);
         assert_eq!(phase.gate(|| 150, 50), Gate::Probe(150));
@@ -310,8 +350,8 @@ mod tests {
         phase.probed(150, false, 170, COOL);
         assert_eq!(phase, Phase::Open(170 + COOL));
         // A cool-down past the clock saturates: open for as long as the clock runs.
-        let mut forever = Phase::Closed(0);
-        forever.failed(u64::MAX - 1, 1, u64::MAX);
+        let mut forever = Phase::Closed(0, 0);
+        forever.failed((u64::MAX - 1, u64::MAX - 1), 1, u64::MAX);
         assert_eq!(forever.gate(|| u64::MAX - 1, 1), Gate::Refuse);
     }
 }

@@ -113,11 +113,14 @@ impl Link {
         sent: impl Future<Output = Result<T, Failure>>,
     ) -> Result<T, Failure> {
         let counters = &self.counters;
+        // When the call was sent, on the breaker's clock (read only with a breaker).
+        let mut sent_at = 0;
         if let Some(circuit) = &self.circuit {
             if !circuit.allows() {
                 counters.failed(Failure::BreakerOpen);
                 return Err(Failure::BreakerOpen);
             }
+            sent_at = circuit.now();
         }
         let started = cfg!(feature = "metrics").then(std::time::Instant::now);
         let result = match tokio::time::timeout_at(deadline, sent).await {
@@ -133,7 +136,7 @@ impl Link {
         if let Some(circuit) = &self.circuit {
             match result {
                 Ok(_) => circuit.succeeded(),
-                Err(_) => circuit.failed(),
+                Err(_) => circuit.failed(sent_at),
             }
         }
         result
