@@ -162,12 +162,18 @@ async fn a_sink_passes_items_on_at_the_rate() {
     assert_eq!(seen, [(600, 0), (600, 200), (200, 400), (2_000, 2_400)]);
 }
 
-/// A policy set for streams: 10/s burst 4 per user, 5/s burst 2 for everyone.
+/// A policy set for streams: 10/s burst 4 per user, 5/s burst 2 for everyone, whose refusals
+/// carry a jitter of a second (for clients: a stream waits only until the set conforms).
 fn set() -> Arc<Policies<str, TokioClock>> {
+    let second = Duration::from_secs(1);
     let built = Policies::<str>::builder()
         .clock(TokioClock::new())
         .policy(Policy::keyed("user", |user: &str| user).quota("10/s burst 4".parse().unwrap()))
-        .policy(Policy::global("all").quota("5/s burst 2".parse().unwrap()))
+        .policy(
+            Policy::global("all")
+                .quota("5/s burst 2".parse().unwrap())
+                .jitter(second, second),
+        )
         .build();
     Arc::new(built.unwrap())
 }
@@ -191,8 +197,12 @@ async fn items_over_a_backend_go_at_the_tightest_quota() {
     assert_eq!(alice_left(&shared).await, [3, 0]);
 
     let bob = RateLimited::new(futures_util::stream::iter(0..2), Over::new(shared, "bob"));
+    assert_sync(&bob);
     assert_eq!(times(bob, start).await, [1_200, 1_400]);
 }
+
+/// Adapters are `Sync` when their parts are (a stream stored in shared state, or made a body).
+fn assert_sync<T: Sync>(_: &T) {}
 
 async fn alice_left(set: &Policies<str, TokioClock>) -> Vec<u32> {
     let states = set.look("alice").await.unwrap();

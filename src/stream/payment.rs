@@ -63,7 +63,7 @@ impl<C: Clock, A: Algorithm> Payee for Arc<RateLimiter<C, A>> {
                 *taken = core::mem::take(taken).then(receipt);
                 Ok((k, allowed.delay()))
             }
-            Err(refused) => Err(refused.retry_after()),
+            Err(refused) => Err(refused.conforms_after()),
         })
     }
 
@@ -77,7 +77,10 @@ impl<C: Clock, A: Algorithm> Payee for Arc<RateLimiter<C, A>> {
 ///
 /// Cells taken through a backend are not given back: an item dropped part-paid leaves them
 /// spent (never an admission too many; at most one item's cells unused). Each batch is one
-/// boxed call of the backend.
+/// boxed call of the backend, which owns a clone of the backend and of the request (an
+/// `Arc<str>` clones without allocating). A refused batch waits until the set conforms, without
+/// the policy's jitter (which spreads clients, not one stream's batches). The request must be
+/// owned: a set of HTTP requests ([`Inbound`](crate::http::Inbound)) cannot pay a stream.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -107,8 +110,11 @@ pub struct Over<B, Q, R: ?Sized> {
     of: PhantomData<fn(&R)>,
 }
 
-impl<B: Backend<R> + Clone, Q: Borrow<R> + Clone + Send + Sync + 'static, R: ?Sized + Sync>
-    Over<B, Q, R>
+impl<B, Q, R> Over<B, Q, R>
+where
+    B: Backend<R> + Clone + Unpin,
+    Q: Borrow<R> + Clone + Send + Unpin + 'static,
+    R: ?Sized + Sync,
 {
     /// Items paid to `backend` for `request` (a user, a tenant: what the set's policies read).
     pub fn new(backend: B, request: Q) -> Self {
@@ -142,17 +148,18 @@ impl<B: core::fmt::Debug, Q: core::fmt::Debug, R: ?Sized> core::fmt::Debug for O
 }
 
 /// The backend's call under way (one allocation per batch: it owns clones of the backend and
-/// the request, so that it outlives a poll).
+/// the request, so that it outlives a poll). In a mutex only reached through `&mut` (never
+/// locked), so that an adapter is `Sync` as its parts are.
 #[doc(hidden)]
 #[derive(Default)]
-pub struct Call(Option<Pin<Box<Taking>>>);
+pub struct Call(std::sync::Mutex<Option<Pin<Box<Taking>>>>);
 
 type Taking = dyn Future<Output = (u32, Verdict)> + Send;
 
 impl<B, Q, R> Payee for Over<B, Q, R>
 where
     B: Backend<R> + Clone + Unpin,
-    Q: Borrow<R> + Clone + Send + Sync + Unpin + 'static,
+    Q: Borrow<R> + Clone + Send + Unpin + 'static,
     R: ?Sized + Sync,
 {
     type Taken = Call;
@@ -163,15 +170,19 @@ where
         owed: u32,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(u32, Duration), Duration>> {
-        let future = call.0.get_or_insert_with(|| {
+        let call = call
+            .0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let future = call.get_or_insert_with(|| {
             let (backend, request) = (self.backend.clone(), self.request.clone());
             Box::pin(async move { backend.check_up_to(request.borrow(), owed).await })
         });
         let (k, verdict) = core::task::ready!(future.as_mut().poll(cx));
-        call.0 = None;
+        *call = None;
         Poll::Ready(match verdict.outcome() {
             Ok(allowed) => Ok((k, allowed.delay())),
-            Err(refused) => Err(refused.retry_after()),
+            Err(refused) => Err(refused.conforms_after()),
         })
     }
 
@@ -233,6 +244,8 @@ impl<P: Payee> Payment<P> {
             }
             let wait =
                 match core::task::ready!(self.payee.poll_take(&mut self.taken, self.owed, cx)) {
+                    // A payee that admits no cell breaks its contract: waited on, not spun on.
+                    Ok((0, delay)) => delay.max(Duration::from_millis(1)),
                     Ok((k, delay)) => {
                         self.owed -= k.min(self.owed);
                         delay
