@@ -33,8 +33,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
+use crate::error::RedisConfigError;
 use crate::limiter::{look, reset, RedisLimiter};
-use crate::settings::{RedisBackend, RedisConfigError};
+use crate::settings::RedisBackend;
 use flowgate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, States, Verdict};
 use flowgate::clock::{Clock, QuantaClock};
 use flowgate::outcome::Attempt;
@@ -126,6 +127,18 @@ impl<R: ?Sized, C: Clock> AnyPolicies<R, C> {
         match self {
             Self::InProcess(_) => "in_process",
             Self::Redis(_) => "redis",
+        }
+    }
+
+    /// Whether the backend can decide: always in process; in Redis,
+    /// [`RedisLimiter::ready`].
+    ///
+    /// # Errors
+    /// [`RedisConfigError::Unreachable`], naming the server and why.
+    pub async fn ready(&self) -> Result<(), RedisConfigError> {
+        match self {
+            Self::InProcess(_) => Ok(()),
+            Self::Redis(limiter) => limiter.ready().await,
         }
     }
 }

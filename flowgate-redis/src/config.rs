@@ -7,7 +7,8 @@ use flowgate::policy::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig}
 use serde::{Deserialize, Serialize};
 
 use crate::any::{AnyPolicies, BuildRedis};
-use crate::settings::{Breaker, OnFailure, RedisBackend, RedisConfigError};
+use crate::error::RedisConfigError;
+use crate::settings::{Breaker, OnFailure, RedisBackend};
 
 /// A policy set as written in a configuration file that may put it in Redis: flowgate's
 /// [`PoliciesConfig`] with its `[redis]` table. The same file read by flowgate alone builds in
@@ -86,6 +87,31 @@ impl Config {
             )),
         }
     }
+
+    /// [`build`](Self::build), then, for a set in Redis whose table does not say
+    /// `check_at_start = false`, [`AnyPolicies::ready`]: what a service calls at start-up, so
+    /// that a wrong URL or a Redis that is down stops it with an error instead of a limiter
+    /// that decides every request by its failure policy.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build), and, when Redis does not answer, an error on `redis.url`
+    /// naming the server and why.
+    pub async fn connect<R: ?Sized + 'static, C: Clock + Clone + Send + Sync + 'static>(
+        &self,
+        keys: &KeyExtractors<R>,
+        clock: C,
+    ) -> Result<AnyPolicies<R, C>, ConfigError> {
+        let set = self.build(keys, clock)?;
+        if self
+            .redis
+            .as_ref()
+            .is_some_and(|r| r.check_at_start != Some(false))
+        {
+            let ready = set.ready().await;
+            ready.map_err(|error| ConfigError::setting("redis.url", error.to_string()))?;
+        }
+        Ok(set)
+    }
 }
 
 /// Where and how a set decided in Redis keeps its buckets, as written in a configuration file
@@ -105,6 +131,7 @@ impl Config {
 /// # lease = [10, "100ms"] # cells per lease and a lease's lifetime
 /// breaker = [3, "100ms"]  # open after 3 failures in a row, probe every 100 ms (the
 ///                         # default); `false` for no breaker
+/// check_at_start = true   # Config::connect fails if Redis does not answer (the default)
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -138,6 +165,10 @@ pub struct RedisConfig {
     /// (`[3, "100ms"]`), or `false` for none; the default breaker if absent (or `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerConfig>,
+    /// Whether [`Config::connect`] fails when Redis does not answer at start-up (`true` if
+    /// absent); `false` starts anyway, deciding by the failure policy until Redis answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_at_start: Option<bool>,
 }
 
 /// The `breaker` setting of a [`RedisConfig`].

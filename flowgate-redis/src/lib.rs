@@ -74,6 +74,7 @@ mod any;
 #[cfg(feature = "serde")]
 mod config;
 mod connection;
+mod error;
 mod failure;
 mod limiter;
 mod log;
@@ -89,12 +90,13 @@ pub mod fuzzing;
 pub use any::{AnyPolicies, BuildRedis};
 #[cfg(feature = "serde")]
 pub use config::{BreakerConfig, Config, RedisConfig};
+pub use error::RedisConfigError;
 pub use failure::BreakerState;
 pub use flowgate::backend::{Failure, Source, Verdict};
 pub use limiter::{RedisLimiter, MAX_LEASE_CELLS};
 pub use log::RedisSlidingLog;
 pub use script::MAX_WINDOW_MICROS;
-pub use settings::{Breaker, OnFailure, RedisBackend, RedisConfigError};
+pub use settings::{Breaker, OnFailure, RedisBackend};
 pub use stats::RedisStats;
 
 #[cfg(doc)]

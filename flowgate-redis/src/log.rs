@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use ::redis::{Cmd, Value};
 
+use crate::error::{check_part, RedisConfigError};
 use crate::failure::Link;
 use crate::script;
-use crate::settings::{check_part, OnFailure, RedisBackend, RedisConfigError};
+use crate::settings::{OnFailure, RedisBackend};
 use crate::stats::RedisStats;
 use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::clock::Clock;
@@ -159,6 +160,14 @@ impl<C: Clock> RedisSlidingLog<C> {
         };
         counters.decided(verdict.is_allowed());
         Ok(verdict)
+    }
+
+    /// Whether Redis answers (see [`RedisLimiter::ready`](crate::RedisLimiter::ready)).
+    ///
+    /// # Errors
+    /// [`RedisConfigError::Unreachable`], naming the server and why.
+    pub async fn ready(&self) -> Result<(), RedisConfigError> {
+        self.shared.link.ready().await
     }
 
     /// The counters since the log was built.

@@ -1468,3 +1468,64 @@ async fn a_stream_over_redis_goes_no_faster_than_its_quota() {
     // At least one decision per item, and the 5 cells in more than one part.
     assert!(stats.answered >= 5, "{stats:?}");
 }
+
+/// Whether Redis answers is known at start-up: `ready` succeeds on a running server and names
+/// the address of one that does not answer (nothing listens on its port); a configuration's
+/// `connect` fails there, naming `redis.url`, unless its table says `check_at_start = false`,
+/// where the set starts and decides by its failure policy until Redis answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_names_a_server_that_does_not_answer() {
+    use flowgate::policy::KeyExtractors;
+    let server = RedisServer::start();
+    let set = || {
+        let user = Policy::keyed("user", |user: &str| user).quota("3/h".parse().unwrap());
+        Policies::<str>::builder().policy(user)
+    };
+    set()
+        .build_redis(server.backend())
+        .unwrap()
+        .ready()
+        .await
+        .unwrap();
+
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("redis://127.0.0.1:{port}/");
+    let nowhere = RedisBackend::new(redis::Client::open(url.as_str()).unwrap());
+    let lost = set().build_redis(nowhere).unwrap();
+    let error = lost.ready().await.unwrap_err();
+    let named = format!("127.0.0.1:{port}");
+    assert!(
+        matches!(&error, RedisConfigError::Unreachable { server, .. } if *server == named),
+        "{error}"
+    );
+    assert!(lost
+        .check("alice")
+        .await
+        .unwrap()
+        .source()
+        .failure()
+        .is_some());
+
+    let file = |check: &str| -> flowgate_redis::Config {
+        let text = format!(
+            "backend = \"redis\"\n[redis]\nurl = {url:?}\n{check}\n\
+             [[policies]]\nname = \"all\"\nquotas = [\"3/h\"]\n"
+        );
+        toml::from_str(&text).unwrap()
+    };
+    let (keys, clock) = (
+        KeyExtractors::<str>::new(),
+        flowgate::clock::QuantaClock::new(),
+    );
+    let error = file("").connect(&keys, clock.clone()).await.unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("redis.url") && message.contains(&named),
+        "{message}"
+    );
+    let started = file("check_at_start = false").connect(&keys, clock).await;
+    assert!(started.unwrap().ready().await.is_err());
+}

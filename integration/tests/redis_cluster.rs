@@ -16,7 +16,9 @@ use flowgate::clock::{Clock, ManualClock};
 use flowgate::policy::{Policies, PoliciesBuilder, Policy};
 use flowgate::Quota;
 use flowgate_redis::BuildRedis as _;
-use flowgate_redis::{OnFailure, RedisBackend, RedisLimiter, RedisSlidingLog, Source};
+use flowgate_redis::{
+    OnFailure, RedisBackend, RedisConfigError, RedisLimiter, RedisSlidingLog, Source,
+};
 use redis_cluster::redis_server::RedisServer;
 use redis_cluster::{ClusterNode, RedisCluster};
 
@@ -403,4 +405,13 @@ async fn a_configuration_file_names_a_cluster() {
     assert!(value(&cluster, "{flowgate:all}:0").is_some());
     let refused = limiter.check("a").await.unwrap().outcome().unwrap_err();
     assert_eq!(refused.policy(), Some("all"));
+    // Ready while every master answers; a hung master is named (last: it may fail over).
+    limits.ready().await.unwrap();
+    let hung = cluster.masters()[1].clone();
+    signal(&hung, "-STOP");
+    let error = limits.ready().await.unwrap_err();
+    signal(&hung, "-CONT");
+    let named =
+        matches!(&error, RedisConfigError::Unreachable { server, .. } if *server == hung.address());
+    assert!(named, "{error}");
 }

@@ -99,9 +99,36 @@ impl Cluster {
         }
     }
 
-    /// Whether some node answers `CLUSTER SLOTS` (the map is refreshed on the way).
-    pub(crate) async fn ping(&self) -> bool {
-        self.refresh().await
+    /// Whether some node answers `CLUSTER SLOTS` within `wait` (the map is refreshed on the
+    /// way).
+    pub(crate) async fn ping(&self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, self.refresh())
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Whether the slot map can be learned and every master in it answers a `PING`, each within
+    /// `wait`: `Err`
+    /// names one that does not (`host:port`; empty if no node gave the map) and why.
+    pub(crate) async fn ready(&self, wait: Duration) -> Result<(), (String, String)> {
+        if !self.ping(wait).await {
+            let why = format!("no node answered CLUSTER SLOTS within {wait:?}");
+            return Err((String::new(), why));
+        }
+        let masters: Vec<Node> = {
+            let routes = (self.inner.routes.read()).unwrap_or_else(PoisonError::into_inner);
+            let serving = |&(index, _): &(usize, &Node)| {
+                routes.slots.iter().any(|n| usize::from(*n) == index)
+            };
+            (routes.nodes.iter().enumerate().filter(serving))
+                .map(|(_, node)| node.clone())
+                .collect()
+        };
+        for mut node in masters {
+            let pinged = super::ping(&mut node.connection, wait).await;
+            pinged.map_err(|error| (format!("{}:{}", node.host, node.port), error))?;
+        }
+        Ok(())
     }
 
     /// The connection to `slot`'s master, learning the map first if it has none. The map is

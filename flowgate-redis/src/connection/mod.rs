@@ -14,8 +14,9 @@ mod slots;
 
 #[cfg(feature = "cluster")]
 pub(crate) use self::cluster::Cluster;
+use crate::error::RedisConfigError;
 use crate::script::Script;
-use crate::settings::{RedisBackend, RedisConfigError, Server};
+use crate::settings::{RedisBackend, Server};
 use crate::stats::Counters;
 use flowgate::backend::Failure;
 
@@ -42,18 +43,58 @@ impl Connection {
         }
     }
 
-    /// Whether the server answers a `PING` (a cluster: some node).
-    pub(crate) async fn ping(&self) -> bool {
-        let ping = ::redis::cmd("PING");
+    /// Whether every server answers a `PING` within `wait`: `Err` names one that does not
+    /// (`host:port`; empty for the one server) and why.
+    pub(crate) async fn ready(&self, wait: Duration) -> Result<(), (String, String)> {
         match self {
             Self::One(manager) => {
-                let mut manager = manager.clone();
-                (::redis::aio::ConnectionLike::req_packed_command(&mut manager, &ping).await)
-                    .and_then(::redis::Value::extract_error)
-                    .is_ok()
+                (ping(&mut manager.clone(), wait).await).map_err(|error| (String::new(), error))
             }
             #[cfg(feature = "cluster")]
-            Self::Cluster(cluster) => cluster.ping().await,
+            Self::Cluster(cluster) => cluster.ready(wait).await,
+        }
+    }
+
+    /// Whether the server answers a `PING` within `wait` (a cluster: some node).
+    pub(crate) async fn ping(&self, wait: Duration) -> bool {
+        match self {
+            Self::One(manager) => self::ping(&mut manager.clone(), wait).await.is_ok(),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(cluster) => cluster.ping(wait).await,
+        }
+    }
+}
+
+/// Whether `connection` answers a `PING` within `wait`, or why not. Two tries: after an outage
+/// a connection manager answers the first command with the error of its last failed attempt
+/// and starts a new one, which the second awaits.
+async fn ping(
+    connection: &mut impl ::redis::aio::ConnectionLike,
+    wait: Duration,
+) -> Result<(), String> {
+    let tries = async {
+        let mut error = String::new();
+        for _ in 0..2 {
+            let answer = connection.req_packed_command(&::redis::cmd("PING")).await;
+            match answer.and_then(::redis::Value::extract_error) {
+                Ok(_) => return Ok(()),
+                Err(e) => error = e.to_string(),
+            }
+        }
+        Err(error)
+    };
+    let answer = tokio::time::timeout(wait, tries).await;
+    answer.unwrap_or_else(|_| Err(format!("no answer within {wait:?}")))
+}
+
+/// Where `server` is, as `host:port` (or the seeds of a cluster), for messages: no password.
+pub(crate) fn describe(server: &Server) -> String {
+    match server {
+        Server::One(client) => client.get_connection_info().addr().to_string(),
+        #[cfg(feature = "cluster")]
+        Server::Cluster(seeds) => {
+            let seeds: Vec<_> = seeds.iter().map(|seed| seed.addr().to_string()).collect();
+            format!("the cluster of {}", seeds.join(", "))
         }
     }
 }
@@ -69,9 +110,6 @@ pub(crate) fn connect(backend: &RedisBackend) -> Result<Connection, RedisConfigE
         return Err(RedisConfigError::NoRuntime);
     }
     backend.check()?;
-    if !backend.breaker.is_valid() {
-        return Err(RedisConfigError::Breaker);
-    }
     let mut config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(backend.timeout.max(Duration::from_millis(250))))
         .set_response_timeout(None)

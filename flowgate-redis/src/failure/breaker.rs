@@ -230,21 +230,9 @@ impl Circuit {
         }
     }
 
-    /// Asks Redis for a `PONG` within the timeout and reports. Two tries: after an outage the
-    /// connection manager answers the first command with the error of its last failed
-    /// attempt and starts a new one, which the second awaits.
+    /// Asks Redis for a `PONG` within the timeout and reports.
     async fn probe(self: Arc<Self>, sent: u64) {
-        let ping = async {
-            for _ in 0..2 {
-                if self.connection.ping().await {
-                    return true;
-                }
-            }
-            false
-        };
-        let ok = tokio::time::timeout(self.timeout, ping)
-            .await
-            .unwrap_or(false);
+        let ok = self.connection.ping(self.timeout).await;
         let now = self.now();
         self.phase().probed(sent, ok, now, self.cool_down);
         self.state.set(if ok { 0.0 } else { 2.0 });

@@ -7,8 +7,8 @@ use flowgate::clock::Clock;
 use flowgate::policy::{Extract, Key, Policies, Policy};
 use flowgate::quota::{Quota, QuotaError};
 
+use crate::error::RedisConfigError;
 use crate::script::Plan;
-use crate::settings::RedisConfigError;
 
 /// `algorithm` on `share` of its quota, the same algorithm (a shaper stays a shaper): a
 /// schedule's interval divided by `share` (rounded up) and its burst times `share` (at least

@@ -14,9 +14,10 @@ use tokio::time::Instant;
 pub use self::breaker::BreakerState;
 use self::breaker::Circuit;
 pub(crate) use self::local::local_limiter;
-use crate::connection::{connect, Connection};
+use crate::connection::{connect, describe, Connection};
+use crate::error::RedisConfigError;
 use crate::script::{Call, Reply, Script};
-use crate::settings::{OnFailure, RedisBackend, RedisConfigError};
+use crate::settings::{OnFailure, RedisBackend};
 use crate::stats::Counters;
 use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::outcome::{Cause, Cited, Gauge, Refused};
@@ -25,6 +26,8 @@ use flowgate::outcome::{Cause, Cited, Gauge, Refused};
 /// failure policy, and the counters of everything that happens on the way.
 pub(crate) struct Link {
     pub(crate) connection: Connection,
+    /// Where the connection goes, for messages (`host:port`, or a cluster's seeds).
+    server: String,
     /// The circuit breaker, unless it is off.
     circuit: Option<Arc<Circuit>>,
     pub(crate) timeout: Duration,
@@ -45,6 +48,7 @@ impl Link {
         let circuit = Circuit::new(backend, &connection, counters.breaker_state.clone());
         Ok(Self {
             connection,
+            server: describe(&backend.server),
             circuit,
             timeout: backend.timeout,
             on_failure: backend.on_failure,
@@ -140,6 +144,22 @@ impl Link {
             }
         }
         result
+    }
+
+    /// Whether Redis answers a `PING` (every master of a cluster) within the timeout or 1 s,
+    /// whichever is longer (a start-up check, not a decision); else which server does not, and
+    /// why.
+    pub(crate) async fn ready(&self) -> Result<(), RedisConfigError> {
+        let wait = self.timeout.max(Duration::from_secs(1));
+        let Err((server, reason)) = self.connection.ready(wait).await else {
+            return Ok(());
+        };
+        let server = if server.is_empty() {
+            self.server.clone()
+        } else {
+            server
+        };
+        Err(RedisConfigError::Unreachable { server, reason })
     }
 
     /// Where the circuit breaker stands ([`BreakerState::Off`] without one).

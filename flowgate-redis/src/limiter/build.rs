@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::{RedisLimiter, Shared};
+use crate::error::RedisConfigError;
 use crate::failure::{local_limiter, Link};
 use crate::script::{Prepared, Tag};
-use crate::settings::{OnFailure, RedisBackend, RedisConfigError, Server};
+use crate::settings::{OnFailure, RedisBackend, Server};
 use flowgate::clock::Clock;
 use flowgate::policy::PoliciesBuilder;
 

@@ -17,6 +17,7 @@ use self::lease::Leases;
 pub use self::lease::MAX_LEASE_CELLS;
 pub(crate) use self::seam::{look, reset};
 use self::verdict::Decided;
+use crate::error::RedisConfigError;
 use crate::failure::{BreakerState, Link};
 use crate::script::{self, Plan, Prepared, Reply};
 use crate::settings::OnFailure;
@@ -106,6 +107,17 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// admits all `n`, [`OnFailure::Closed`] refuses.
     pub async fn check_up_to(&self, request: &R, n: u32) -> (u32, Verdict) {
         self.up_to_of(self.plan(request, n.min(1)), n).await
+    }
+
+    /// Whether Redis answers: a `PING` to the server, or to every master of a cluster, within
+    /// the timeout or 1 s, whichever is longer. For start-up and readiness probes: building
+    /// connects lazily, so a set built with a wrong URL or while Redis is down decides by its
+    /// failure policy until this would succeed.
+    ///
+    /// # Errors
+    /// [`RedisConfigError::Unreachable`], naming the server (`host:port`) and why.
+    pub async fn ready(&self) -> Result<(), RedisConfigError> {
+        self.shared.link.ready().await
     }
 
     /// The counters since the limiter was built.

@@ -16,7 +16,7 @@ use flowgate::policy::QuotaMetrics;
 
 use super::quota::{Bucket, Micros};
 use super::Call;
-use crate::settings::{check_part, RedisConfigError};
+use crate::error::{check_part, RedisConfigError};
 
 /// One policy as the script runs it.
 pub(crate) struct Prepared<R: ?Sized> {

@@ -5,7 +5,7 @@
 
 use core::time::Duration;
 
-use crate::settings::RedisConfigError;
+use crate::error::RedisConfigError;
 use flowgate::algorithm::{
     Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, LeakyBucket, SlidingWindow, Step,
 };
