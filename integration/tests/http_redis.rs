@@ -141,7 +141,7 @@ async fn every_backend_answers_over_http_as_in_process() {
     let local = policies().clock(clock.clone()).build().unwrap();
     let remote = |backend: RedisBackend| {
         let backend = backend.prefix("http").client_time(true);
-        let backend = backend.timeout(Duration::from_secs(2));
+        let backend = backend.timeout(Duration::from_secs(10));
         layer(
             policies()
                 .clock(clock.clone())

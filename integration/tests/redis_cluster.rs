@@ -36,8 +36,12 @@ fn layered<C: Clock>(builder: PoliciesBuilder<str, C>, global: Quota) -> Policie
         .policy(Policy::global("all").quota(global))
 }
 
+/// The cluster as a backend that waits up to 10 s for an answer: on a busy machine a call is
+/// answered late, never decided by the failure policy instead (tests of outages set their own).
 fn cluster_backend(cluster: &RedisCluster) -> RedisBackend {
-    RedisBackend::cluster(cluster.seed_urls()).unwrap()
+    RedisBackend::cluster(cluster.seed_urls())
+        .unwrap()
+        .timeout(Duration::from_secs(10))
 }
 
 /// The value of `key` on the node that serves it (`None`: missing).
@@ -83,7 +87,7 @@ async fn decisions_agree_with_one_server() {
     let global = Quota::per_second(5).unwrap().with_burst(4).unwrap();
     let build = |backend: RedisBackend| -> RedisLimiter<str, ManualClock> {
         layered(Policies::<str>::builder().clock(clock.clone()), global)
-            .build_redis(backend.client_time(true).timeout(Duration::from_secs(2)))
+            .build_redis(backend.client_time(true).timeout(Duration::from_secs(10)))
             .unwrap()
     };
     let one = build(server.backend());
@@ -134,7 +138,7 @@ async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
     let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
     let limiter = layered(Policies::<str>::builder(), Quota::per_hour(1).unwrap())
-        .build_redis(cluster_backend(&cluster).timeout(Duration::from_secs(2)))
+        .build_redis(cluster_backend(&cluster).timeout(Duration::from_secs(10)))
         .unwrap();
     let user_key = "{flowgate:user:alice}:0";
     assert!(limiter.check("alice").await.unwrap().is_allowed());
@@ -151,7 +155,7 @@ async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
     assert_eq!(limiter.stats().undone, 3);
     // The sliding log routes by its key too: 3 per window, wherever the key lives.
     let log = RedisSlidingLog::new(
-        cluster_backend(&cluster).timeout(Duration::from_secs(2)),
+        cluster_backend(&cluster).timeout(Duration::from_secs(10)),
         "log",
         Quota::per_hour(3).unwrap(),
     )
@@ -176,7 +180,7 @@ async fn a_slot_moved_under_load_loses_no_decision_and_admits_nothing_extra() {
     let cluster = Arc::new(RedisCluster::start());
     let global = Quota::per_day(BURST).unwrap();
     let limiter = layered(Policies::<str>::builder(), global)
-        .build_redis(cluster_backend(&cluster).timeout(Duration::from_secs(2)))
+        .build_redis(cluster_backend(&cluster).timeout(Duration::from_secs(10)))
         .unwrap();
     let hot = "{flowgate:all}:0";
     let slot = cluster.slot_of(hot);
@@ -367,7 +371,7 @@ async fn a_configuration_file_names_a_cluster() {
     let seeds = cluster.seed_urls();
     let file: flowgate_redis::Config = toml::from_str(&format!(
         "backend = \"redis\"\n\
-         [redis]\nurl = {:?}\ncluster = {:?}\ntimeout = \"2s\"\n\
+         [redis]\nurl = {:?}\ncluster = {:?}\ntimeout = \"10s\"\n\
          [[policies]]\nname = \"user\"\nkey = \"user\"\nquotas = [\"2/h\"]\n\
          [[policies]]\nname = \"all\"\nquotas = [\"3/h\"]\n",
         seeds[0],
@@ -405,11 +409,17 @@ async fn a_configuration_file_names_a_cluster() {
     assert!(value(&cluster, "{flowgate:all}:0").is_some());
     let refused = limiter.check("a").await.unwrap().outcome().unwrap_err();
     assert_eq!(refused.policy(), Some("all"));
-    // Ready while every master answers; a hung master is named (last: it may fail over).
+    // Ready while every master answers; a hung master is named (last: it may fail over), by a
+    // set from the same file waiting 1 s.
     limits.ready().await.unwrap();
+    let mut impatient = file.clone();
+    impatient.redis.as_mut().unwrap().timeout = Some("1s".to_owned());
+    let impatient = impatient
+        .build(&keys, flowgate::clock::QuantaClock::new())
+        .unwrap();
     let hung = cluster.masters()[1].clone();
     signal(&hung, "-STOP");
-    let error = limits.ready().await.unwrap_err();
+    let error = impatient.ready().await.unwrap_err();
     signal(&hung, "-CONT");
     let named =
         matches!(&error, RedisConfigError::Unreachable { server, .. } if *server == hung.address());

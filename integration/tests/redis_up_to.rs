@@ -489,7 +489,7 @@ mod cluster {
                         .unwrap(),
                 ),
             )
-            .build_redis(backend.client_time(true).timeout(Duration::from_secs(2)))
+            .build_redis(backend.client_time(true).timeout(Duration::from_secs(10)))
             .unwrap()
     }
 
