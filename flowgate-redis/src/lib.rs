@@ -75,6 +75,7 @@ mod any;
 mod config;
 mod connection;
 mod error;
+mod events;
 mod failure;
 mod limiter;
 mod log;

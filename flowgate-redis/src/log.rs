@@ -117,9 +117,11 @@ impl<C: Clock> RedisSlidingLog<C> {
         if matches!(backend.on_failure, OnFailure::Local { .. }) {
             return Err(RedisConfigError::LocalLog);
         }
+        let link = Link::new(&backend)?;
+        crate::events::built(&backend, &link.server, core::iter::once(name.as_str()));
         Ok(Self {
             shared: Arc::new(Log {
-                link: Link::new(&backend)?,
+                link,
                 prefix: backend.prefix,
                 name,
                 window,

@@ -339,3 +339,82 @@ async fn a_stall_costs_the_decisions_in_flight_not_an_open_breaker() {
     }
     panic!("three stalls of 240 ms each lasted 380 ms or more: the machine is too busy");
 }
+
+/// Log lines written to memory (the `fmt` subscriber's writer).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An outage is told to the logs in a few lines (feature `tracing`): the set built, failing
+/// open; the breaker opened, naming the server; the failure policy's first decision at once,
+/// then no line per decision; the breaker closed; and the decisions made since the first line.
+/// The decisions the lines count are every decision the failure policy made.
+#[tokio::test]
+async fn an_outage_is_told_to_the_logs_in_a_few_lines() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    // For the whole process: the breaker's probe runs on whichever thread the runtime gives
+    // it. Lines are told apart by the server they name (no other test in this binary logs).
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let mut server = RedisServer::start();
+    let address = server
+        .url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let limiter = Policies::<str>::builder()
+        .policy(Policy::keyed("k", |k: &str| k).quota(Quota::per_second(1_000_000).unwrap()))
+        .build_redis(RedisBackend::new(server.client()).timeout(TIMEOUT))
+        .unwrap();
+    assert_eq!(limiter.check("k").await.unwrap().source(), Source::Buckets);
+    server.kill();
+    for _ in 0..300 {
+        assert!(limiter.check("k").await.unwrap().is_allowed(), "fails open");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    server.restart();
+    // Until Redis decides again (bounded: 5 s).
+    for _ in 0..500 {
+        if limiter.check("k").await.unwrap().source() == Source::Buckets {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let ours = format!("server=\"{address}\"");
+    let lines = |what: &str| {
+        let of = |line: &&str| line.contains(what) && line.contains(&ours);
+        text.lines().filter(of).collect::<Vec<_>>()
+    };
+    let built = lines("policy set built in Redis");
+    assert!(
+        built.len() == 1 && built[0].contains("open: admits every request"),
+        "{text}"
+    );
+    let opened = lines("circuit breaker opened");
+    assert!(opened.len() == 1 && opened[0].contains(&address), "{text}");
+    assert_eq!(lines("circuit breaker closed").len(), 1, "{text}");
+    let counted = |line: &&str| -> u64 {
+        let after = line.split("decisions=").nth(1).expect("a count");
+        after.split(' ').next().unwrap().parse().unwrap()
+    };
+    let first = lines("Redis did not answer: decided by the failure policy");
+    let since = lines("Redis answers again");
+    assert_eq!((first.len(), since.len()), (1, 1), "{text}");
+    let told: u64 = first.iter().chain(&since).map(counted).sum();
+    assert_eq!(told, limiter.stats().failed_open, "{text}");
+}

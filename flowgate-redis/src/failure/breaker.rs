@@ -18,6 +18,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
+use crate::events::{self, Fallbacks};
 use crate::settings::RedisBackend;
 use crate::stats::Gauge;
 
@@ -122,15 +123,17 @@ impl Phase {
     }
 
     /// The report at `now` of the probe sent at `sent`: closed if it succeeded, open for
-    /// `cool_down` if not; nothing if it is no longer the current probe.
-    fn probed(&mut self, sent: u64, ok: bool, now: u64, cool_down: u64) {
-        if *self == Self::HalfOpen(sent) {
-            *self = if ok {
-                Self::Closed(0, now)
-            } else {
-                Self::Open(now.saturating_add(cool_down))
-            };
+    /// `cool_down` if not; nothing if it is no longer the current probe. Whether it closed.
+    fn probed(&mut self, sent: u64, ok: bool, now: u64, cool_down: u64) -> bool {
+        if *self != Self::HalfOpen(sent) {
+            return false;
         }
+        *self = if ok {
+            Self::Closed(0, now)
+        } else {
+            Self::Open(now.saturating_add(cool_down))
+        };
+        ok
     }
 }
 
@@ -149,15 +152,19 @@ pub(super) struct Circuit {
     runtime: Handle,
     /// `flowgate_redis_breaker_state`: 0 closed, 1 half open, 2 open.
     state: Gauge,
+    /// The server, for the logs, and the fallbacks logged until it answers again.
+    server: Arc<str>,
+    fallbacks: Arc<Fallbacks>,
 }
 
 impl Circuit {
     /// The breaker `backend` asks for in front of `connection` (none when it is off), its
-    /// state shown on `state`, its probes spawned on the current runtime.
+    /// state shown on `state` and told to the logs with `server` and `fallbacks`, its probes
+    /// spawned on the current runtime.
     pub(super) fn new(
         backend: &RedisBackend,
         connection: &Connection,
-        state: Gauge,
+        (state, server, fallbacks): (Gauge, Arc<str>, Arc<Fallbacks>),
     ) -> Option<Arc<Self>> {
         let settings = backend.breaker;
         (!settings.is_off()).then(|| {
@@ -171,6 +178,8 @@ impl Circuit {
                 timeout: backend.timeout,
                 runtime: Handle::current(),
                 state,
+                server,
+                fallbacks,
             })
         })
     }
@@ -218,6 +227,11 @@ impl Circuit {
             .failed((sent, now), self.failures, self.cool_down)
         {
             self.state.set(2.0);
+            events::opened(
+                &self.server,
+                self.failures,
+                Duration::from_nanos(self.cool_down),
+            );
         }
     }
 
@@ -234,8 +248,12 @@ impl Circuit {
     async fn probe(self: Arc<Self>, sent: u64) {
         let ok = self.connection.ping(self.timeout).await;
         let now = self.now();
-        self.phase().probed(sent, ok, now, self.cool_down);
+        let closed = self.phase().probed(sent, ok, now, self.cool_down);
         self.state.set(if ok { 0.0 } else { 2.0 });
+        if closed {
+            events::closed(&self.server);
+            self.fallbacks.flush(&self.server);
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use self::breaker::Circuit;
 pub(crate) use self::local::local_limiter;
 use crate::connection::{connect, describe, Connection};
 use crate::error::RedisConfigError;
+use crate::events::Fallbacks;
 use crate::script::{Call, Reply, Script};
 use crate::settings::{OnFailure, RedisBackend};
 use crate::stats::Counters;
@@ -27,7 +28,9 @@ use flowgate::outcome::{Cause, Cited, Gauge, Refused};
 pub(crate) struct Link {
     pub(crate) connection: Connection,
     /// Where the connection goes, for messages (`host:port`, or a cluster's seeds).
-    server: String,
+    pub(crate) server: Arc<str>,
+    /// The failure policy's decisions, for the logs.
+    fallbacks: Arc<Fallbacks>,
     /// The circuit breaker, unless it is off.
     circuit: Option<Arc<Circuit>>,
     pub(crate) timeout: Duration,
@@ -45,10 +48,17 @@ impl Link {
     pub(crate) fn new(backend: &RedisBackend) -> Result<Self, RedisConfigError> {
         let connection = connect(backend)?;
         let counters = Counters::new(&backend.prefix);
-        let circuit = Circuit::new(backend, &connection, counters.breaker_state.clone());
+        let (server, fallbacks): (Arc<str>, _) = (describe(&backend.server).into(), Arc::default());
+        let reports = (
+            counters.breaker_state.clone(),
+            Arc::clone(&server),
+            Arc::clone(&fallbacks),
+        );
+        let circuit = Circuit::new(backend, &connection, reports);
         Ok(Self {
             connection,
-            server: describe(&backend.server),
+            server,
+            fallbacks,
             circuit,
             timeout: backend.timeout,
             on_failure: backend.on_failure,
@@ -155,7 +165,7 @@ impl Link {
             return Ok(());
         };
         let server = if server.is_empty() {
-            self.server.clone()
+            self.server.to_string()
         } else {
             server
         };
@@ -178,9 +188,16 @@ impl Link {
                 .max(1);
             let refused = Refused::new(Gauge::new(1, 1, 1, 0), wait).cite(Cited::default());
             let source = Source::FailedClosed(failure);
+            self.noted(source);
             return Verdict::new(Err(refused.because(Cause::Unavailable)), source);
         }
         self.counters.failed_open.add(1);
+        self.noted(Source::FailedOpen(failure));
         Verdict::unlimited(Source::FailedOpen(failure))
+    }
+
+    /// A decision of the failure policy (`source`), for the logs.
+    pub(crate) fn noted(&self, source: Source) {
+        self.fallbacks.noted(&self.server, source);
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::lease::{Leases, MAX_LEASE_CELLS};
 use super::{RedisLimiter, Shared};
 use crate::error::RedisConfigError;
+use crate::events;
 use crate::failure::{local_limiter, Link};
 use crate::script::{Prepared, Tag};
 use crate::settings::{OnFailure, RedisBackend, Server};
@@ -48,9 +49,15 @@ where
     }
     let leases = lease_in_millis(backend.lease)?
         .map(|lease| Leases::new(backend.max_leases.max(1), clock.now(), lease));
+    let link = Link::new(&backend)?;
+    events::built(
+        &backend,
+        &link.server,
+        prepared.iter().map(|p| p.name.as_str()),
+    );
     Ok(RedisLimiter {
         shared: Arc::new(Shared {
-            link: Link::new(&backend)?,
+            link,
             prefix: backend.prefix,
             policies: prepared,
             fallback,

@@ -259,7 +259,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// The decision of the failure policy: the local share's, or open or closed.
     pub(crate) fn fail(&self, plan: &Plan, n: u32, failure: Failure) -> Verdict {
-        let Some(local) = self.local_share() else {
+        let Some(local) = self.local_share(failure) else {
             return self.shared.link.fail(failure);
         };
         // The local policies name themselves `redis:{prefix}:{policy}`. An n that fits every
@@ -270,13 +270,14 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Verdict::new(answer, Source::Local(failure))
     }
 
-    /// The set's local share when its failure policy decides there (counted as such a
-    /// decision); `None` when the policy is open or closed.
-    fn local_share(&self) -> Option<&Policies<Plan, C>> {
+    /// The set's local share when its failure policy decides there (counted and logged as such
+    /// a decision, made because of `failure`); `None` when the policy is open or closed.
+    fn local_share(&self, failure: Failure) -> Option<&Policies<Plan, C>> {
         let shared = &*self.shared;
         match (shared.link.on_failure, &shared.fallback) {
             (OnFailure::Local { .. }, Some(local)) => {
                 shared.link.counters.local.add(1);
+                shared.link.noted(Source::Local(failure));
                 Some(local)
             }
             _ => None,
@@ -348,7 +349,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// The failure policy's answer to up to `n ≥ 1` cells: the local share's own
     /// `check_up_to`, all `n` (open), or a refusal (closed).
     fn fail_up_to(&self, plan: &Plan, n: u32, failure: Failure) -> (u32, Verdict) {
-        let Some(local) = self.local_share() else {
+        let Some(local) = self.local_share(failure) else {
             let verdict = self.shared.link.fail(failure);
             return (if verdict.is_allowed() { n } else { 0 }, verdict);
         };
