@@ -195,3 +195,19 @@ async fn actix_over_redis_answers_as_tower_in_process() {
     let answers = run_script(actix, axum, &[&clock]).await;
     assert_eq!(answers.iter().filter(|a| a.0 == 429).count(), 3);
 }
+
+/// Opted in, the actix middleware over Redis says where each decision came from, as the tower
+/// layer does (`X-RateLimit-Source`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actix_over_redis_says_where_a_decision_came_from() {
+    let server = redis_server::RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let backend = server.backend().prefix("actix-source").client_time(true);
+    let remote = policies(&clock).build_redis(backend).unwrap();
+    let actix = serve_actix(layer(remote).source_header(true).actix());
+    let client = http_client::client();
+    let forwarded = [("x-forwarded-for", "192.0.2.1")];
+    let (status, headers, _) = http_client::get(&client, actix, "/", &forwarded).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["x-ratelimit-source"], "decided by the buckets");
+}

@@ -237,3 +237,34 @@ async fn without_redis_the_failure_policy_answers() {
         r#"{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limiter is unavailable: retry after 7 s","retry_after":7}"#
     );
 }
+
+/// Where a remote decision came from reaches the handler (the request's `Source` extension)
+/// and, opted in, the client (`X-RateLimit-Source`): Redis's buckets while it answers; the
+/// failure policy, with why, when it does not (here it fails open: the admission says so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_decision_says_where_it_came_from() {
+    use flowgate::backend::Source;
+    let server = RedisServer::start();
+    // Refused at once; a long timeout, so that a starved runtime cannot say "timed out".
+    let gone = RedisBackend::new(redis_server::nobody()).timeout(Duration::from_secs(10));
+    let client = http_client::client();
+    for (backend, expected) in [
+        (server.backend().prefix("source"), "decided by the buckets"),
+        (gone, "failed open: no connection to the server"),
+    ] {
+        let set = policies().clock(ManualClock::new()).build_redis(backend);
+        let layer = layer(set.unwrap()).source_header(true);
+        let app = Router::new()
+            .route(
+                "/",
+                get(|source: axum::Extension<Source>| async move { source.0.to_string() }),
+            )
+            .route_layer(layer);
+        let address = axum_server::serve(app, true).await;
+        let (status, headers, body) =
+            http_client::get(&client, address, "/", &[] as &[(&str, String)]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(String::from_utf8_lossy(&body), expected);
+        assert_eq!(headers["x-ratelimit-source"], expected);
+    }
+}

@@ -20,7 +20,7 @@ use actix_web::{Error, HttpResponse};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
-use super::future::Conclusion;
+use super::future::{Concluded, Conclusion};
 use super::inbound::MatchedRoute;
 use super::service::{judge, unkeyed, Judged};
 use super::{peer_addr, Inbound, RateLimitLayer, Shared, RATELIMIT, RATELIMIT_POLICY};
@@ -150,14 +150,23 @@ where
             Judged::Pending(pending) => {
                 let shared = Arc::clone(&self.shared);
                 Box::pin(async move {
-                    match shared.conclude(pending.await, head.headers()) {
+                    let settled = pending.await;
+                    let source = settled.source;
+                    let Concluded(conclusion, header) = shared.conclude(settled, head.headers());
+                    let mut answer = match conclusion {
                         Conclusion::Admit(headers) => {
+                            actix_web::HttpMessage::extensions_mut(&request).insert(source);
                             admit(inner.call(request), headers.map(|h| *h)).await
                         }
                         Conclusion::Refuse(response, delay) => {
                             refuse(request, response, delay).await
                         }
+                    };
+                    if let (Ok(response), Some(header)) = (&mut answer, header) {
+                        let one = HeaderMap::from_iter([(super::X_RATELIMIT_SOURCE, header)]);
+                        copy_headers(&one, response.headers_mut());
                     }
+                    answer
                 })
             }
         }

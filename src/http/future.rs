@@ -7,14 +7,15 @@ use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 use pin_project_lite::pin_project;
 
 use super::headers::Ready;
 use crate::backend::{AtOnce, Pending, Remote, Settled};
 
-/// What the middleware concludes from a decision, as the sealed [`Defer`] passes it.
-pub struct Concluded(pub(crate) Conclusion);
+/// What the middleware concludes from a decision, as the sealed [`Defer`] passes it: the
+/// conclusion, and the `X-RateLimit-Source` value if the layer writes one.
+pub struct Concluded(pub(crate) Conclusion, pub(crate) Option<HeaderValue>);
 
 /// What the middleware concludes from a decision.
 pub(crate) enum Conclusion {
@@ -98,21 +99,31 @@ where
         let mut ready = core::mem::replace(inner, clone);
         Box::pin(async move {
             let settled = self.await;
-            match conclude(settled, request.headers()).0 {
+            let source = settled.source;
+            let Concluded(conclusion, header) = conclude(settled, request.headers());
+            let mut response = match conclusion {
                 Conclusion::Admit(headers) => {
+                    let mut request = request;
+                    request.extensions_mut().insert(source);
                     let mut response = ready.call(request).await?;
                     if let Some(headers) = headers {
                         headers.write(response.headers_mut());
                     }
-                    Ok(response)
+                    response
                 }
                 Conclusion::Refuse(response, delay) => {
                     if let Some(delay) = delay {
                         tokio::time::sleep(delay).await;
                     }
-                    Ok(response.map(B::from))
+                    response.map(B::from)
                 }
+            };
+            if let Some(header) = header {
+                response
+                    .headers_mut()
+                    .insert(super::X_RATELIMIT_SOURCE, header);
             }
+            Ok(response)
         })
     }
 }

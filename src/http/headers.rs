@@ -65,6 +65,9 @@ pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-l
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`: seconds (rounded up) until the tightest quota is full again.
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// `X-RateLimit-Source`: where a remote backend's decision came from (opt in:
+/// [`RateLimitLayer::source_header`](super::RateLimitLayer::source_header)).
+pub const X_RATELIMIT_SOURCE: HeaderName = HeaderName::from_static("x-ratelimit-source");
 
 /// Whole seconds, rounded up.
 pub(crate) fn ceil_secs(nanos: u64) -> u64 {

@@ -162,7 +162,7 @@ pub use future::ResponseFuture;
 pub use grpc::{GRPC_MESSAGE, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN};
 pub use headers::{
     HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET,
+    X_RATELIMIT_RESET, X_RATELIMIT_SOURCE,
 };
 pub use inbound::{by_client_ip, peer_addr, Inbound};
 pub use refusal::Refusal;
@@ -192,6 +192,8 @@ pub(crate) struct Shared<B> {
     style: HeaderStyle,
     delay: Duration,
     body: Option<Body>,
+    /// Whether responses decided remotely say where the decision came from.
+    source_header: bool,
     /// Requests whose client could not be told (shared by every clone of the layer).
     unkeyed: Arc<AtomicU64>,
     /// The same, for the `metrics` feature.
@@ -209,6 +211,7 @@ impl<B> Clone for Shared<B> {
             style: self.style,
             delay: self.delay,
             body: self.body.clone(),
+            source_header: self.source_header,
             unkeyed: Arc::clone(&self.unkeyed),
             unkeyed_metric: self.unkeyed_metric.clone(),
         }
@@ -281,6 +284,7 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
                 style: HeaderStyle::DRAFT,
                 delay: Duration::ZERO,
                 body: None,
+                source_header: false,
                 unkeyed: Arc::new(AtomicU64::new(0)),
                 unkeyed_metric: observe::unkeyed_counter(),
             }),
@@ -303,6 +307,17 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// Which quota headers responses carry ([`HeaderStyle::DRAFT`] by default).
     pub fn headers(mut self, style: HeaderStyle) -> Self {
         self.shared_mut().style = style;
+        self
+    }
+
+    /// Whether a response whose decision a remote backend made (admitted or refused) carries
+    /// [`X_RATELIMIT_SOURCE`]: where the decision came from, as [`Source`](crate::backend::Source)
+    /// writes it (`decided by the buckets`, `failed open: timed out`, …). Off by default. A
+    /// set in process always decides by its buckets and writes no such header. Whether on or
+    /// not, the inner service finds the `Source` of a remote admission in the request's
+    /// extensions.
+    pub fn source_header(mut self, on: bool) -> Self {
+        self.shared_mut().source_header = on;
         self
     }
 

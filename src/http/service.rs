@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 
 use super::future::{Conclude, Concluded, Conclusion, Defer, Hold as _};
 use super::headers::{QuotaHeaders, Ready};
@@ -83,8 +83,15 @@ impl<B> Shared<B> {
         headers.push(state, several);
     }
 
-    /// What a settled decision comes to: the admission's quota headers, or the refusal.
-    pub(super) fn conclude(&self, settled: Settled, request: &HeaderMap) -> Conclusion {
+    /// What a settled decision comes to: the admission's quota headers, or the refusal; and
+    /// the `X-RateLimit-Source` value if the layer writes one.
+    pub(super) fn conclude(&self, settled: Settled, request: &HeaderMap) -> Concluded {
+        let source = self.source_header.then(|| settled.source.to_string());
+        let header = source.and_then(|source| HeaderValue::try_from(source).ok());
+        Concluded(self.conclusion(settled, request), header)
+    }
+
+    fn conclusion(&self, settled: Settled, request: &HeaderMap) -> Conclusion {
         let refusal = match settled.answer {
             Ok(Ok(())) => {
                 let headers = self.style.any().then(|| {
@@ -191,7 +198,7 @@ pub(super) fn judge<Q, B: Backend<Inbound>>(
 /// How the layer's shared settings conclude from a decision that settles later.
 pub(super) fn concluding<B: Backend<Inbound>>(shared: &Arc<Shared<B>>) -> Conclude {
     let shared = Arc::clone(shared);
-    Box::new(move |settled, headers| Concluded(shared.conclude(settled, headers)))
+    Box::new(move |settled, headers| shared.conclude(settled, headers))
 }
 
 impl<S, B, ReqBody, ResBody> tower_service::Service<Request<ReqBody>> for RateLimitService<S, B>
