@@ -14,6 +14,11 @@
 //!   avoid), so its set stays smaller: both admit every request, and flowgate's set holds every
 //!   request of the last 100 ms.
 //!
+//! * **flood**: one key hammered by two limiters (two processes' worth: connections of their
+//!   own, one prefix), each deciding again as soon as it is answered, with and without the
+//!   hot-key shield: decisions and Redis calls per second, and the admissions against the
+//!   exact bound (the burst plus the rate over the whole run).
+//!
 //! Rounds rotate the sides in batches and the figure is the median over rounds of each side's
 //! rate and of the per-round ratio to the article's script. Every decision admits (both
 //! quotas are far above the offered load), so both sides do the same work each time.
@@ -291,6 +296,51 @@ async fn run() {
         assert_eq!(s.admitted, s.decisions);
     }
     logs(&server, rounds, batch).await;
+    flood(
+        &server,
+        Duration::from_millis(if bench { 3_000 } else { 100 }),
+    )
+    .await;
+}
+
+/// The flood of the module docs, for `run_for` of wall time per mode. Each decision is
+/// followed by a yield, so that the two limiters take turns on this one thread even when the
+/// shield answers without a call.
+async fn flood(server: &redis_server::RedisServer, run_for: Duration) {
+    for shield in [0, 4096] {
+        let make = || {
+            let backend = RedisBackend::new(server.client()).prefix(format!("flood{shield}"));
+            Policies::<str>::builder()
+                .policy(Policy::keyed("k", |k: &str| k).quota("100/s burst 100".parse().unwrap()))
+                .build_redis(backend.timeout(Duration::from_secs(5)).shield(shield))
+                .unwrap()
+        };
+        let (a, b) = (make(), make());
+        let start = Instant::now();
+        let hammer = |limiter: RedisLimiter<str>| async move {
+            let mut admitted = 0u64;
+            while start.elapsed() < run_for {
+                admitted += u64::from(limiter.check("hot").await.unwrap().is_allowed());
+                tokio::task::yield_now().await;
+            }
+            admitted
+        };
+        let (x, y) = tokio::join!(hammer(a.clone()), hammer(b.clone()));
+        let secs = start.elapsed().as_secs_f64();
+        let (sa, sb) = (a.stats(), b.stats());
+        let calls = sa.round_trips + sb.round_trips - sa.reloads - sb.reloads;
+        let bound = 100.0 + 100.0 * secs;
+        println!(
+            "redis/flood, shield {}: {:.0} decisions/s, {:.0} Redis calls/s, {} admitted against \
+             a bound of {bound:.0} ({} shielded)",
+            if shield > 0 { "on" } else { "off" },
+            (sa.decisions + sb.decisions) as f64 / secs,
+            calls as f64 / secs,
+            x + y,
+            sa.shielded + sb.shielded,
+        );
+        assert!((x + y) as f64 <= bound.ceil(), "over the bound");
+    }
 }
 
 /// Times `decisions` decisions by `TASKS` tasks at once; returns decisions per second.

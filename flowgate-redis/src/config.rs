@@ -132,6 +132,8 @@ impl Config {
 /// breaker = [3, "100ms"]  # open after 3 failures in a row, probe every 100 ms (the
 ///                         # default); `false` for no breaker
 /// check_at_start = true   # Config::connect fails if Redis does not answer (the default)
+/// shield = 4096           # buckets Redis refused, refused here until they conform (the
+///                         # default; 0 for none)
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -165,6 +167,9 @@ pub struct RedisConfig {
     /// (`[3, "100ms"]`), or `false` for none; the default breaker if absent (or `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerConfig>,
+    /// The most buckets the hot-key shield holds (4096 if absent; 0 for none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shield: Option<usize>,
     /// Whether [`Config::connect`] fails when Redis does not answer at start-up (`true` if
     /// absent); `false` starts anyway, deciding by the failure policy until Redis answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,6 +236,9 @@ fn redis_backend(config: &RedisConfig) -> Result<RedisBackend, ConfigError> {
     backend = backend.on_failure(on_failure);
     if let Some((cells, lifetime)) = &config.lease {
         backend = backend.lease(*cells, duration("lease", lifetime)?);
+    }
+    if let Some(buckets) = config.shield {
+        backend = backend.shield(buckets);
     }
     backend = backend.breaker(match &config.breaker {
         None | Some(BreakerConfig::Enabled(true)) => Breaker::default(),

@@ -6,9 +6,6 @@ use core::fmt;
 use flowgate::policy::PolicyError;
 use flowgate::quota::QuotaError;
 
-#[cfg(doc)]
-use crate::settings::{Breaker, OnFailure};
-
 /// Why a policy set could not be built in Redis.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -41,9 +38,9 @@ pub enum RedisConfigError {
         /// The quota's index in the policy.
         quota: usize,
     },
-    /// [`OnFailure::Local`]'s share is not in `(0, 1]`.
+    /// [`OnFailure::Local`](crate::OnFailure::Local)'s share is not in `(0, 1]`.
     Share(f64),
-    /// A quota scaled to [`OnFailure::Local`]'s share is no valid quota (a share so small that
+    /// A quota scaled to [`OnFailure::Local`](crate::OnFailure::Local)'s share is no valid quota (a share so small that
     /// its interval overflows, for one).
     ShareTooSmall {
         /// The policy.
@@ -61,12 +58,12 @@ pub enum RedisConfigError {
     /// A sliding log's quota cannot run in Redis (see
     /// [`RedisSlidingLog`](crate::RedisSlidingLog)).
     Quota(QuotaError),
-    /// A sliding log keeps no local share: [`OnFailure::Local`] is not offered for one.
+    /// A sliding log keeps no local share: [`OnFailure::Local`](crate::OnFailure::Local) is not offered for one.
     LocalLog,
     /// The timeout is zero.
     Timeout,
     /// A circuit breaker that opens after no failure or stays open for no time (use
-    /// [`Breaker::off`] for none).
+    /// [`Breaker::off`](crate::Breaker::off) for none).
     Breaker,
     /// The set was built outside a tokio runtime (the connection manager needs one).
     NoRuntime,

@@ -60,6 +60,16 @@
 //! `flowgate_redis_*`). A [`Breaker`] (on unless set off) keeps an outage from costing every
 //! decision a timeout. Nothing panics.
 //!
+//! # The hot-key shield
+//! A bucket Redis refused is refused in this process, without a call, until the refusal's wait
+//! ends, for requests of as many cells or more ([`Source::Shield`]; [`RedisStats::shielded`]):
+//! a client that keeps sending after its 429 costs Redis about one call per retry interval per
+//! process, not one per request. Nothing is lost to it: no other process can make a refused
+//! bucket conform sooner (it can only take cells), the wait counts from when the call was
+//! sent, and requests for fewer cells still go to Redis. A reset in this process forgets its
+//! keys; one elsewhere is seen when the entry ends. At most [`RedisBackend::shield`] buckets
+//! (4096 unless set; 0 for none).
+//!
 //! # Leases: a local fast path
 //! With [`RedisBackend::lease`], a decision that finds no cells in its local lease takes up to
 //! `cells` cells from Redis in one call (never more than every bucket holds) and spends the rest

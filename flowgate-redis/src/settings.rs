@@ -47,6 +47,7 @@ pub struct RedisBackend {
     pub(crate) on_failure: OnFailure,
     pub(crate) lease: Option<(u32, Duration)>,
     pub(crate) max_leases: usize,
+    pub(crate) shield: usize,
     pub(crate) client_time: bool,
     pub(crate) breaker: Breaker,
 }
@@ -67,7 +68,7 @@ impl RedisBackend {
     /// Buckets on `client`'s server (see [`redis::Client::open`]), under the prefix
     /// "flowgate", with a 50 ms timeout, failing open, without leases, behind the default
     /// circuit breaker ([`Breaker::default`]: open after 3 failures in a row, probe every
-    /// 100 ms).
+    /// 100 ms), with a hot-key shield of 4096 buckets.
     ///
     /// [`redis::Client::open`]: https://docs.rs/redis/1/redis/struct.Client.html#method.open
     pub fn new(client: ::redis::Client) -> Self {
@@ -107,6 +108,7 @@ impl RedisBackend {
             on_failure: OnFailure::Open,
             lease: None,
             max_leases: 4096,
+            shield: 4096,
             client_time: false,
             breaker: Breaker::default(),
         }
@@ -166,6 +168,14 @@ impl RedisBackend {
     /// Redis without one.
     pub fn max_leases(mut self, max: usize) -> Self {
         self.max_leases = max;
+        self
+    }
+
+    /// The most buckets the hot-key shield holds (4096 unless set; 0 for none): a bucket Redis
+    /// refused is refused in this process, without a call, until it can conform, for requests
+    /// of as many cells or more (see the [crate docs](crate#the-hot-key-shield)).
+    pub fn shield(mut self, buckets: usize) -> Self {
+        self.shield = buckets;
         self
     }
 

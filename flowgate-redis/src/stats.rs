@@ -53,6 +53,8 @@ pub struct RedisStats {
     pub leased_cells: u64,
     /// Decisions admitted from a lease without a round trip.
     pub lease_admitted: u64,
+    /// Decisions refused by the hot-key shield without a round trip.
+    pub shielded: u64,
     /// Unused leased cells given back to Redis.
     pub returned_cells: u64,
     /// Unused leased cells never given back (a lease dropped to make room for another, given
@@ -163,6 +165,7 @@ pub(crate) struct Counters {
     pub(crate) leases: Count,
     pub(crate) leased_cells: Count,
     pub(crate) lease_admitted: Count,
+    pub(crate) shielded: Count,
     pub(crate) returned_cells: Count,
     pub(crate) dropped_cells: Count,
     pub(crate) undone: Count,
@@ -218,6 +221,7 @@ impl Counters {
             leases: count(None),
             leased_cells: count(None),
             lease_admitted: count(Some((DECISIONS, "source", "lease"))),
+            shielded: count(Some((DECISIONS, "source", "shield"))),
             returned_cells: count(None),
             dropped_cells: count(None),
             undone: count(None),
@@ -268,6 +272,7 @@ impl Counters {
             leases: self.leases.get(),
             leased_cells: self.leased_cells.get(),
             lease_admitted: self.lease_admitted.get(),
+            shielded: self.shielded.get(),
             returned_cells: self.returned_cells.get(),
             dropped_cells: self.dropped_cells.get(),
             undone: self.undone.get() + background.undone.get(),

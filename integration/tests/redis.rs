@@ -384,6 +384,16 @@ async fn conform<R, Q>(
                 dry_runs += usize::from(a.dry_run().is_some());
                 admitted += 1;
             }
+            // The shield refuses only what Redis would, and says so no later than Redis would
+            // admit (the bucket it reports is as Redis last did).
+            (Ok(verdict), Ok(Err(rejection))) if verdict.source() == Source::Shield => {
+                let r = refused(&verdict);
+                assert!(
+                    r.conforms_after() <= rejection.conforms_after(),
+                    "{context}: {r:?} against {rejection:?}"
+                );
+                refusals += 1;
+            }
             (Ok(verdict), Ok(Err(rejection))) => {
                 let r = refused(&verdict);
                 assert_eq!(
@@ -417,13 +427,14 @@ async fn conform<R, Q>(
         "{dry_runs} decisions reported a dry run"
     );
     let stats = limiter.stats();
+    assert!(stats.shielded > 0, "the shield refused nothing: {stats:?}");
     // One round trip per decision, and one more the first time: the server did not know the
     // script (NOSCRIPT), so its source went along once.
     assert_eq!(stats.reloads, 1);
     assert_eq!(
         stats.round_trips,
-        stats.decisions + 1,
-        "one round trip per decision"
+        stats.decisions + 1 - stats.shielded,
+        "one round trip per decision the shield did not refuse"
     );
     assert_eq!(
         (
@@ -540,9 +551,11 @@ async fn a_key_keeps_its_ttl_within_a_grid_cell_and_gets_a_new_one_past_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_and_flushall_mid_run() {
     let server = RedisServer::start();
+    // Without the shield: FLUSHALL resets every bucket behind its back (as a reset in another
+    // process would), and this test asks Redis after it.
     let limiter = Policies::<str>::builder()
         .policy(per_key("k").quota(Quota::per_hour(3).unwrap()))
-        .build_redis(server.backend())
+        .build_redis(server.backend().shield(0))
         .unwrap();
     assert_eq!(allowed(&limiter.check("a").await.unwrap()).remaining(), 2);
     assert_eq!(
@@ -720,6 +733,8 @@ async fn a_killed_server_falls_back_to_the_local_share_and_service_resumes_after
         .build_redis(
             server
                 .backend()
+                // A restarted server is empty (every bucket reset): asked again at once.
+                .shield(0)
                 .prefix("open")
                 .timeout(Duration::from_millis(200)),
         )
@@ -945,7 +960,8 @@ async fn leases_save_round_trips_and_stay_within_their_bound() {
     let reloads: u64 = stats.iter().map(|s| s.reloads).sum();
     assert_eq!(reloads, 1, "the first call loads the script for everyone");
     assert!(lease_admitted > 0);
-    assert_eq!(round_trips - reloads + lease_admitted, decisions);
+    let shielded: u64 = stats.iter().map(|s| s.shielded).sum();
+    assert_eq!(round_trips - reloads + lease_admitted + shielded, decisions);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1528,4 +1544,68 @@ async fn readiness_names_a_server_that_does_not_answer() {
     );
     let started = file("check_at_start = false").connect(&keys, clock).await;
     assert!(started.unwrap().ready().await.is_err());
+}
+
+/// The hot-key shield, at a manual clock: after Redis refuses a bucket, requests for as many
+/// cells or more are refused here without a call until the refusal's wait ends, exactly when
+/// Redis would admit again; fewer cells still go to Redis, a reset forgets the key, and a
+/// limiter without the shield (another process) is refused by Redis at the same readings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shield_refuses_a_refused_bucket_until_it_conforms() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let set = |shield: usize| {
+        Policies::<str>::builder()
+            .policy(per_key("user").quota("1/s burst 3".parse().unwrap()))
+            .on(server.backend().prefix("shield").shield(shield), &clock)
+    };
+    let (shielded, other) = (set(4096), set(0));
+    let check = |limiter: &RedisLimiter<str, ManualClock>, n: u32| {
+        let limiter = limiter.clone();
+        async move { limiter.check_n("hot", n).await.unwrap() }
+    };
+    assert!(check(&shielded, 2).await.is_allowed());
+    // One cell left: 2 are refused by Redis (1 s), then by the shield, as often as asked.
+    assert_eq!(check(&shielded, 2).await.source(), Source::Buckets);
+    let calls = shielded.stats().round_trips;
+    for _ in 0..100 {
+        let verdict = check(&shielded, 2).await;
+        assert_eq!(verdict.source(), Source::Shield);
+        assert_eq!(refused(&verdict).conforms_after(), Duration::from_secs(1));
+        assert_eq!(refused(&verdict).policy(), Some("user"));
+    }
+    assert_eq!(
+        shielded.stats().round_trips,
+        calls,
+        "no call while shielded"
+    );
+    assert_eq!(shielded.stats().shielded, 100);
+    // The other process is refused by Redis itself.
+    assert_eq!(check(&other, 2).await.source(), Source::Buckets);
+    assert!(!check(&other, 2).await.is_allowed());
+    // Fewer cells go to Redis: the one left is taken.
+    let one = check(&shielded, 1).await;
+    assert_eq!((one.is_allowed(), one.source()), (true, Source::Buckets));
+    // 999 ms on, still shielded, and Redis refuses the other process too: nothing was lost.
+    clock.advance(Duration::from_millis(999));
+    assert_eq!(check(&shielded, 2).await.source(), Source::Shield);
+    assert!(!check(&other, 2).await.is_allowed());
+    // At 1 s the entry ends and Redis decides: 1 cell came, not 2 (the last one was taken),
+    // so Redis refuses, and the shield takes over again.
+    clock.advance(Duration::from_millis(1));
+    let verdict = check(&shielded, 2).await;
+    assert_eq!(
+        (verdict.is_allowed(), verdict.source()),
+        (false, Source::Buckets)
+    );
+    assert_eq!(check(&shielded, 2).await.source(), Source::Shield);
+    // A reset forgets the bucket: Redis decides, on a full bucket.
+    flowgate::backend::Backend::reset(&shielded, "hot")
+        .await
+        .unwrap();
+    let verdict = check(&shielded, 3).await;
+    assert_eq!(
+        (verdict.is_allowed(), verdict.source()),
+        (true, Source::Buckets)
+    );
 }

@@ -90,6 +90,8 @@ async fn decisions_agree_with_one_server() {
             .build_redis(backend.client_time(true).timeout(Duration::from_secs(10)))
             .unwrap()
     };
+    // Without the shield: every decision is compared as Redis makes it, slot by slot.
+    let build = |backend: RedisBackend| build(backend.shield(0));
     let one = build(server.backend());
     let many = build(cluster_backend(&cluster));
     // The two policies' buckets live in different slots.
@@ -137,8 +139,10 @@ async fn decisions_agree_with_one_server() {
 async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
     let _serial = SERIAL.lock().await;
     let cluster = RedisCluster::start();
+    // Without the shield: the refusals below must reach the second slot.
+    let backend = cluster_backend(&cluster).shield(0);
     let limiter = layered(Policies::<str>::builder(), Quota::per_hour(1).unwrap())
-        .build_redis(cluster_backend(&cluster).timeout(Duration::from_secs(10)))
+        .build_redis(backend.timeout(Duration::from_secs(10)))
         .unwrap();
     let user_key = "{flowgate:user:alice}:0";
     assert!(limiter.check("alice").await.unwrap().is_allowed());
@@ -233,7 +237,9 @@ async fn a_slot_moved_under_load_loses_no_decision_and_admits_nothing_extra() {
     }
     assert!(moved >= 1, "the hot key moved");
     assert_eq!(cluster.node_for_slot(slot), to);
-    let elsewhere: Vec<_> = sources.iter().filter(|s| **s != Source::Buckets).collect();
+    // The shield refuses what Redis refused: decided by Redis too.
+    let from_redis = |s: &&Source| matches!(s, Source::Buckets | Source::Shield);
+    let elsewhere: Vec<_> = sources.iter().filter(|s| !from_redis(s)).collect();
     assert!(
         elsewhere.is_empty(),
         "{} decisions not from Redis, the first {:?}",

@@ -43,6 +43,9 @@ pub enum Source {
     Buckets,
     /// Cells this process leased from the server earlier.
     Lease,
+    /// Refused in this process: the server refused the same bucket for as many cells or fewer
+    /// a moment ago, and nothing can make it conform before this refusal's wait ends.
+    Shield,
     /// The server did not answer: admitted by a failure policy that fails open.
     FailedOpen(Failure),
     /// The server did not answer: refused by a failure policy that fails closed.
@@ -55,7 +58,7 @@ impl Source {
     /// The failure behind the decision, if the buckets did not decide it.
     pub fn failure(&self) -> Option<Failure> {
         match *self {
-            Self::Buckets | Self::Lease => None,
+            Self::Buckets | Self::Lease | Self::Shield => None,
             Self::FailedOpen(failure) | Self::FailedClosed(failure) | Self::Local(failure) => {
                 Some(failure)
             }
@@ -71,6 +74,7 @@ impl fmt::Display for Source {
         match self {
             Self::Buckets => f.write_str("decided by the buckets"),
             Self::Lease => f.write_str("decided from a lease"),
+            Self::Shield => f.write_str("refused by the shield of a bucket the server refused"),
             Self::FailedOpen(failure) => write!(f, "failed open: {failure}"),
             Self::FailedClosed(failure) => write!(f, "failed closed: {failure}"),
             Self::Local(failure) => write!(f, "decided locally: {failure}"),

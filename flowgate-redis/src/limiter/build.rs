@@ -5,6 +5,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use super::lease::{Leases, MAX_LEASE_CELLS};
+use super::shield::Shield;
 use super::{RedisLimiter, Shared};
 use crate::error::RedisConfigError;
 use crate::events;
@@ -62,6 +63,7 @@ where
             policies: prepared,
             fallback,
             leases,
+            shield: Shield::new(backend.shield),
             clock,
         }),
     })

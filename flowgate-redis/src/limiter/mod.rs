@@ -7,6 +7,7 @@ mod across;
 mod build;
 mod lease;
 mod seam;
+mod shield;
 mod verdict;
 
 use core::fmt;
@@ -16,6 +17,7 @@ pub(crate) use self::build::build;
 use self::lease::Leases;
 pub use self::lease::MAX_LEASE_CELLS;
 pub(crate) use self::seam::{look, reset};
+use self::shield::Shield;
 use self::verdict::Decided;
 use crate::error::RedisConfigError;
 use crate::failure::{BreakerState, Link};
@@ -39,6 +41,7 @@ struct Shared<R: ?Sized, C: Clock> {
     /// The local fallback, keyed by the buckets a decision planned.
     fallback: Option<Policies<Plan, C>>,
     leases: Option<Leases>,
+    shield: Option<Shield>,
     clock: C,
 }
 
@@ -209,14 +212,44 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Ok(verdict)
     }
 
-    /// Decides `plan` for `n` cells in Redis (or from a lease); the failure if Redis did not
-    /// answer, for the caller to decide by the failure policy ([`fail`](Self::fail)).
+    /// Decides `plan` for `n` cells in Redis (or from a lease, or by the shield); the failure
+    /// if Redis did not answer, for the caller to decide by the failure policy
+    /// ([`fail`](Self::fail)). A refusal of Redis's shields the bucket that refused.
     pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
-        let Shared { link, policies, .. } = &*self.shared;
+        let Shared { link, shield, .. } = &*self.shared;
         link.counters.decisions.add(1);
         if plan.keys.is_empty() {
             return Ok(Decided::without_call(Verdict::unlimited(Source::Buckets)));
         }
+        let Some(shield) = shield else {
+            return self.decide_in_redis(plan, n).await;
+        };
+        let sent = self.shared.clock.now();
+        if let Some(refused) = shield.refusal(plan, n, sent) {
+            link.counters.shielded.add(1);
+            // Counted against its quota as Redis's refusals are.
+            if let Some(by) = refused.by() {
+                let policy = &self.shared.policies[by.policy_index()];
+                policy.metrics[by.quota_index()].refused(u64::from(n));
+            }
+            let verdict = Verdict::new(Err(refused), Source::Shield);
+            return Ok(Decided::without_call(verdict));
+        }
+        let decided = self.decide_in_redis(plan, n).await?;
+        if let (Err(refused), Source::Buckets) =
+            (decided.verdict.outcome(), decided.verdict.source())
+        {
+            let jitter = refused
+                .by()
+                .map_or((0, 0), |by| self.shared.policies[by.policy_index()].jitter);
+            shield.record(plan, (n, sent), &refused, jitter);
+        }
+        Ok(decided)
+    }
+
+    /// [`decide`](Self::decide) past the shield.
+    async fn decide_in_redis(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
+        let Shared { link, policies, .. } = &*self.shared;
         #[cfg(feature = "cluster")]
         if let Some(slots) = self.slots(plan) {
             return Box::pin(slots.decide(plan, n)).await;

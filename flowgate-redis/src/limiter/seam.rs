@@ -106,6 +106,9 @@ pub(crate) async fn reset<R: ?Sized, C: Clock>(
     if let Some(local) = &shared.fallback {
         local.reset(&plan);
     }
+    if let Some(shield) = &shared.shield {
+        shield.forget(&keyed);
+    }
     if let Some(leases) = &shared.leases {
         let taken = |entry: &Entry| entry.keys.iter().any(|key| keyed.contains(&key.as_slice()));
         leases.forget(taken, &shared.link.counters.dropped_cells);

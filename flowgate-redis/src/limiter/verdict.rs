@@ -61,13 +61,22 @@ pub(crate) fn states<R: ?Sized>(
     mut visit: impl FnMut(QuotaState),
 ) {
     if decided.replies.is_empty() {
-        if let Ok(allowed) = decided.verdict.outcome() {
-            if let Some(by) = allowed.by() {
-                let micros = &policies[by.policy_index()].quotas[by.quota_index()];
-                // A lease's bucket is a schedule, whose reset is its debt, in ns.
-                let debt = allowed.reset_after_nanos() / 1_000;
-                let next = micros.next_cell(debt, None);
-                visit(QuotaState::new(by, micros.quota, allowed.gauge()).next_after(next));
+        match decided.verdict.outcome() {
+            Ok(allowed) => {
+                if let Some(by) = allowed.by() {
+                    let micros = &policies[by.policy_index()].quotas[by.quota_index()];
+                    // A lease's bucket is a schedule, whose reset is its debt, in ns.
+                    let debt = allowed.reset_after_nanos() / 1_000;
+                    let next = micros.next_cell(debt, None);
+                    visit(QuotaState::new(by, micros.quota, allowed.gauge()).next_after(next));
+                }
+            }
+            // The shield's: the refusing quota, as Redis last reported it.
+            Err(refused) => {
+                if let Some(by) = refused.by() {
+                    let micros = &policies[by.policy_index()].quotas[by.quota_index()];
+                    visit(QuotaState::new(by, micros.quota, refused.gauge()));
+                }
             }
         }
         return;

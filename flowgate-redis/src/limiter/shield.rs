@@ -1,0 +1,139 @@
+//! The hot-key shield: a bucket Redis refused is refused in this process until it can
+//! conform, so that a client hammering a refused key costs Redis about one call per retry
+//! interval, not one per request.
+//!
+//! Exact, never an admission lost to it: a refusal of `n` cells at the server's reading `s`
+//! with a wait `w` says the bucket holds fewer than `n` cells until `s + w`, and nothing another
+//! process does (it can only take cells) makes it conform sooner, except a reset. The shield
+//! counts from when the call was sent (before `s`), so it stops refusing no later than Redis
+//! would, and it refuses only requests for `n` cells or more (fewer may conform earlier). A
+//! reset in this process forgets the keys; one in another process is seen here when the entry
+//! ends. A refusal from the shield reports the bucket as Redis last did ([`Source::Shield`]).
+//!
+//! [`Source::Shield`]: flowgate::backend::Source::Shield
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::script::Plan;
+use flowgate::outcome::{Cause, Cited, Refused};
+
+/// Shards of the map: decisions on different buckets rarely wait for each other.
+const SHARDS: usize = 16;
+
+/// Buckets Redis refused, by Redis key, at most about `max` of them.
+pub(crate) struct Shield {
+    shards: Box<[Mutex<Map>]>,
+    /// Entries held, over every shard (0: nothing to look up).
+    held: AtomicUsize,
+    max: usize,
+}
+
+type Map = HashMap<Vec<u8>, Entry, ahash::RandomState>;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    /// No request for `cells` or more conforms before this reading (ns, the limiter's clock).
+    until: u64,
+    cells: u32,
+    /// The refusal Redis gave, and its policy's jitter (ns, uniform in the range).
+    refused: Refused<Cited>,
+    jitter: (u64, u64),
+}
+
+impl Shield {
+    /// A shield of at most about `max` buckets; none for 0.
+    pub(crate) fn new(max: usize) -> Option<Self> {
+        (max > 0).then(|| Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            held: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Map> {
+        let hash = ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(key);
+        let shard = &self.shards[usize::try_from(hash % SHARDS as u64).unwrap_or(0)];
+        shard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The shield's refusal of `n` cells of `plan` at the reading `now`, if one of its buckets
+    /// is shielded for `n` cells or fewer; expired entries on the way are dropped.
+    pub(crate) fn refusal(&self, plan: &Plan, n: u32, now: u64) -> Option<Refused<Cited>> {
+        // Relaxed: a hint that the map is empty; an entry added meanwhile is found next time.
+        if self.held.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        for key in &plan.keys {
+            let mut shard = self.shard(key);
+            let Some(entry) = shard.get(key.as_slice()).copied() else {
+                continue;
+            };
+            if entry.until <= now {
+                shard.remove(key.as_slice());
+                // Relaxed: a count, under the shard's lock.
+                self.held.fetch_sub(1, Ordering::Relaxed);
+            } else if n >= entry.cells {
+                let wait = entry.until - now;
+                let jitter = flowgate::policy::refusal_jitter(entry.jitter, wait);
+                let cited = Cited::new(entry.refused.by(), None, jitter);
+                return Some(Refused::new(entry.refused.gauge(), wait).cite(cited));
+            }
+        }
+        None
+    }
+
+    /// Shields the bucket that refused `n` cells of `plan` (`refused`, whose policy jitters
+    /// by `jitter`), for a call sent at the reading `sent`.
+    pub(crate) fn record(
+        &self,
+        plan: &Plan,
+        (n, sent): (u32, u64),
+        refused: &Refused<Cited>,
+        jitter: (u64, u64),
+    ) {
+        let wait = refused.conforms_after_nanos();
+        let Some(by) = refused.by().filter(|_| refused.cause() == Cause::Quota) else {
+            return;
+        };
+        let at = (plan.refs.iter()).position(|&r| r == (by.policy_index(), by.quota_index()));
+        let Some(key) = at.and_then(|bucket| plan.keys.get(bucket)) else {
+            return;
+        };
+        let until = sent.saturating_add(wait);
+        let mut shard = self.shard(key);
+        if !shard.contains_key(key.as_slice()) {
+            // Relaxed, here and below: a count, each change under a shard's lock.
+            if self.held.load(Ordering::Relaxed) >= self.max {
+                let before = shard.len();
+                shard.retain(|_, entry| entry.until > sent);
+                self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
+                if self.held.load(Ordering::Relaxed) >= self.max {
+                    return;
+                }
+            }
+            self.held.fetch_add(1, Ordering::Relaxed);
+        }
+        let (cells, refused) = (n, *refused);
+        shard.insert(
+            key.clone(),
+            Entry {
+                until,
+                cells,
+                refused,
+                jitter,
+            },
+        );
+    }
+
+    /// Forgets `keys` (a reset).
+    pub(crate) fn forget(&self, keys: &[&[u8]]) {
+        for key in keys {
+            if self.shard(key).remove(*key).is_some() {
+                // Relaxed: as above.
+                self.held.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
