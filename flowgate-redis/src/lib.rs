@@ -46,10 +46,13 @@
 //! background; the failed call may still have run, so a failure costs at most the decision's
 //! cells, never an admission more. Such a refusal names the first refusing policy in the set's
 //! order (one server names the one with the longest wait), and its headers look at each other
-//! slot (a call that takes nothing). A decision across slots takes no lease; one circuit breaker
-//! covers the whole cluster. `integration/tests/redis_cluster.rs` runs all of it on a real
-//! 3-master cluster with replicas: agreement with one server, a slot moved under load, a master
-//! killed and failed over.
+//! slot (a call that takes nothing). A decision across slots takes no lease. Each master has a
+//! circuit breaker of its own: a master that hangs stops calls to itself alone, its probe asks
+//! it (and refreshes the slot map, so that its slots' calls go to the replica that took over),
+//! and keys on the other masters are decided in Redis meanwhile.
+//! `integration/tests/redis_cluster.rs` runs all of it on a real 3-master cluster with replicas:
+//! agreement with one server, a slot moved under load, a master hung, a master killed and
+//! failed over.
 //!
 //! # When Redis does not answer
 //! Every decision has one deadline ([`RedisBackend::timeout`], 50 ms unless set), shared by

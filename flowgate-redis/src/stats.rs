@@ -125,7 +125,7 @@ const DESCRIBED: [(&str, char, &str); 5] = [
     (
         "flowgate_redis_breaker_state",
         'g',
-        "The Redis circuit breaker: 0 closed, 1 half open (probing), 2 open.",
+        "A Redis server's circuit breaker (label server: host:port): 0 closed, 1 half open (probing), 2 open.",
     ),
     (
         FALLBACKS,
@@ -144,8 +144,7 @@ const DESCRIBED: [(&str, char, &str); 5] = [
     ),
 ];
 
-/// The counters of one limiter, updated as decisions are made, with its calls' time and its
-/// breaker's state (`flowgate_redis_breaker_state`: 0 closed, 1 half open, 2 open).
+/// The counters of one limiter, updated as decisions are made, with its calls' time.
 #[derive(Debug)]
 pub(crate) struct Counters {
     pub(crate) decisions: Count,
@@ -170,7 +169,6 @@ pub(crate) struct Counters {
     pub(crate) dropped_cells: Count,
     pub(crate) undone: Count,
     pub(crate) calls: Histogram,
-    pub(crate) breaker_state: Gauge,
 }
 
 impl Counters {
@@ -197,12 +195,10 @@ impl Counters {
             Count(AtomicU64::new(0), counter)
         };
         #[cfg(feature = "metrics")]
-        let (calls, breaker_state) = (
-            metrics::histogram!("flowgate_redis_call_seconds", "prefix" => prefix.to_owned()),
-            metrics::gauge!("flowgate_redis_breaker_state", "prefix" => prefix.to_owned()),
-        );
+        let calls =
+            metrics::histogram!("flowgate_redis_call_seconds", "prefix" => prefix.to_owned());
         #[cfg(not(feature = "metrics"))]
-        let (calls, breaker_state) = (Histogram, Gauge);
+        let calls = Histogram;
         Self {
             decisions: count(None),
             admitted: count(None),
@@ -226,7 +222,6 @@ impl Counters {
             dropped_cells: count(None),
             undone: count(None),
             calls,
-            breaker_state,
         }
     }
 
@@ -277,5 +272,21 @@ impl Counters {
             dropped_cells: self.dropped_cells.get(),
             undone: self.undone.get() + background.undone.get(),
         }
+    }
+}
+
+/// `flowgate_redis_breaker_state` of the limiter with keys under `prefix`, for `server`'s
+/// breaker: 0 closed, 1 half open, 2 open.
+pub(crate) fn breaker_gauge(prefix: &str, server: &str) -> Gauge {
+    #[cfg(feature = "metrics")]
+    return metrics::gauge!(
+        "flowgate_redis_breaker_state",
+        "prefix" => prefix.to_owned(),
+        "server" => server.to_owned()
+    );
+    #[cfg(not(feature = "metrics"))]
+    {
+        let _ = (prefix, server);
+        Gauge
     }
 }

@@ -17,7 +17,7 @@ use flowgate::policy::{Policies, PoliciesBuilder, Policy};
 use flowgate::Quota;
 use flowgate_redis::BuildRedis as _;
 use flowgate_redis::{
-    OnFailure, RedisBackend, RedisConfigError, RedisLimiter, RedisSlidingLog, Source,
+    Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, RedisSlidingLog, Source,
 };
 use redis_cluster::redis_server::RedisServer;
 use redis_cluster::{ClusterNode, RedisCluster};
@@ -430,4 +430,84 @@ async fn a_configuration_file_names_a_cluster() {
     let named =
         matches!(&error, RedisConfigError::Unreachable { server, .. } if *server == hung.address());
     assert!(named, "{error}");
+}
+
+/// One of three masters hung (`SIGSTOP`) for 2 s, its breaker open: keys on the two healthy
+/// masters are still decided in Redis (at least 99 % of their decisions), because each master
+/// has a breaker of its own and the hung one's probes ask it alone; its own keys are answered
+/// by the failure policy at once. (With one breaker for the cluster, the hung master's
+/// timeouts opened it for everyone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_master_stops_calls_to_itself_alone() {
+    let _serial = SERIAL.lock().await;
+    let cluster = RedisCluster::start();
+    let limiter = Policies::<str>::builder()
+        .policy(Policy::keyed("user", |u: &str| u).quota(Quota::per_second(1_000_000).unwrap()))
+        .build_redis(cluster_backend(&cluster).timeout(Duration::from_millis(200)))
+        .unwrap();
+    let hung = cluster.masters()[0].clone();
+    let users: Vec<String> = (0..60).map(|i| format!("u{i}")).collect();
+    let on_hung = |user: &str| {
+        let slot = cluster.slot_of(&format!("{{flowgate:{user}}}:user:0"));
+        cluster.node_for_slot(slot) == hung
+    };
+    let healthy: Vec<bool> = users.iter().map(|u| !on_hung(u)).collect();
+    assert!(healthy.iter().any(|h| *h) && healthy.iter().any(|h| !*h));
+    for user in &users {
+        assert_eq!(limiter.check(user).await.unwrap().source(), Source::Buckets);
+    }
+    signal(&hung, "-STOP");
+    // Three decisions on the hung master, one after another, time out and open its breaker:
+    // the next is refused by it at once.
+    let hung_user = users.iter().zip(&healthy).find(|(_, h)| !**h).unwrap().0;
+    for _ in 0..3 {
+        let source = limiter.check(hung_user).await.unwrap().source();
+        assert_eq!(source, Source::FailedOpen(Failure::Timeout));
+    }
+    let source = limiter.check(hung_user).await.unwrap().source();
+    assert_eq!(source, Source::FailedOpen(Failure::BreakerOpen));
+    let stop = Instant::now() + Duration::from_secs(2);
+    let tasks: Vec<_> = (0..4)
+        .map(|task| {
+            let (limiter, users, healthy) = (limiter.clone(), users.clone(), healthy.clone());
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                // Bounded: 2 s, and 20 000 decisions at most.
+                for i in (task..).step_by(4).take(20_000) {
+                    if Instant::now() >= stop {
+                        break;
+                    }
+                    let user = i % users.len();
+                    let source = limiter.check(&users[user]).await.unwrap().source();
+                    seen.push((healthy[user], source));
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for task in tasks {
+        seen.extend(task.await.unwrap());
+    }
+    signal(&hung, "-CONT");
+    let of_healthy: Vec<_> = seen.iter().filter(|(h, _)| *h).map(|(_, s)| *s).collect();
+    let in_redis = of_healthy.iter().filter(|s| **s == Source::Buckets).count();
+    let on_hung_failed = seen
+        .iter()
+        .filter(|(h, s)| !*h && s.failure().is_some())
+        .count();
+    println!(
+        "healthy masters: {in_redis} of {} decisions in Redis; hung master: {on_hung_failed} \
+         by the failure policy",
+        of_healthy.len()
+    );
+    assert!(
+        on_hung_failed > 0,
+        "the hung master's keys were decided in Redis"
+    );
+    assert!(
+        in_redis * 100 >= of_healthy.len() * 99,
+        "{in_redis} of {} healthy decisions in Redis",
+        of_healthy.len()
+    );
 }

@@ -20,7 +20,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{
@@ -32,6 +32,7 @@ use tokio::time::Instant;
 
 use super::redirect::{after, server_kind, Learn, Target};
 use super::slots::{cluster_slots, key_slot, SLOTS};
+use super::Master;
 use crate::script::Sender;
 
 /// The most redirects (and pauses) one command follows.
@@ -99,34 +100,67 @@ impl Cluster {
         }
     }
 
-    /// Whether some node answers `CLUSTER SLOTS` within `wait` (the map is refreshed on the
-    /// way).
-    pub(crate) async fn ping(&self, wait: Duration) -> bool {
-        tokio::time::timeout(wait, self.refresh())
-            .await
-            .unwrap_or(false)
+    /// Whether the master `node` answers a `PING` within `wait` (the map is refreshed in the
+    /// background meanwhile: a master that failed over serves its slots no more, and calls
+    /// for them go to the new one once the map says so); without one, whether some node
+    /// answers `CLUSTER SLOTS` (the map is refreshed on the way).
+    pub(crate) async fn ping(&self, node: Option<&Master>, wait: Duration) -> Result<(), String> {
+        let Some((host, port)) = node else {
+            let refreshed = tokio::time::timeout(wait, self.refresh()).await;
+            let why = || format!("no node answered CLUSTER SLOTS within {wait:?}");
+            return refreshed.unwrap_or(false).then_some(()).ok_or_else(why);
+        };
+        self.refresh_soon(false);
+        let mut connection = self.to_node(host, *port).map_err(|e| e.to_string())?;
+        super::ping(&mut connection, wait).await
+    }
+
+    /// The master that serves `slot`, if the map knows one.
+    pub(crate) fn master_of(&self, slot: u16) -> Option<Master> {
+        self.serving(slot, |node| (node.host.clone(), node.port))
+    }
+
+    /// The slot map, to read; a writer that panicked left a whole map.
+    fn routes(&self) -> RwLockReadGuard<'_, Routes> {
+        self.inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The slot map, to change.
+    fn routes_mut(&self) -> RwLockWriteGuard<'_, Routes> {
+        self.inner
+            .routes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What `read` reads of `slot`'s master, if the map knows one.
+    fn serving<T>(&self, slot: u16, read: impl FnOnce(&Node) -> T) -> Option<T> {
+        let routes = self.routes();
+        let node = *routes.slots.get(usize::from(slot))?;
+        routes.nodes.get(usize::from(node)).map(read)
     }
 
     /// Whether the slot map can be learned and every master in it answers a `PING`, each within
-    /// `wait`: `Err`
-    /// names one that does not (`host:port`; empty if no node gave the map) and why.
+    /// `wait`: `Err` names one that does not (`host:port`; empty if no node gave the map) and
+    /// why.
     pub(crate) async fn ready(&self, wait: Duration) -> Result<(), (String, String)> {
-        if !self.ping(wait).await {
-            let why = format!("no node answered CLUSTER SLOTS within {wait:?}");
-            return Err((String::new(), why));
-        }
-        let masters: Vec<Node> = {
-            let routes = (self.inner.routes.read()).unwrap_or_else(PoisonError::into_inner);
-            let serving = |&(index, _): &(usize, &Node)| {
-                routes.slots.iter().any(|n| usize::from(*n) == index)
-            };
-            (routes.nodes.iter().enumerate().filter(serving))
-                .map(|(_, node)| node.clone())
+        self.ping(None, wait)
+            .await
+            .map_err(|why| (String::new(), why))?;
+        let masters: Vec<Master> = {
+            let routes = self.routes();
+            let serving = |index: &usize| routes.slots.iter().any(|n| usize::from(*n) == *index);
+            (0..routes.nodes.len())
+                .filter(serving)
+                .map(|index| (routes.nodes[index].host.clone(), routes.nodes[index].port))
                 .collect()
         };
-        for mut node in masters {
-            let pinged = super::ping(&mut node.connection, wait).await;
-            pinged.map_err(|error| (format!("{}:{}", node.host, node.port), error))?;
+        for master in &masters {
+            let pinged = self.ping(Some(master), wait).await;
+            pinged.map_err(|why| (format!("{}:{}", master.0, master.1), why))?;
         }
         Ok(())
     }
@@ -151,22 +185,12 @@ impl Cluster {
     }
 
     fn known(&self, slot: u16) -> Option<ConnectionManager> {
-        let routes = self
-            .inner
-            .routes
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let node = *routes.slots.get(usize::from(slot))?;
-        Some(routes.nodes.get(usize::from(node))?.connection.clone())
+        self.serving(slot, |node| node.connection.clone())
     }
 
     /// The connection to `host:port`: a known node's, or a new one (added to the nodes).
     fn to_node(&self, host: &str, port: u16) -> RedisResult<ConnectionManager> {
-        let mut routes = self
-            .inner
-            .routes
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut routes = self.routes_mut();
         Ok(self.node_in(&mut routes, host, port)?.1)
     }
 
@@ -206,11 +230,7 @@ impl Cluster {
 
     /// `MOVED`: `slot` is served by `host:port` now.
     pub(crate) fn moved(&self, slot: u16, host: &str, port: u16) {
-        let mut routes = self
-            .inner
-            .routes
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut routes = self.routes_mut();
         if let Ok((node, _)) = self.node_in(&mut routes, host, port) {
             if routes.slots.len() == SLOTS {
                 routes.slots[usize::from(slot)] = node;
@@ -226,11 +246,7 @@ impl Cluster {
         let mut asks = JoinSet::new();
         let mut asked = Vec::new();
         {
-            let routes = self
-                .inner
-                .routes
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let routes = self.routes();
             for node in &routes.nodes {
                 let (host, mut connection) = (node.host.clone(), node.connection.clone());
                 asked.push((node.host.clone(), node.port));
@@ -285,11 +301,7 @@ impl Cluster {
     /// Takes `ranges` (first slot, last slot, master) into the slot map; a slot they do not
     /// cover keeps its master.
     fn take(&self, ranges: Vec<(u16, u16, String, u16)>) -> bool {
-        let mut routes = self
-            .inner
-            .routes
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut routes = self.routes_mut();
         let mut slots = core::mem::take(&mut routes.slots);
         slots.resize(SLOTS, NOWHERE);
         for (first, last, host, port) in ranges {

@@ -20,6 +20,9 @@ use crate::settings::{RedisBackend, Server};
 use crate::stats::Counters;
 use flowgate::backend::Failure;
 
+/// A master of a cluster, as the slot map names it: host and port.
+pub(crate) type Master = (String, u16);
+
 /// A limiter's connection: cheap to clone (the clones share the sockets).
 #[derive(Clone)]
 pub(crate) enum Connection {
@@ -55,12 +58,25 @@ impl Connection {
         }
     }
 
-    /// Whether the server answers a `PING` within `wait` (a cluster: some node).
-    pub(crate) async fn ping(&self, wait: Duration) -> bool {
+    /// Whether the server answers a `PING` within `wait`, or why not: the one server; in a
+    /// cluster, the master `node`, or without one some node (which gives the slot map).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    pub(crate) async fn ping(&self, node: Option<&Master>, wait: Duration) -> Result<(), String> {
         match self {
-            Self::One(manager) => self::ping(&mut manager.clone(), wait).await.is_ok(),
+            Self::One(manager) => self::ping(&mut manager.clone(), wait).await,
             #[cfg(feature = "cluster")]
-            Self::Cluster(cluster) => cluster.ping(wait).await,
+            Self::Cluster(cluster) => cluster.ping(node, wait).await,
+        }
+    }
+
+    /// The master that serves `key` (a cluster's, if its slot map is known), whose breaker its
+    /// calls go through; `None` for the one server.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    pub(crate) fn node_of(&self, key: &[u8]) -> Option<Master> {
+        match self {
+            Self::One(_) => None,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(cluster) => cluster.master_of(slots::key_slot(key)),
         }
     }
 }

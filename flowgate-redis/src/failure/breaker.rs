@@ -1,6 +1,9 @@
-//! The circuit breaker at work ([`Breaker`] is its setting): [`Phase`], its state machine (pure
-//! transitions, tested on their own), and the `Circuit` a limiter holds (the phase under a
-//! mutex, its clock, and the probe it sends when half open).
+//! The circuit breakers at work ([`Breaker`] is their setting): [`Phase`], the state machine
+//! (pure transitions, tested on their own), a `Circuit` (the phase under a mutex, its clock, and
+//! the probe it sends when half open), and a limiter's `Breakers`: one circuit per server, so
+//! that in a cluster a master that fails stops calls to itself alone, and its probe asks it.
+//! Calls whose master is not known yet (no slot map) go through the cluster's own circuit, whose
+//! probe learns the map.
 //!
 //! Failures that happen together are one piece of evidence: a failed call counts only if it was
 //! sent after the last failure counted was seen, so the calls in flight through one stall or one
@@ -12,14 +15,16 @@
 
 use core::fmt;
 use core::time::Duration;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Master as Node};
 use crate::events::{self, Fallbacks};
 use crate::settings::RedisBackend;
+use crate::stats::breaker_gauge;
 use crate::stats::Gauge;
 
 #[cfg(doc)]
@@ -155,13 +160,80 @@ pub(super) struct Circuit {
     /// The server, for the logs, and the fallbacks logged until it answers again.
     server: Arc<str>,
     fallbacks: Arc<Fallbacks>,
+    /// The master of a cluster this circuit stands for (`None`: the one server, or the
+    /// cluster's calls to no known master).
+    node: Option<Node>,
+}
+
+/// A limiter's circuits, made as calls find their servers; none when the breaker is off.
+pub(super) struct Breakers {
+    /// The one server's, or a cluster's for calls to no known master.
+    first: Option<Arc<Circuit>>,
+    /// A cluster's masters' (locked for a lookup per call, beside a round trip).
+    nodes: Mutex<HashMap<Node, Arc<Circuit>>>,
+    prefix: String,
+}
+
+impl Breakers {
+    /// The breakers `backend` asks for in front of `connection` (none when off), told to the
+    /// logs as `server` with `fallbacks`.
+    pub(super) fn new(
+        backend: &RedisBackend,
+        connection: &Connection,
+        (server, fallbacks): (Arc<str>, Arc<Fallbacks>),
+    ) -> Self {
+        let state = breaker_gauge(&backend.prefix, &server);
+        Self {
+            first: Circuit::new(backend, connection, (state, server, fallbacks)),
+            nodes: Mutex::default(),
+            prefix: backend.prefix.clone(),
+        }
+    }
+
+    /// The circuit of a call whose first key is `key` (none when off).
+    pub(super) fn of(&self, connection: &Connection, key: Option<&[u8]>) -> Option<Arc<Circuit>> {
+        let first = self.first.as_ref()?;
+        let Some(node) = key.and_then(|key| connection.node_of(key)) else {
+            return Some(Arc::clone(first));
+        };
+        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let circuit = nodes.entry(node).or_insert_with_key(|node| {
+            let server: Arc<str> = format!("{}:{}", node.0, node.1).into();
+            let state = breaker_gauge(&self.prefix, &server);
+            Arc::new(first.sibling(node.clone(), server, state))
+        });
+        Some(Arc::clone(circuit))
+    }
+
+    /// Where the breakers stand: open if one is, else half open if one is, else closed with
+    /// the most failures any counts ([`BreakerState::Off`] without breakers).
+    pub(super) fn state(&self) -> BreakerState {
+        let Some(first) = &self.first else {
+            return BreakerState::Off;
+        };
+        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let states = core::iter::once(first)
+            .chain(nodes.values())
+            .map(|c| c.state());
+        states.fold(
+            BreakerState::Closed { failures: 0 },
+            |worst, state| match (worst, state) {
+                (BreakerState::Open, _) | (_, BreakerState::Open) => BreakerState::Open,
+                (BreakerState::HalfOpen, _) | (_, BreakerState::HalfOpen) => BreakerState::HalfOpen,
+                (BreakerState::Closed { failures: a }, BreakerState::Closed { failures: b }) => {
+                    BreakerState::Closed { failures: a.max(b) }
+                }
+                (other, _) => other,
+            },
+        )
+    }
 }
 
 impl Circuit {
     /// The breaker `backend` asks for in front of `connection` (none when it is off), its
     /// state shown on `state` and told to the logs with `server` and `fallbacks`, its probes
     /// spawned on the current runtime.
-    pub(super) fn new(
+    fn new(
         backend: &RedisBackend,
         connection: &Connection,
         (state, server, fallbacks): (Gauge, Arc<str>, Arc<Fallbacks>),
@@ -180,8 +252,25 @@ impl Circuit {
                 state,
                 server,
                 fallbacks,
+                node: None,
             })
         })
+    }
+
+    /// A closed circuit with this one's settings, for the master `node` (named `server`, its
+    /// state shown on `state`).
+    fn sibling(&self, node: Node, server: Arc<str>, state: Gauge) -> Self {
+        Self {
+            phase: Mutex::new(Phase::Closed(0, 0)),
+            origin: Instant::now(),
+            connection: self.connection.clone(),
+            runtime: self.runtime.clone(),
+            fallbacks: Arc::clone(&self.fallbacks),
+            node: Some(node),
+            server,
+            state,
+            ..*self
+        }
     }
 
     /// The breaker's clock, in ns: what a call's sending time is read on.
@@ -246,7 +335,7 @@ impl Circuit {
 
     /// Asks Redis for a `PONG` within the timeout and reports.
     async fn probe(self: Arc<Self>, sent: u64) {
-        let ok = self.connection.ping(self.timeout).await;
+        let ok = (self.connection.ping(self.node.as_ref(), self.timeout).await).is_ok();
         let now = self.now();
         let closed = self.phase().probed(sent, ok, now, self.cool_down);
         self.state.set(if ok { 0.0 } else { 2.0 });

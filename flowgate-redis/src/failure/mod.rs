@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 pub use self::breaker::BreakerState;
-use self::breaker::Circuit;
+use self::breaker::Breakers;
 pub(crate) use self::local::local_limiter;
 use crate::connection::{connect, describe, Connection};
 use crate::error::RedisConfigError;
@@ -31,8 +31,8 @@ pub(crate) struct Link {
     pub(crate) server: Arc<str>,
     /// The failure policy's decisions, for the logs.
     fallbacks: Arc<Fallbacks>,
-    /// The circuit breaker, unless it is off.
-    circuit: Option<Arc<Circuit>>,
+    /// The circuit breakers, one per server, unless they are off.
+    breakers: Breakers,
     pub(crate) timeout: Duration,
     pub(crate) on_failure: OnFailure,
     /// Whether calls decide at the limiter's clock instead of the server's `TIME`.
@@ -49,17 +49,13 @@ impl Link {
         let connection = connect(backend)?;
         let counters = Counters::new(&backend.prefix);
         let (server, fallbacks): (Arc<str>, _) = (describe(&backend.server).into(), Arc::default());
-        let reports = (
-            counters.breaker_state.clone(),
-            Arc::clone(&server),
-            Arc::clone(&fallbacks),
-        );
-        let circuit = Circuit::new(backend, &connection, reports);
+        let reports = (Arc::clone(&server), Arc::clone(&fallbacks));
+        let breakers = Breakers::new(backend, &connection, reports);
         Ok(Self {
             connection,
             server,
             fallbacks,
-            circuit,
+            breakers,
             timeout: backend.timeout,
             on_failure: backend.on_failure,
             client_time: backend.client_time,
@@ -101,7 +97,8 @@ impl Link {
                 .await?;
             Reply::parse(&value, call).ok_or(Failure::Reply)
         });
-        let result = self.guarded(deadline, sent).await;
+        let key = call.keys.first().map(Vec::as_slice);
+        let result = self.guarded(deadline, key, sent).await;
         if let Ok(reply) = &result {
             counters.repaired.add(u64::from(reply.repaired()));
         }
@@ -115,21 +112,32 @@ impl Link {
         command: impl Fn(&str, &str) -> ::redis::Cmd,
         deadline: Instant,
     ) -> Result<::redis::Value, Failure> {
+        // The first key (`EVALSHA sha numkeys key …`), for the breaker of its server.
+        let first = command("EVALSHA", "")
+            .args_iter()
+            .nth(3)
+            .and_then(|arg| match arg {
+                ::redis::Arg::Simple(key) => Some(key.to_vec()),
+                _ => None,
+            });
         let sent = self.connection.eval(script, command, &self.counters);
-        self.guarded(deadline, Box::pin(sent)).await
+        self.guarded(deadline, first.as_deref(), Box::pin(sent))
+            .await
     }
 
-    /// `sent` answered by `deadline`, unless the breaker holds it back; counted, and reported
-    /// to the breaker.
+    /// `sent` (a call whose first key is `key`) answered by `deadline`, unless the breaker of
+    /// its server holds it back; counted, and reported to that breaker.
     pub(crate) async fn guarded<T>(
         &self,
         deadline: Instant,
+        key: Option<&[u8]>,
         sent: impl Future<Output = Result<T, Failure>>,
     ) -> Result<T, Failure> {
         let counters = &self.counters;
+        let circuit = self.breakers.of(&self.connection, key);
         // When the call was sent, on the breaker's clock (read only with a breaker).
         let mut sent_at = 0;
-        if let Some(circuit) = &self.circuit {
+        if let Some(circuit) = &circuit {
             if !circuit.allows() {
                 counters.failed(Failure::BreakerOpen);
                 return Err(Failure::BreakerOpen);
@@ -147,7 +155,7 @@ impl Link {
         if let Err(failure) = &result {
             counters.failed(*failure);
         }
-        if let Some(circuit) = &self.circuit {
+        if let Some(circuit) = &circuit {
             match result {
                 Ok(_) => circuit.succeeded(),
                 Err(_) => circuit.failed(sent_at),
@@ -174,7 +182,7 @@ impl Link {
 
     /// Where the circuit breaker stands ([`BreakerState::Off`] without one).
     pub(crate) fn breaker_state(&self) -> BreakerState {
-        (self.circuit.as_ref()).map_or(BreakerState::Off, |circuit| circuit.state())
+        self.breakers.state()
     }
 
     /// The decision of a failure policy that does not decide locally: refused for the

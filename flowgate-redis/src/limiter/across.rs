@@ -154,7 +154,8 @@ impl<'a, R: ?Sized> Slots<'a, R> {
             let written = Undo::of(&part.keys, before, after).ok_or(Failure::Reply)?;
             Ok((reply, written))
         };
-        let result = self.link.guarded(deadline, Box::pin(sent)).await;
+        let key = part.keys.first().map(Vec::as_slice);
+        let result = self.link.guarded(deadline, key, Box::pin(sent)).await;
         if let Ok((reply, _)) = &result {
             counters.repaired.add(u64::from(reply.repaired()));
         }

@@ -229,6 +229,9 @@ impl RedisCluster {
             ])
             // A replica takes over however long ago it heard from its master.
             .args(["--cluster-replica-validity-factor", "0"])
+            // The healthy masters keep serving their slots while one is down (the default
+            // refuses every command, CLUSTERDOWN, until the failed master's slots are served).
+            .args(["--cluster-require-full-coverage", "no"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             // A replica's first sync starts at once (the default waits 5 s for more replicas).
             .args(["--repl-diskless-sync-delay", "0"])
