@@ -69,8 +69,10 @@
 //! a client that keeps sending after its 429 costs Redis about one call per retry interval per
 //! process, not one per request. Nothing is lost to it: no other process can make a refused
 //! bucket conform sooner (it can only take cells), the wait counts from when the call was
-//! sent, and requests for fewer cells still go to Redis. A reset in this process forgets its
-//! keys; one elsewhere is seen when the entry ends. At most [`RedisBackend::shield`] buckets
+//! sent, and requests for fewer cells still go to Redis; a decision through a lease spends the
+//! lease's cells (already this process's) without asking the shield, and a lease's renewal is
+//! not shielded. A reset in this process forgets its keys; one elsewhere is seen when the entry
+//! ends. At most [`RedisBackend::shield`] buckets
 //! (4096 unless set; 0 for none).
 //!
 //! # Leases: a local fast path

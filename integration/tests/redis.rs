@@ -1609,3 +1609,64 @@ async fn the_shield_refuses_a_refused_bucket_until_it_conforms() {
         (true, Source::Buckets)
     );
 }
+
+/// A lease's cells are this process's already: after Redis refused a bucket they share with
+/// another key (here the global one, which bob emptied without a lease: a dry-run policy of
+/// his own keeps his decisions out of leases), alice still spends the cells her lease holds,
+/// while the shield refuses bob without a call. (With the shield asked before the lease,
+/// alice was refused.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shield_leaves_a_lease_its_cells() {
+    let bob_only = |user: &str, key: &mut flowgate::policy::Key| {
+        if user == "bob" {
+            key.add(user);
+        } else {
+            key.skip();
+        }
+    };
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("user").quota("100/h".parse().unwrap()))
+        .policy(Policy::global("all").quota("10/h".parse().unwrap()))
+        .policy(
+            Policy::keyed_with("trial", bob_only)
+                .quota("1/h".parse().unwrap())
+                .dry_run(true),
+        )
+        .on(
+            server
+                .backend()
+                .prefix("lease-shield")
+                .lease(5, Duration::from_secs(600)),
+            &clock,
+        );
+    let check = |user: &'static str| {
+        let limiter = limiter.clone();
+        async move { limiter.check(user).await.unwrap() }
+    };
+    // alice leases 5 of the 10 global cells and spends one; bob takes the other 5 one by one.
+    assert_eq!(check("alice").await.source(), Source::Buckets);
+    for _ in 0..5 {
+        let verdict = check("bob").await;
+        assert_eq!(
+            (verdict.is_allowed(), verdict.source()),
+            (true, Source::Buckets)
+        );
+    }
+    // bob's next is refused by Redis (the global bucket is empty), then by the shield.
+    let refused_by_redis = check("bob").await;
+    assert_eq!(
+        (refused_by_redis.is_allowed(), refused_by_redis.source()),
+        (false, Source::Buckets)
+    );
+    assert_eq!(check("bob").await.source(), Source::Shield);
+    // alice's lease still holds 4 cells.
+    for _ in 0..4 {
+        let verdict = check("alice").await;
+        assert_eq!(
+            (verdict.is_allowed(), verdict.source()),
+            (true, Source::Lease)
+        );
+    }
+}

@@ -11,6 +11,7 @@ mod shield;
 mod verdict;
 
 use core::fmt;
+use core::future::Future;
 use std::sync::Arc;
 
 pub(crate) use self::build::build;
@@ -214,46 +215,20 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
 
     /// Decides `plan` for `n` cells in Redis (or from a lease, or by the shield); the failure
     /// if Redis did not answer, for the caller to decide by the failure policy
-    /// ([`fail`](Self::fail)). A refusal of Redis's shields the bucket that refused.
+    /// ([`fail`](Self::fail)).
     pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
-        let Shared { link, shield, .. } = &*self.shared;
+        let Shared { link, policies, .. } = &*self.shared;
         link.counters.decisions.add(1);
         if plan.keys.is_empty() {
             return Ok(Decided::without_call(Verdict::unlimited(Source::Buckets)));
         }
-        let Some(shield) = shield else {
-            return self.decide_in_redis(plan, n).await;
-        };
-        let sent = self.shared.clock.now();
-        if let Some(refused) = shield.refusal(plan, n, sent) {
-            link.counters.shielded.add(1);
-            // Counted against its quota as Redis's refusals are.
-            if let Some(by) = refused.by() {
-                let policy = &self.shared.policies[by.policy_index()];
-                policy.metrics[by.quota_index()].refused(u64::from(n));
-            }
-            let verdict = Verdict::new(Err(refused), Source::Shield);
-            return Ok(Decided::without_call(verdict));
-        }
-        let decided = self.decide_in_redis(plan, n).await?;
-        if let (Err(refused), Source::Buckets) =
-            (decided.verdict.outcome(), decided.verdict.source())
-        {
-            let jitter = refused
-                .by()
-                .map_or((0, 0), |by| self.shared.policies[by.policy_index()].jitter);
-            shield.record(plan, (n, sent), &refused, jitter);
-        }
-        Ok(decided)
-    }
-
-    /// [`decide`](Self::decide) past the shield.
-    async fn decide_in_redis(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
-        let Shared { link, policies, .. } = &*self.shared;
         #[cfg(feature = "cluster")]
         if let Some(slots) = self.slots(plan) {
-            return Box::pin(slots.decide(plan, n)).await;
+            return self
+                .shielded(plan, n, Box::pin(slots.decide(plan, n)))
+                .await;
         }
+        // A lease's cells are this process's already: spent without asking the shield.
         if let Some(leases) = &self.shared.leases {
             if let Some(want) = leases.size(policies, plan, n) {
                 let now = leases.millis(self.shared.clock.now());
@@ -270,8 +245,38 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             }
         }
         let call = plan.call((n, n), self.reading());
-        let reply = link.call(script::decide(), &call, link.deadline()).await?;
-        Ok(verdict::decided(policies, plan, n, reply, &link.counters))
+        let decided = async {
+            let reply = link.call(script::decide(), &call, link.deadline()).await?;
+            Ok(verdict::decided(policies, plan, n, reply, &link.counters))
+        };
+        self.shielded(plan, n, decided).await
+    }
+
+    /// `call`, a decision of `n` cells of `plan` in Redis, unless the shield refuses it first
+    /// (then it is never sent); a refusal of Redis's shields the bucket that refused.
+    async fn shielded(
+        &self,
+        plan: &Plan,
+        n: u32,
+        call: impl Future<Output = Result<Decided, Failure>>,
+    ) -> Result<Decided, Failure> {
+        let Shared {
+            shield,
+            policies,
+            link,
+            ..
+        } = &*self.shared;
+        let Some(shield) = shield else {
+            return call.await;
+        };
+        let sent = self.shared.clock.now();
+        if let Some(verdict) = shield.refusal(policies, plan, n, sent) {
+            link.counters.shielded.add(1);
+            return Ok(Decided::without_call(verdict));
+        }
+        let decided = call.await?;
+        shield.record(policies, plan, (n, sent), &decided.verdict);
+        Ok(decided)
     }
 
     /// The slots of the cluster the limiter decides in, if it does and `plan` spans policies

@@ -16,7 +16,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::script::Plan;
+use crate::script::{Plan, Prepared};
+use flowgate::backend::{Source, Verdict};
 use flowgate::outcome::{Cause, Cited, Refused};
 
 /// Shards of the map: decisions on different buckets rarely wait for each other.
@@ -59,8 +60,23 @@ impl Shield {
     }
 
     /// The shield's refusal of `n` cells of `plan` at the reading `now`, if one of its buckets
-    /// is shielded for `n` cells or fewer; expired entries on the way are dropped.
-    pub(crate) fn refusal(&self, plan: &Plan, n: u32, now: u64) -> Option<Refused<Cited>> {
+    /// is shielded for `n` cells or fewer, counted against its quota as Redis's refusals are;
+    /// expired entries on the way are dropped.
+    pub(crate) fn refusal<R: ?Sized>(
+        &self,
+        policies: &[Prepared<R>],
+        plan: &Plan,
+        n: u32,
+        now: u64,
+    ) -> Option<Verdict> {
+        let refused = self.refused(plan, n, now)?;
+        if let Some(by) = refused.by() {
+            policies[by.policy_index()].metrics[by.quota_index()].refused(u64::from(n));
+        }
+        Some(Verdict::new(Err(refused), Source::Shield))
+    }
+
+    fn refused(&self, plan: &Plan, n: u32, now: u64) -> Option<Refused<Cited>> {
         // Relaxed: a hint that the map is empty; an entry added meanwhile is found next time.
         if self.held.load(Ordering::Relaxed) == 0 {
             return None;
@@ -84,19 +100,23 @@ impl Shield {
         None
     }
 
-    /// Shields the bucket that refused `n` cells of `plan` (`refused`, whose policy jitters
-    /// by `jitter`), for a call sent at the reading `sent`.
-    pub(crate) fn record(
+    /// Shields the bucket that refused `n` cells of `plan`, if Redis's buckets did (`verdict`),
+    /// for a call sent at the reading `sent`.
+    pub(crate) fn record<R: ?Sized>(
         &self,
+        policies: &[Prepared<R>],
         plan: &Plan,
         (n, sent): (u32, u64),
-        refused: &Refused<Cited>,
-        jitter: (u64, u64),
+        verdict: &Verdict,
     ) {
+        let (Err(refused), Source::Buckets) = (verdict.outcome(), verdict.source()) else {
+            return;
+        };
         let wait = refused.conforms_after_nanos();
         let Some(by) = refused.by().filter(|_| refused.cause() == Cause::Quota) else {
             return;
         };
+        let jitter = policies[by.policy_index()].jitter;
         let at = (plan.refs.iter()).position(|&r| r == (by.policy_index(), by.quota_index()));
         let Some(key) = at.and_then(|bucket| plan.keys.get(bucket)) else {
             return;
@@ -115,7 +135,7 @@ impl Shield {
             }
             self.held.fetch_add(1, Ordering::Relaxed);
         }
-        let (cells, refused) = (n, *refused);
+        let cells = n;
         shard.insert(
             key.clone(),
             Entry {
