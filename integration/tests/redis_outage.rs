@@ -418,3 +418,66 @@ async fn an_outage_is_told_to_the_logs_in_a_few_lines() {
     let told: u64 = first.iter().chain(&since).map(counted).sum();
     assert_eq!(told, limiter.stats().failed_open, "{text}");
 }
+
+/// A dropped connection (`CLIENT KILL`) costs the decisions in flight on it, not an open
+/// breaker: their failures are one piece of evidence, and the connection manager reconnects
+/// for the calls after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_costs_the_decisions_in_flight() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const TASKS: usize = 8;
+    let server = RedisServer::start();
+    let limiter = Policies::<str>::builder()
+        .policy(Policy::keyed("k", |k: &str| k).quota(Quota::per_second(1_000_000).unwrap()))
+        .build_redis(server.backend())
+        .unwrap();
+    assert_eq!(
+        limiter.check("warm").await.unwrap().source(),
+        Source::Buckets
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let deciders: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (limiter, stop) = (limiter.clone(), stop.clone());
+            tokio::spawn(async move {
+                let key = task.to_string();
+                let mut sources = Vec::new();
+                // Relaxed: a flag; a late look costs one more decision. Bounded: 5 000.
+                while !stop.load(Ordering::Relaxed) && sources.len() < 5_000 {
+                    sources.push(limiter.check(&key).await.unwrap().source());
+                }
+                sources
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let killed: i64 = server.command(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Relaxed: see above.
+    stop.store(true, Ordering::Relaxed);
+    let mut sources = Vec::new();
+    for decider in deciders {
+        sources.extend(decider.await.unwrap());
+    }
+    let failed: Vec<_> = sources.iter().filter_map(Source::failure).collect();
+    println!(
+        "CLIENT KILL ({killed} killed): {} of {} decisions by the failure policy",
+        failed.len(),
+        sources.len()
+    ));
+    assert!(killed >= 1);
+    let open = failed
+        .iter()
+        .filter(|f| **f == Failure::BreakerOpen)
+        .count();
+    assert_eq!(
+        open, 0,
+        "the breaker opened: {open} decisions refused by it"
+    );
+    assert!(
+        failed.len() <= 2 * TASKS,
+        "{} by the failure policy",
+        failed.len()
+    );
+}
