@@ -465,7 +465,7 @@ async fn a_dropped_connection_costs_the_decisions_in_flight() {
         "CLIENT KILL ({killed} killed): {} of {} decisions by the failure policy",
         failed.len(),
         sources.len()
-    ));
+    );
     assert!(killed >= 1);
     let open = failed
         .iter()
