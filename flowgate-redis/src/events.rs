@@ -58,10 +58,12 @@ impl Fallbacks {
         }
     }
 
-    /// Writes what is left unwritten: `server` answers again.
+    /// Writes what is left unwritten: `server` answers again (the next outage's first
+    /// decision is written at once).
     pub(crate) fn flush(&self, server: &str) {
         // Relaxed: as above.
         let decisions = self.unwritten.swap(0, Ordering::Relaxed);
+        self.written.store(0, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
         if decisions > 0 {
             tracing::info!(

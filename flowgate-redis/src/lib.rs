@@ -65,15 +65,16 @@
 //!
 //! # The hot-key shield
 //! A bucket Redis refused is refused in this process, without a call, until the refusal's wait
-//! ends, for requests of as many cells or more ([`Source::Shield`]; [`RedisStats::shielded`]):
-//! a client that keeps sending after its 429 costs Redis about one call per retry interval per
-//! process, not one per request. Nothing is lost to it: no other process can make a refused
-//! bucket conform sooner (it can only take cells), the wait counts from when the call was
-//! sent, and requests for fewer cells still go to Redis; a decision through a lease spends the
-//! lease's cells (already this process's) without asking the shield, and a lease's renewal is
-//! not shielded. A reset in this process forgets its keys; one elsewhere is seen when the entry
-//! ends. At most [`RedisBackend::shield`] buckets
-//! (4096 unless set; 0 for none).
+//! ends or for a second, whichever is sooner, for requests of as many cells or more
+//! ([`Source::Shield`]; [`RedisStats::shielded`]): a client that keeps sending after its 429
+//! costs Redis about one call per retry interval (or second) per process, not one per request.
+//! Nothing is lost to it where cells never come back to a bucket: other processes of the same
+//! set only take cells, the wait counts from when the call was sent, and requests for fewer
+//! cells still go to Redis. So the shield is off in a set that takes leases (given back) or
+//! decides across cluster slots (undone); a process configured otherwise, a reset elsewhere or
+//! a server clock stepping forward can make a bucket conform sooner, and then the second bounds
+//! what the shield refuses that Redis would admit. A reset in this process forgets its keys. At
+//! most [`RedisBackend::shield`] buckets (4096 unless set; 0 for none).
 //!
 //! # Leases: a local fast path
 //! With [`RedisBackend::lease`], a decision that finds no cells in its local lease takes up to

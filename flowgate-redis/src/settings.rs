@@ -178,8 +178,9 @@ impl RedisBackend {
     }
 
     /// The most buckets the hot-key shield holds (4096 unless set; 0 for none): a bucket Redis
-    /// refused is refused in this process, without a call, until it can conform, for requests
-    /// of as many cells or more (see the [crate docs](crate#the-hot-key-shield)).
+    /// refused is refused in this process, without a call, until it can conform (a second at
+    /// most), for requests of as many cells or more. Off in a set with leases or decisions
+    /// across cluster slots (see the [crate docs](crate#the-hot-key-shield)).
     pub fn shield(mut self, buckets: usize) -> Self {
         self.shield = buckets;
         self

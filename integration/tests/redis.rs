@@ -1610,13 +1610,11 @@ async fn the_shield_refuses_a_refused_bucket_until_it_conforms() {
     );
 }
 
-/// A lease's cells are this process's already: after Redis refused a bucket they share with
-/// another key (here the global one, which bob emptied without a lease: a dry-run policy of
-/// his own keeps his decisions out of leases), alice still spends the cells her lease holds,
-/// while the shield refuses bob without a call. (With the shield asked before the lease,
-/// alice was refused.)
+/// With leases the shield is off (a lease given back puts cells back into a bucket Redis
+/// refused, which the shield could not see): bob, refused by Redis on the global bucket he
+/// emptied, keeps being asked of Redis, and alice spends the cells her lease holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shield_leaves_a_lease_its_cells() {
+async fn with_leases_the_shield_is_off() {
     let bob_only = |user: &str, key: &mut flowgate::policy::Key| {
         if user == "bob" {
             key.add(user);
@@ -1654,13 +1652,13 @@ async fn the_shield_leaves_a_lease_its_cells() {
             (true, Source::Buckets)
         );
     }
-    // bob's next is refused by Redis (the global bucket is empty), then by the shield.
+    // bob's next are refused by Redis (the global bucket is empty), every time.
     let refused_by_redis = check("bob").await;
     assert_eq!(
         (refused_by_redis.is_allowed(), refused_by_redis.source()),
         (false, Source::Buckets)
     );
-    assert_eq!(check("bob").await.source(), Source::Shield);
+    assert_eq!(check("bob").await.source(), Source::Buckets);
     // alice's lease still holds 4 cells.
     for _ in 0..4 {
         let verdict = check("alice").await;
@@ -1669,4 +1667,39 @@ async fn the_shield_leaves_a_lease_its_cells() {
             (true, Source::Lease)
         );
     }
+    assert_eq!(limiter.stats().shielded, 0);
+}
+
+/// A shield entry lasts a second at most, however long the refusal's wait: what the shield
+/// cannot see (cells given back by a process configured otherwise, a reset elsewhere) costs
+/// at most that. Its refusals say when the bucket conforms all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shield_entry_lasts_a_second_at_most() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let limiter = Policies::<str>::builder()
+        .policy(per_key("user").quota("1/min".parse().unwrap()))
+        .on(server.backend().prefix("shield-second"), &clock);
+    assert!(limiter.check("hot").await.unwrap().is_allowed());
+    let first = limiter.check("hot").await.unwrap();
+    assert_eq!(
+        (first.is_allowed(), first.source()),
+        (false, Source::Buckets)
+    );
+    assert_eq!(refused(&first).conforms_after(), Duration::from_secs(60));
+    clock.advance(Duration::from_millis(999));
+    let shielded = limiter.check("hot").await.unwrap();
+    assert_eq!(shielded.source(), Source::Shield);
+    // It reports when the bucket conforms, not when the entry ends.
+    assert_eq!(
+        refused(&shielded).conforms_after(),
+        Duration::from_millis(59_001)
+    );
+    clock.advance(Duration::from_millis(1));
+    let again = limiter.check("hot").await.unwrap();
+    assert_eq!(
+        (again.is_allowed(), again.source()),
+        (false, Source::Buckets)
+    );
+    assert_eq!(refused(&again).conforms_after(), Duration::from_secs(59));
 }

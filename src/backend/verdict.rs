@@ -44,7 +44,8 @@ pub enum Source {
     /// Cells this process leased from the server earlier.
     Lease,
     /// Refused in this process: the server refused the same bucket for as many cells or fewer
-    /// a moment ago, and nothing can make it conform before this refusal's wait ends.
+    /// a moment ago, and the bucket cannot conform before this refusal's wait ends unless cells
+    /// come back to it (see the backend's docs).
     Shield,
     /// The server did not answer: admitted by a failure policy that fails open.
     FailedOpen(Failure),

@@ -50,6 +50,14 @@ where
     }
     let leases = lease_in_millis(backend.lease)?
         .map(|lease| Leases::new(backend.max_leases.max(1), clock.now(), lease));
+    // The shield is exact only where cells never come back (see limiter/shield.rs): off with
+    // leases (given back) and with decisions across cluster slots (undone).
+    let across = matches!(tag, Tag::Policy) && prepared.len() > 1;
+    let shield = if leases.is_some() || across {
+        0
+    } else {
+        backend.shield
+    };
     let link = Link::new(&backend)?;
     events::built(
         &backend,
@@ -63,7 +71,7 @@ where
             policies: prepared,
             fallback,
             leases,
-            shield: Shield::new(backend.shield),
+            shield: Shield::new(shield),
             clock,
         }),
     })

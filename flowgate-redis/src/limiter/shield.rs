@@ -2,18 +2,22 @@
 //! conform, so that a client hammering a refused key costs Redis about one call per retry
 //! interval, not one per request.
 //!
-//! Exact, never an admission lost to it: a refusal of `n` cells at the server's reading `s`
-//! with a wait `w` says the bucket holds fewer than `n` cells until `s + w`, and nothing another
-//! process does (it can only take cells) makes it conform sooner, except a reset. The shield
-//! counts from when the call was sent (before `s`), so it stops refusing no later than Redis
-//! would, and it refuses only requests for `n` cells or more (fewer may conform earlier). A
-//! reset in this process forgets the keys; one in another process is seen here when the entry
-//! ends. A refusal from the shield reports the bucket as Redis last did ([`Source::Shield`]).
+//! Exact, for a set that takes no lease and decides no request across cluster slots (the
+//! shield is off for the others): a refusal of `n` cells at the server's reading `s` with a
+//! wait `w` says the bucket holds fewer than `n` cells until `s + w`, and what other processes
+//! of such a set do (they only take cells) cannot make it conform sooner. Cells that come back
+//! (a lease given back, a cross-slot take undone, in a process configured otherwise), a reset
+//! elsewhere, or a server clock stepping forward can; so an entry lasts at most [`AT_MOST`],
+//! which bounds what the shield can refuse that Redis would admit. It counts from when the call
+//! was sent (before `s`), so it stops refusing no later than Redis would, and it refuses only
+//! requests for `n` cells or more (fewer may conform earlier). A reset in this process forgets
+//! the keys. A refusal from the shield reports the bucket as Redis last did
+//! ([`Source::Shield`]).
 //!
 //! [`Source::Shield`]: flowgate::backend::Source::Shield
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::script::{Plan, Prepared};
@@ -23,11 +27,17 @@ use flowgate::outcome::{Cause, Cited, Refused};
 /// Shards of the map: decisions on different buckets rarely wait for each other.
 const SHARDS: usize = 16;
 
+/// The longest an entry lasts, in ns: a flood costs Redis about a call per second per bucket
+/// and process at least, and what the shield cannot see costs at most this.
+pub(crate) const AT_MOST: u64 = 1_000_000_000;
+
 /// Buckets Redis refused, by Redis key, at most about `max` of them.
 pub(crate) struct Shield {
     shards: Box<[Mutex<Map>]>,
     /// Entries held, over every shard (0: nothing to look up).
     held: AtomicUsize,
+    /// No entry lasts past this reading: once it is passed, every entry is dropped.
+    last: AtomicU64,
     max: usize,
 }
 
@@ -36,6 +46,8 @@ type Map = HashMap<Vec<u8>, Entry, ahash::RandomState>;
 #[derive(Clone, Copy)]
 struct Entry {
     /// No request for `cells` or more conforms before this reading (ns, the limiter's clock).
+    conforms: u64,
+    /// The entry lasts until then: `conforms`, or [`AT_MOST`] after the call if sooner.
     until: u64,
     cells: u32,
     /// The refusal Redis gave, and its policy's jitter (ns, uniform in the range).
@@ -49,6 +61,7 @@ impl Shield {
         (max > 0).then(|| Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             held: AtomicUsize::new(0),
+            last: AtomicU64::new(0),
             max,
         })
     }
@@ -81,6 +94,16 @@ impl Shield {
         if self.held.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        // Relaxed: an entry recorded meanwhile raises it; one dropped here early is asked of
+        // Redis again (never a refusal lost, only a call more).
+        if now >= self.last.load(Ordering::Relaxed) {
+            for shard in &self.shards {
+                let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+                self.held.fetch_sub(shard.len(), Ordering::Relaxed);
+                shard.clear();
+            }
+            return None;
+        }
         for key in &plan.keys {
             let mut shard = self.shard(key);
             let Some(entry) = shard.get(key.as_slice()).copied() else {
@@ -91,7 +114,7 @@ impl Shield {
                 // Relaxed: a count, under the shard's lock.
                 self.held.fetch_sub(1, Ordering::Relaxed);
             } else if n >= entry.cells {
-                let wait = entry.until - now;
+                let wait = entry.conforms.saturating_sub(now).max(1);
                 let jitter = flowgate::policy::refusal_jitter(entry.jitter, wait);
                 let cited = Cited::new(entry.refused.by(), None, jitter);
                 return Some(Refused::new(entry.refused.gauge(), wait).cite(cited));
@@ -121,7 +144,12 @@ impl Shield {
         let Some(key) = at.and_then(|bucket| plan.keys.get(bucket)) else {
             return;
         };
-        let until = sent.saturating_add(wait);
+        let (conforms, until) = (
+            sent.saturating_add(wait),
+            sent.saturating_add(wait.min(AT_MOST)),
+        );
+        // Relaxed: see `refused`.
+        self.last.fetch_max(until, Ordering::Relaxed);
         let mut shard = self.shard(key);
         if !shard.contains_key(key.as_slice()) {
             // Relaxed, here and below: a count, each change under a shard's lock.
@@ -139,6 +167,7 @@ impl Shield {
         shard.insert(
             key.clone(),
             Entry {
+                conforms,
                 until,
                 cells,
                 refused,
