@@ -31,15 +31,12 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::redirect::{after, server_kind, Learn, Target};
-use super::slots::{cluster_slots, key_slot, SLOTS};
+use super::slots::{cluster_slots, key_slot, Node, Routes, NOWHERE, SLOTS};
 use super::Master;
 use crate::script::Sender;
 
 /// The most redirects (and pauses) one command follows.
 pub(crate) const MAX_REDIRECTS: usize = 8;
-
-/// A slot no known node serves.
-const NOWHERE: u16 = u16::MAX;
 
 /// How long a refresh waits for one node before it asks the next.
 const ASK_EACH: Duration = Duration::from_millis(250);
@@ -67,20 +64,6 @@ struct Inner {
     origin: Instant,
     /// Told when a refresh ends, whatever it found.
     refreshed: Notify,
-}
-
-/// The slot map: each slot's master, as an index into `nodes`.
-#[derive(Default)]
-struct Routes {
-    slots: Vec<u16>,
-    nodes: Vec<Node>,
-}
-
-#[derive(Clone)]
-struct Node {
-    host: String,
-    port: u16,
-    connection: ConnectionManager,
 }
 
 impl Cluster {
@@ -136,11 +119,21 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether `node` serves a slot.
+    pub(crate) fn serves(&self, (host, port): &Master) -> bool {
+        self.routes()
+            .masters()
+            .any(|n| n.host == *host && n.port == *port)
+    }
+
+    /// Whether every slot has a master.
+    pub(crate) fn mapped(&self) -> bool {
+        self.routes().mapped()
+    }
+
     /// What `read` reads of `slot`'s master, if the map knows one.
     fn serving<T>(&self, slot: u16, read: impl FnOnce(&Node) -> T) -> Option<T> {
-        let routes = self.routes();
-        let node = *routes.slots.get(usize::from(slot))?;
-        routes.nodes.get(usize::from(node)).map(read)
+        self.routes().master(slot).map(read)
     }
 
     /// Whether the slot map can be learned and every master in it answers a `PING`, each within
@@ -150,14 +143,9 @@ impl Cluster {
         self.ping(None, wait)
             .await
             .map_err(|why| (String::new(), why))?;
-        let masters: Vec<Master> = {
-            let routes = self.routes();
-            let serving = |index: &usize| routes.slots.iter().any(|n| usize::from(*n) == *index);
-            (0..routes.nodes.len())
-                .filter(serving)
-                .map(|index| (routes.nodes[index].host.clone(), routes.nodes[index].port))
-                .collect()
-        };
+        let masters: Vec<Master> = (self.routes().masters())
+            .map(|node| (node.host.clone(), node.port))
+            .collect();
         for master in &masters {
             let pinged = self.ping(Some(master), wait).await;
             pinged.map_err(|why| (format!("{}:{}", master.0, master.1), why))?;

@@ -69,6 +69,26 @@ impl Connection {
         }
     }
 
+    /// Whether `node` serves a slot (always, for the one server).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    pub(crate) fn serves(&self, node: &Master) -> bool {
+        match self {
+            Self::One(_) => true,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(cluster) => cluster.serves(node),
+        }
+    }
+
+    /// Whether every slot of a cluster has a master (never, for the one server: its calls go
+    /// through no master's breaker).
+    pub(crate) fn mapped(&self) -> bool {
+        match self {
+            Self::One(_) => false,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(cluster) => cluster.mapped(),
+        }
+    }
+
     /// The master that serves `key` (a cluster's, if its slot map is known), whose breaker its
     /// calls go through; `None` for the one server.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]

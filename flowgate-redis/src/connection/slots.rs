@@ -1,10 +1,52 @@
-//! Redis Cluster's hash slots (feature `cluster`): the slot of a key, and the slot map a
-//! node answers to `CLUSTER SLOTS`.
+//! Redis Cluster's hash slots (feature `cluster`): the slot of a key, the slot map a node
+//! answers to `CLUSTER SLOTS`, and the map a cluster connection keeps ([`Routes`]).
 
+use ::redis::aio::ConnectionManager;
 use ::redis::{ErrorKind, RedisResult, Value};
 
 /// A Redis Cluster's hash slots.
 pub(crate) const SLOTS: usize = 16_384;
+
+/// A slot no known node serves.
+pub(crate) const NOWHERE: u16 = u16::MAX;
+
+/// The slot map: each slot's master, as an index into `nodes`.
+#[derive(Default)]
+pub(crate) struct Routes {
+    pub(crate) slots: Vec<u16>,
+    pub(crate) nodes: Vec<Node>,
+}
+
+/// A node of the map, and the connection to it.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) connection: ConnectionManager,
+}
+
+impl Routes {
+    /// `slot`'s master, if the map knows one.
+    pub(crate) fn master(&self, slot: u16) -> Option<&Node> {
+        self.nodes
+            .get(usize::from(*self.slots.get(usize::from(slot))?))
+    }
+
+    /// The nodes that serve a slot.
+    pub(crate) fn masters(&self) -> impl Iterator<Item = &Node> {
+        let serving = |(at, _): &(usize, &Node)| self.slots.iter().any(|s| usize::from(*s) == *at);
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(serving)
+            .map(|(_, node)| node)
+    }
+
+    /// Whether every slot has a master.
+    pub(crate) fn mapped(&self) -> bool {
+        self.slots.len() == SLOTS && !self.slots.contains(&NOWHERE)
+    }
+}
 
 /// The `CLUSTER SLOTS` answer of the node at `host` on `connection`: (first, last, master's
 /// host, master's port) per range.

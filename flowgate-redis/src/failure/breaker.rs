@@ -197,24 +197,29 @@ impl Breakers {
             return Some(Arc::clone(first));
         };
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        let circuit = nodes.entry(node).or_insert_with_key(|node| {
+        if !nodes.contains_key(&node) {
+            // A new master (a failover, a slot moved): the circuits of servers that serve no
+            // slot any more are dropped, so that none stays open for good, unasked.
+            nodes.retain(|node, circuit| connection.serves(node) || circuit.retire());
             let server: Arc<str> = format!("{}:{}", node.0, node.1).into();
             let state = breaker_gauge(&self.prefix, &server);
-            Arc::new(first.sibling(node.clone(), server, state))
-        });
-        Some(Arc::clone(circuit))
+            let circuit = Arc::new(first.sibling(node.clone(), server, state));
+            nodes.insert(node.clone(), circuit);
+        }
+        nodes.get(&node).cloned()
     }
 
     /// Where the breakers stand: open if one is, else half open if one is, else closed with
-    /// the most failures any counts ([`BreakerState::Off`] without breakers).
-    pub(super) fn state(&self) -> BreakerState {
+    /// the most failures any counts ([`BreakerState::Off`] without breakers). In a cluster
+    /// whose slots all have a master, only the masters' count.
+    pub(super) fn state(&self, connection: &Connection) -> BreakerState {
         let Some(first) = &self.first else {
             return BreakerState::Off;
         };
-        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        let states = core::iter::once(first)
-            .chain(nodes.values())
-            .map(|c| c.state());
+        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        nodes.retain(|node, circuit| connection.serves(node) || circuit.retire());
+        let first = (!connection.mapped()).then_some(first);
+        let states = first.into_iter().chain(nodes.values()).map(|c| c.state());
         states.fold(
             BreakerState::Closed { failures: 0 },
             |worst, state| match (worst, state) {
@@ -322,6 +327,13 @@ impl Circuit {
                 Duration::from_nanos(self.cool_down),
             );
         }
+    }
+
+    /// A circuit whose server serves no slot any more: its gauge says closed, and it goes
+    /// (false, for `retain`).
+    fn retire(&self) -> bool {
+        self.state.set(0.0);
+        false
     }
 
     /// The breaker's state now.

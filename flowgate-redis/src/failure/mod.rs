@@ -182,7 +182,7 @@ impl Link {
 
     /// Where the circuit breaker stands ([`BreakerState::Off`] without one).
     pub(crate) fn breaker_state(&self) -> BreakerState {
-        self.breakers.state()
+        self.breakers.state(&self.connection)
     }
 
     /// The decision of a failure policy that does not decide locally: refused for the
