@@ -199,7 +199,11 @@ impl<C: Clock> RedisSlidingLog<C> {
             command
         };
         log.link
-            .eval(script::log(), command, log.link.deadline())
+            .eval(
+                script::log(),
+                (tag.as_bytes(), command),
+                log.link.deadline(),
+            )
             .await
     }
 

@@ -16,6 +16,9 @@ use flowgate_redis::{
 };
 use redis_server::RedisServer;
 
+/// Tasks deciding at once through a stall or a dropped connection.
+const TASKS: usize = 8;
+
 /// The configured timeout: long against scheduling noise, so that 1.3 × it is a sharp bound.
 const TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -269,9 +272,6 @@ async fn the_breaker_answers_at_once_during_an_outage_and_closes_soon_after() {
 /// hundreds of decisions went to the failure policy until a probe closed it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stall_costs_the_decisions_in_flight_not_an_open_breaker() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    const TASKS: usize = 8;
     // Long enough that a starved runtime does not time out a call the server answered.
     const TIMEOUT: Duration = Duration::from_millis(500);
     let server = RedisServer::start();
@@ -283,62 +283,88 @@ async fn a_stall_costs_the_decisions_in_flight_not_an_open_breaker() {
     // too (two timeouts): a machine too busy to resume the server in time is retried, three
     // times at most.
     for _ in 0..3 {
-        assert!(limiter.check("warm").await.unwrap().source() == Source::Buckets);
-        let stop = Arc::new(AtomicBool::new(false));
-        let deciders: Vec<_> = (0..TASKS)
-            .map(|task| {
-                let (limiter, stop) = (limiter.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let key = task.to_string();
-                    let mut sources = Vec::new();
-                    // Relaxed: a flag; a late look costs one more decision. Bounded: 5 000.
-                    while !stop.load(Ordering::Relaxed) && sources.len() < 5_000 {
-                        sources.push(limiter.check(&key).await.unwrap().source());
-                    }
-                    sources
-                })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let paused = Instant::now();
-        server.pause();
-        tokio::time::sleep(TIMEOUT.mul_f64(1.2)).await;
-        server.resume();
-        let stall = paused.elapsed();
-        tokio::time::sleep(TIMEOUT).await;
-        // Relaxed: see above.
-        stop.store(true, Ordering::Relaxed);
-        let mut sources = Vec::new();
-        for decider in deciders {
-            sources.extend(decider.await.unwrap());
-        }
+        let (stall, sources) = deciding_during(&limiter, async {
+            let paused = Instant::now();
+            server.pause();
+            tokio::time::sleep(TIMEOUT.mul_f64(1.2)).await;
+            server.resume();
+            let stall = paused.elapsed();
+            tokio::time::sleep(TIMEOUT).await;
+            stall
+        })
+        .await;
         if stall >= TIMEOUT.mul_f64(1.9) {
             println!("the stall lasted {stall:?}: trying again");
             continue;
         }
-        let failed: Vec<_> = sources.iter().filter_map(Source::failure).collect();
-        println!(
-            "a stall of {stall:?}: {} of {} decisions by the failure policy",
-            failed.len(),
-            sources.len()
-        );
-        assert!(!failed.is_empty(), "the stall timed out no call");
-        let open = failed
-            .iter()
-            .filter(|f| **f == Failure::BreakerOpen)
-            .count();
-        assert_eq!(
-            open, 0,
-            "the breaker opened: {open} decisions refused by it"
-        );
-        assert!(
-            failed.len() <= 2 * TASKS,
-            "{} decisions by the failure policy, {TASKS} in flight",
-            failed.len()
-        );
+        let failed = in_flight_only(&sources, &format!("a stall of {stall:?}"));
+        assert!(failed > 0, "the stall timed out no call");
         return;
     }
     panic!("three stalls of 600 ms each lasted 950 ms or more: the machine is too busy");
+}
+
+/// Tasks deciding their own key back to back, while `during` runs (from 50 ms after they
+/// start): what `during` gave, and where every decision came from.
+async fn deciding_during<F: std::future::Future>(
+    limiter: &RedisLimiter<str>,
+    during: F,
+) -> (F::Output, Vec<Source>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    assert_eq!(
+        limiter.check("warm").await.unwrap().source(),
+        Source::Buckets
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let deciders: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (limiter, stop) = (limiter.clone(), stop.clone());
+            tokio::spawn(async move {
+                let key = task.to_string();
+                let mut sources = Vec::new();
+                // Relaxed: a flag; a late look costs one more decision. Bounded: 5 000.
+                while !stop.load(Ordering::Relaxed) && sources.len() < 5_000 {
+                    sources.push(limiter.check(&key).await.unwrap().source());
+                }
+                sources
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let output = during.await;
+    // Relaxed: see above.
+    stop.store(true, Ordering::Relaxed);
+    let mut sources = Vec::new();
+    for decider in deciders {
+        sources.extend(decider.await.unwrap());
+    }
+    (output, sources)
+}
+
+/// The decisions of `sources` the failure policy made, after checking that the breaker never
+/// refused one and that they are at most twice the decisions in flight (one per task).
+fn in_flight_only(sources: &[Source], what: &str) -> usize {
+    let failed: Vec<_> = sources.iter().filter_map(Source::failure).collect();
+    println!(
+        "{what}: {} of {} decisions by the failure policy",
+        failed.len(),
+        sources.len()
+    );
+    let open = failed
+        .iter()
+        .filter(|f| **f == Failure::BreakerOpen)
+        .count();
+    assert_eq!(
+        open, 0,
+        "the breaker opened: {open} decisions refused by it"
+    );
+    assert!(
+        failed.len() <= 2 * TASKS,
+        "{} decisions by the failure policy, {TASKS} in flight",
+        failed.len()
+    );
+    failed.len()
 }
 
 /// Log lines written to memory (the `fmt` subscriber's writer).
@@ -425,60 +451,18 @@ async fn an_outage_is_told_to_the_logs_in_a_few_lines() {
 /// for the calls after them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_connection_costs_the_decisions_in_flight() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    const TASKS: usize = 8;
     let server = RedisServer::start();
     let limiter = Policies::<str>::builder()
         .policy(Policy::keyed("k", |k: &str| k).quota(Quota::per_second(1_000_000).unwrap()))
         .build_redis(server.backend())
         .unwrap();
-    assert_eq!(
-        limiter.check("warm").await.unwrap().source(),
-        Source::Buckets
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let deciders: Vec<_> = (0..TASKS)
-        .map(|task| {
-            let (limiter, stop) = (limiter.clone(), stop.clone());
-            tokio::spawn(async move {
-                let key = task.to_string();
-                let mut sources = Vec::new();
-                // Relaxed: a flag; a late look costs one more decision. Bounded: 5 000.
-                while !stop.load(Ordering::Relaxed) && sources.len() < 5_000 {
-                    sources.push(limiter.check(&key).await.unwrap().source());
-                }
-                sources
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let killed: i64 = server.command(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // Relaxed: see above.
-    stop.store(true, Ordering::Relaxed);
-    let mut sources = Vec::new();
-    for decider in deciders {
-        sources.extend(decider.await.unwrap());
-    }
-    let failed: Vec<_> = sources.iter().filter_map(Source::failure).collect();
-    println!(
-        "CLIENT KILL ({killed} killed): {} of {} decisions by the failure policy",
-        failed.len(),
-        sources.len()
-    );
+    let (killed, sources) = deciding_during(&limiter, async {
+        let killed: i64 =
+            server.command(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        killed
+    })
+    .await;
     assert!(killed >= 1);
-    let open = failed
-        .iter()
-        .filter(|f| **f == Failure::BreakerOpen)
-        .count();
-    assert_eq!(
-        open, 0,
-        "the breaker opened: {open} decisions refused by it"
-    );
-    assert!(
-        failed.len() <= 2 * TASKS,
-        "{} by the failure policy",
-        failed.len()
-    );
+    in_flight_only(&sources, &format!("CLIENT KILL ({killed} killed)"));
 }

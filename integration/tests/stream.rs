@@ -140,26 +140,44 @@ async fn a_dropped_payment_gives_back_exactly() {
 
 #[tokio::test(start_paused = true)]
 async fn a_sink_passes_items_on_at_the_rate() {
-    let start = Instant::now();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let inner = futures_util::sink::unfold((), move |(), item: u32| {
-        log.lock()
-            .unwrap()
-            .push((item, start.elapsed().as_millis()));
-        async { Ok::<_, std::convert::Infallible>(()) }
-    });
-    let mut sink = Box::pin(
-        RateLimitedSink::new(inner, limiter("1000/s burst 1000")).with_cost(|bytes: &u32| *bytes),
-    );
-    for bytes in [600, 600, 200, 2_000] {
-        sink.send(bytes).await.unwrap();
-    }
-    sink.close().await.unwrap();
-    let seen = seen.lock().unwrap().clone();
+    let seen = delivered([600, 600, 200, 2_000], |inner| {
+        RateLimitedSink::new(inner, limiter("1000/s burst 1000")).with_cost(|bytes: &u32| *bytes)
+    })
+    .await;
     // 600 at once; 400 left, so the next 600 waits 200 ms; 200 more waits 200 ms; 2 000 more
     // take 2 s.
     assert_eq!(seen, [(600, 0), (600, 200), (200, 400), (2_000, 2_400)]);
+}
+
+/// The sink a test's adapter wraps: it takes every item at once.
+type Inner = std::pin::Pin<Box<dyn futures_util::Sink<u32, Error = std::convert::Infallible>>>;
+
+/// Sends `items` through the adapter `wrap` makes around an [`Inner`] sink, and closes it: each
+/// item with when the inner sink took it, in ms from the start.
+async fn delivered<S>(
+    items: impl IntoIterator<Item = u32>,
+    wrap: impl FnOnce(Inner) -> S,
+) -> Vec<(u32, u128)>
+where
+    S: futures_util::Sink<u32>,
+    S::Error: std::fmt::Debug,
+{
+    let start = Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let inner: Inner = Box::pin(futures_util::sink::unfold((), move |(), item: u32| {
+        log.lock()
+            .unwrap()
+            .push((item, start.elapsed().as_millis()));
+        async { Ok(()) }
+    }));
+    let mut sink = Box::pin(wrap(inner));
+    for item in items {
+        sink.send(item).await.unwrap();
+    }
+    sink.close().await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    seen
 }
 
 /// A policy set for streams: 10/s burst 4 per user, 5/s burst 2 for everyone, whose refusals
@@ -232,20 +250,9 @@ async fn a_payment_over_a_backend_keeps_what_it_took() {
 /// A sink over a backend: the back-pressure of the set's tightest quota.
 #[tokio::test(start_paused = true)]
 async fn a_sink_over_a_backend_passes_items_at_the_tightest_quota() {
-    let start = Instant::now();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let inner = futures_util::sink::unfold((), move |(), item: u32| {
-        log.lock()
-            .unwrap()
-            .push((item, start.elapsed().as_millis()));
-        async { Ok::<_, std::convert::Infallible>(()) }
-    });
-    let mut sink = Box::pin(RateLimitedSink::new(inner, Over::new(set(), "carol")));
-    for item in 0..4 {
-        sink.send(item).await.unwrap();
-    }
-    sink.close().await.unwrap();
-    let seen = seen.lock().unwrap().clone();
+    let seen = delivered(0..4, |inner| {
+        RateLimitedSink::new(inner, Over::new(set(), "carol"))
+    })
+    .await;
     assert_eq!(seen, [(0, 0), (1, 0), (2, 200), (3, 400)]);
 }

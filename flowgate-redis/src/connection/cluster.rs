@@ -98,9 +98,18 @@ impl Cluster {
         super::ping(&mut connection, wait).await
     }
 
-    /// The master that serves `slot`, if the map knows one.
-    pub(crate) fn master_of(&self, slot: u16) -> Option<Master> {
-        self.serving(slot, |node| (node.host.clone(), node.port))
+    /// The number of the master that serves `slot`, if the map knows one.
+    pub(crate) fn master_of(&self, slot: u16) -> Option<u16> {
+        let routes = self.routes();
+        let node = *routes.slots.get(usize::from(slot))?;
+        (usize::from(node) < routes.nodes.len()).then_some(node)
+    }
+
+    /// Where the node numbered `node` is.
+    pub(crate) fn address(&self, node: u16) -> Option<Master> {
+        let routes = self.routes();
+        let node = routes.nodes.get(usize::from(node))?;
+        Some((node.host.clone(), node.port))
     }
 
     /// The slot map, to read; a writer that panicked left a whole map.
@@ -119,11 +128,9 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether `node` serves a slot.
-    pub(crate) fn serves(&self, (host, port): &Master) -> bool {
-        self.routes()
-            .masters()
-            .any(|n| n.host == *host && n.port == *port)
+    /// Whether the node numbered `node` serves a slot.
+    pub(crate) fn serves(&self, node: u16) -> bool {
+        self.routes().slots.contains(&node)
     }
 
     /// Whether every slot has a master.

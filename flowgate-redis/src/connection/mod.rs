@@ -69,13 +69,24 @@ impl Connection {
         }
     }
 
-    /// Whether `node` serves a slot (always, for the one server).
+    /// Whether the master numbered `node` (see [`node_of`](Self::node_of)) serves a slot
+    /// (always, for the one server).
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
-    pub(crate) fn serves(&self, node: &Master) -> bool {
+    pub(crate) fn serves(&self, node: u16) -> bool {
         match self {
             Self::One(_) => true,
             #[cfg(feature = "cluster")]
             Self::Cluster(cluster) => cluster.serves(node),
+        }
+    }
+
+    /// Where the master numbered `node` is (a cluster's; `None` for the one server).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    pub(crate) fn address(&self, node: u16) -> Option<Master> {
+        match self {
+            Self::One(_) => None,
+            #[cfg(feature = "cluster")]
+            Self::Cluster(cluster) => cluster.address(node),
         }
     }
 
@@ -89,10 +100,11 @@ impl Connection {
         }
     }
 
-    /// The master that serves `key` (a cluster's, if its slot map is known), whose breaker its
-    /// calls go through; `None` for the one server.
+    /// The number of the master that serves `key` (a cluster's, if its slot map is known; a
+    /// number stays the node's while the connection lives), whose breaker its calls go
+    /// through; `None` for the one server.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
-    pub(crate) fn node_of(&self, key: &[u8]) -> Option<Master> {
+    pub(crate) fn node_of(&self, key: &[u8]) -> Option<u16> {
         match self {
             Self::One(_) => None,
             #[cfg(feature = "cluster")]

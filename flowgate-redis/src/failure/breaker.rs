@@ -169,8 +169,9 @@ pub(super) struct Circuit {
 pub(super) struct Breakers {
     /// The one server's, or a cluster's for calls to no known master.
     first: Option<Arc<Circuit>>,
-    /// A cluster's masters' (locked for a lookup per call, beside a round trip).
-    nodes: Mutex<HashMap<Node, Arc<Circuit>>>,
+    /// A cluster's masters', by their numbers in the slot map (locked for a lookup per call,
+    /// beside a round trip).
+    nodes: Mutex<HashMap<u16, Arc<Circuit>>>,
     prefix: String,
 }
 
@@ -197,16 +198,20 @@ impl Breakers {
             return Some(Arc::clone(first));
         };
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        if !nodes.contains_key(&node) {
-            // A new master (a failover, a slot moved): the circuits of servers that serve no
-            // slot any more are dropped, so that none stays open for good, unasked.
-            nodes.retain(|node, circuit| connection.serves(node) || circuit.retire());
-            let server: Arc<str> = format!("{}:{}", node.0, node.1).into();
-            let state = breaker_gauge(&self.prefix, &server);
-            let circuit = Arc::new(first.sibling(node.clone(), server, state));
-            nodes.insert(node.clone(), circuit);
+        if let Some(circuit) = nodes.get(&node) {
+            return Some(Arc::clone(circuit));
         }
-        nodes.get(&node).cloned()
+        // A new master (a failover, a slot moved): the circuits of servers that serve no slot
+        // any more are dropped, so that none stays open for good, unasked.
+        nodes.retain(|&node, circuit| connection.serves(node) || circuit.retire());
+        let Some(address) = connection.address(node) else {
+            return Some(Arc::clone(first));
+        };
+        let server: Arc<str> = format!("{}:{}", address.0, address.1).into();
+        let state = breaker_gauge(&self.prefix, &server);
+        let circuit = Arc::new(first.sibling(address, server, state));
+        nodes.insert(node, Arc::clone(&circuit));
+        Some(circuit)
     }
 
     /// Where the breakers stand: open if one is, else half open if one is, else closed with
@@ -217,7 +222,7 @@ impl Breakers {
             return BreakerState::Off;
         };
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
-        nodes.retain(|node, circuit| connection.serves(node) || circuit.retire());
+        nodes.retain(|&node, circuit| connection.serves(node) || circuit.retire());
         let first = (!connection.mapped()).then_some(first);
         let states = first.into_iter().chain(nodes.values()).map(|c| c.state());
         states.fold(

@@ -105,24 +105,16 @@ impl Link {
         result
     }
 
-    /// The command `command` makes for `script`, answered by `deadline`, counted.
+    /// The command `command` makes for `script`, whose first key is `key` (for the breaker of
+    /// its server), answered by `deadline`, counted.
     pub(crate) async fn eval(
         &self,
         script: &Script,
-        command: impl Fn(&str, &str) -> ::redis::Cmd,
+        (key, command): (&[u8], impl Fn(&str, &str) -> ::redis::Cmd),
         deadline: Instant,
     ) -> Result<::redis::Value, Failure> {
-        // The first key (`EVALSHA sha numkeys key …`), for the breaker of its server.
-        let first = command("EVALSHA", "")
-            .args_iter()
-            .nth(3)
-            .and_then(|arg| match arg {
-                ::redis::Arg::Simple(key) => Some(key.to_vec()),
-                _ => None,
-            });
         let sent = self.connection.eval(script, command, &self.counters);
-        self.guarded(deadline, first.as_deref(), Box::pin(sent))
-            .await
+        self.guarded(deadline, Some(key), Box::pin(sent)).await
     }
 
     /// `sent` (a call whose first key is `key`) answered by `deadline`, unless the breaker of

@@ -363,7 +363,8 @@ async fn give_rest(
         }
     }
     let command = |verb: &str, script: &str| undo.command(verb, script);
-    let all = match link.eval(script::undo(), command, deadline).await {
+    let key = entry.keys.first().map_or(&[][..], Vec::as_slice);
+    let all = match link.eval(script::undo(), (key, command), deadline).await {
         Ok(::redis::Value::Int(given)) => given == undo.len() as i64 && !undo.is_empty(),
         Ok(_) => false,
         Err(failure) => {

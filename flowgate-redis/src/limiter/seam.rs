@@ -122,7 +122,7 @@ pub(crate) async fn reset<R: ?Sized, C: Clock>(
         };
         shared
             .link
-            .eval(script::delete(), command, deadline)
+            .eval(script::delete(), (key, command), deadline)
             .await?;
     }
     Ok(())

@@ -99,6 +99,7 @@ impl Shield {
         if now >= self.last.load(Ordering::Relaxed) {
             for shard in &self.shards {
                 let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+                // Relaxed: a count, under the shard's lock.
                 self.held.fetch_sub(shard.len(), Ordering::Relaxed);
                 shard.clear();
             }
