@@ -122,15 +122,14 @@ fn a_two_layer_chain_undoes_the_first_layer() {
     });
 }
 
-/// A quota replaced while a request is decided: every read of the quota (the hot path's rule,
-/// the cold path's algorithm, `quotas()`) sees one quota whole, never a mixture of the two, and
-/// a refusal is made under the quota that refuses (the 1-cell one, never the 3-cell one that
-/// would admit). The two quotas differ in several of the live quota's words (rate, burst and
-/// capacity), so that a torn read shows as a quota that is neither.
+/// A quota replaced while a request is decided: every read of the set's algorithms (a
+/// decision's, `quotas()`) sees one list whole, the old or the new, and a refusal is made under
+/// the quota that refuses (the 1-cell one, never the 3-cell one that would admit). The two
+/// quotas differ in rate, burst and capacity, so that a mixture shows as a quota that is
+/// neither.
 #[test]
 fn a_replacement_racing_decisions_is_seen_whole() {
-    // Two preemptions: three take this model past two million interleavings (minutes), and a
-    // reader that ignores the sequence is caught with two.
+    // Two preemptions: three take this model past two million interleavings (minutes).
     model_with_preemptions(2, || {
         let one = per_hour(1);
         let three = per_hour(2).with_burst(3).unwrap();

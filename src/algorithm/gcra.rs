@@ -44,4 +44,4 @@ impl Gcra {
     }
 }
 
-super::delegate_algorithm!(Gcra, schedule, take, check_exact);
+super::delegate_algorithm!(Gcra, schedule, take_exact, check_exact);

@@ -41,14 +41,13 @@ mod fixed_window;
 mod gcra;
 mod interval_refill;
 mod leaky_bucket;
-mod rule;
 mod schedule;
 mod sliding_window;
 mod stepped;
 mod up_to;
 pub(crate) mod window;
-mod words;
 
+pub(crate) use any::each;
 pub use any::AnyAlgorithm;
 pub use credit::Credit;
 pub use fixed_window::FixedWindow;
@@ -57,10 +56,8 @@ pub use interval_refill::IntervalRefill;
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_window::SlidingWindow;
 
-pub(crate) use rule::Rule;
 pub use up_to::up_to;
 pub use window::phase as window_phase;
-pub(crate) use words::{Apply, WORDS};
 
 use crate::outcome::{Allowed, Refused};
 use crate::quota::Quota;
@@ -184,13 +181,14 @@ pub(crate) fn delay_of(step: Step<Result<Allowed, Refused>>) -> Step<Option<u64>
 }
 
 /// Implements [`Algorithm`] for `$ty` by its field `$field`; with `take`, the field's own
-/// [`Algorithm::take`] too (the TAT schedules', which GCRA's policy fast path shares), and with
-/// `take, $check` the field's `$check` as [`Algorithm::check`] (GCRA's schedule without slack).
+/// [`Algorithm::take`] too (the TAT schedules'), and with `$take, $check` the field's `$take`
+/// and `$check` as [`Algorithm::take`] and [`Algorithm::check`] (GCRA's schedule without
+/// slack).
 macro_rules! delegate_algorithm {
     ($ty:ty, $field:ident, take) => {
         $crate::algorithm::delegate_algorithm!($ty, $field, take, check);
     };
-    ($ty:ty, $field:ident, take, $check:ident) => {
+    ($ty:ty, $field:ident, $take:ident, $check:ident) => {
         $crate::algorithm::delegate_algorithm!($ty, $field, $check, {
             #[inline(always)]
             fn take(
@@ -199,7 +197,7 @@ macro_rules! delegate_algorithm {
                 now: u64,
                 n: u32,
             ) -> $crate::algorithm::Step<Option<u64>> {
-                self.$field.take(word, now, n)
+                self.$field.$take(word, now, n)
             }
         });
     };

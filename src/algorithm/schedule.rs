@@ -41,8 +41,16 @@
 use crate::outcome::{Allowed, Gauge, Refused};
 use crate::quota::{Quota, QuotaError, MAX_WINDOW_NANOS};
 
-use super::rule::{advance, Rule};
 use super::Step;
+
+/// The TAT after booking `cost` ns of cells on the bucket `tat` at `now`: `max(TAT, now) + cost`,
+/// at least `now`; `None` past the clock's horizon. The debt is the result minus `now`: the
+/// caller compares it with what it admits (`τ` for GCRA).
+#[inline(always)]
+fn advance(tat: u64, now: u64, cost: u64) -> Option<u64> {
+    let base = if tat > now { tat } else { now };
+    base.checked_add(cost)
+}
 
 /// What a request admitted beyond the burst waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,38 +116,6 @@ impl Schedule {
 
     pub(crate) fn quota(&self) -> &Quota {
         &self.quota
-    }
-
-    /// What the schedule holds beyond its quota (the slack, the capacity and the delay mode),
-    /// as words: with the quota's own words, what a policy's live quota stores (see
-    /// `algorithm::any`).
-    pub(crate) fn to_words(self) -> [u64; 2] {
-        let queue = matches!(self.delay, Delay::Queue);
-        [
-            self.slack(),
-            u64::from(self.capacity) | u64::from(queue) << 32,
-        ]
-    }
-
-    /// The schedule [`to_words`](Self::to_words) described, for `quota`. Only ever given the
-    /// words of a schedule built for that quota.
-    #[inline(always)]
-    pub(crate) fn from_words(quota: &Quota, [slack, rest]: [u64; 2]) -> Self {
-        // The slack was validated (at most MAX_WINDOW_NANOS) when the schedule was built.
-        let window = quota.window_nanos();
-        Self {
-            interval: quota.interval_nanos(),
-            window,
-            lead: window + slack,
-            burst: quota.burst(),
-            capacity: rest as u32,
-            delay: if rest >> 32 == 0 {
-                Delay::Own
-            } else {
-                Delay::Queue
-            },
-            quota: *quota,
-        }
     }
 
     /// The emission interval `T`.
@@ -254,24 +230,27 @@ impl Schedule {
     }
 
     /// [`Algorithm::take`](super::Algorithm::take): without slack (GCRA, a leaky-bucket meter)
-    /// the admission is [`Rule::take`]'s, the same code a policy's fast path runs; with slack,
-    /// what [`check`](Self::check) answers.
+    /// [`take_exact`](Self::take_exact); with slack, what [`check`](Self::check) answers.
     #[inline(always)]
     pub(crate) fn take(&self, tat: u64, now: u64, n: u32) -> Step<Option<u64>> {
         if self.lead == self.window {
-            // Without slack nothing is delayed: an admission's delay is 0.
-            return match self.rule().take(tat, now, n) {
-                Step::Write(new, Some(_)) => Step::Write(new, Some(0)),
-                Step::Write(_, None) | Step::Keep(_) => Step::Keep(None),
-            };
+            return self.take_exact(tat, now, n);
         }
         super::delay_of(self.check(tat, now, n))
     }
 
-    /// The schedule's GCRA numbers (its slack aside).
+    /// [`take`](Self::take) for a schedule known to have no slack (GCRA's): one bound, and
+    /// nothing delayed, in registers.
     #[inline(always)]
-    pub(crate) fn rule(&self) -> Rule {
-        Rule::new(self.interval, self.burst)
+    pub(crate) fn take_exact(&self, tat: u64, now: u64, n: u32) -> Step<Option<u64>> {
+        debug_assert_eq!(self.lead, self.window, "a schedule with slack");
+        // n ≤ capacity and capacity·T ≤ τ: no overflow.
+        let cost = u64::from(n) * self.interval;
+        match advance(tat, now, cost) {
+            // `advance` answers at least `now`.
+            Some(new_tat) if new_tat - now <= self.window => Step::Write(new_tat, Some(0)),
+            _ => Step::Keep(None),
+        }
     }
 
     /// An admission beyond the burst (`τ < debt ≤ τ + slack`), with the delay of its mode.

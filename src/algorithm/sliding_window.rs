@@ -141,32 +141,15 @@ impl SlidingWindow {
         self.offset
     }
 
+    /// The window's length in ns.
+    pub(crate) fn window(&self) -> u64 {
+        self.windows.length()
+    }
+
     /// How far the previous window's weights are shifted: `(W − elapsed) >> shift` out of
     /// `W >> shift` (what a counter elsewhere, a Redis script, weighs with).
     pub fn weight_shift(&self) -> u32 {
         self.shift
-    }
-
-    /// What the counter holds beyond its quota (the window length, then the UTC offset above
-    /// the weight's scale), as words: with the quota's own words, what a policy's live quota
-    /// stores (see `algorithm::any`).
-    pub(crate) fn to_words(self) -> [u64; 2] {
-        let offset = u64::from(self.offset as u16) << 32;
-        [self.windows.length(), offset | u64::from(self.shift)]
-    }
-
-    /// The counter [`to_words`](Self::to_words) described, for `quota`. Only ever given the
-    /// words of a counter built for that quota.
-    #[inline(always)]
-    pub(crate) fn from_words(quota: &Quota, [length, b]: [u64; 2]) -> Self {
-        let offset = (b >> 32) as u16 as i16;
-        Self {
-            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD, offset),
-            shift: b as u32,
-            limit: quota.count(),
-            offset,
-            quota: *quota,
-        }
     }
 
     /// The word of a bucket counting `previous` and `current` cells with `index` the present

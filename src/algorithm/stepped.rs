@@ -98,28 +98,6 @@ impl Stepped {
         &self.quota
     }
 
-    /// What the counter holds beyond its quota (the window length, then the UTC offset above
-    /// the refill), as words: with the quota's own words, what a policy's live quota stores
-    /// (see `algorithm::any`).
-    pub(crate) fn to_words(self) -> [u64; 2] {
-        let offset = u64::from(self.offset as u16) << 32;
-        [self.windows.length(), offset | u64::from(self.refill)]
-    }
-
-    /// The counter [`to_words`](Self::to_words) described, for `quota`. Only ever given the
-    /// words of a counter built for that quota.
-    #[inline(always)]
-    pub(crate) fn from_words(quota: &Quota, [length, b]: [u64; 2]) -> Self {
-        let offset = (b >> 32) as u16 as i16;
-        Self {
-            windows: Windows::new(length, INDEX_BITS, MAX_AHEAD, offset),
-            refill: b as u32,
-            burst: quota.burst(),
-            offset,
-            quota: *quota,
-        }
-    }
-
     #[inline(always)]
     pub(crate) fn capacity(&self) -> u32 {
         self.burst

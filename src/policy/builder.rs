@@ -9,15 +9,16 @@ use crossbeam_utils::CachePadded;
 
 use super::error::PolicyError;
 use super::key::{Extract, Key};
-use super::layer::{Buckets, Layer};
-use super::live::LiveQuota;
+use super::layer::{Buckets, Layer, Place};
+use super::rules::Rules;
 use super::{Policies, MAX_QUOTAS};
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::cell::Cell;
 use crate::clock::{Clock, QuantaClock};
 use crate::keyed::{self, Options, Store, WhenFull};
-use crate::observe::TableMetrics;
-use crate::primitive::{AtomicU64, Mutex};
+use crate::observe::{QuotaMetrics, TableMetrics};
+use crate::outcome::PolicyQuota;
+use crate::primitive::AtomicU64;
 use crate::quota::Quota;
 
 /// Keys a keyed policy's tables hold unless told otherwise.
@@ -241,18 +242,25 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
         let now = self.clock.now();
         let hash_seed = self.hash_seed;
         let (policies, clock) = self.into_checked()?;
-        let stored = policies
-            .iter()
-            .map(|(p, _)| p.quotas.clone().into_boxed_slice())
-            .collect();
+        let rules = policies.iter().flat_map(|(p, _)| p.quotas.iter().copied());
+        let rules = Rules::new(rules.collect());
         let mut layers: Vec<Layer<R, C>> = Vec::with_capacity(policies.len());
+        let mut first = 0;
         for (index, (policy, jitter)) in policies.into_iter().enumerate() {
-            layers.push(layer(policy, (index, jitter), now, &clock, hash_seed)?);
+            let quotas = policy.quotas.len();
+            layers.push(layer(
+                policy,
+                (index, first, jitter),
+                now,
+                &clock,
+                hash_seed,
+            )?);
+            first += quotas;
         }
         Ok(Policies {
             layers: layers.into_boxed_slice(),
+            rules,
             clock,
-            replacing: Mutex::new(stored),
         })
     }
 
@@ -310,17 +318,21 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
 /// A set's policies once checked, each with its jitter in ns.
 pub(crate) type Checked<R> = Vec<(Policy<R>, (u64, u64))>;
 
-/// Policy `index` of a set (checked, with its jitter in ns), with its buckets created at `now`
-/// on `clock`.
+/// Policy `index` of a set (checked, with its jitter in ns; its quotas' algorithms from
+/// `first` on in the set's rules), with its buckets created at `now` on `clock`.
 fn layer<R: ?Sized, C: Clock + Clone>(
     policy: Policy<R>,
-    (index, jitter): (usize, (u64, u64)),
+    (index, first, jitter): (usize, usize, (u64, u64)),
     now: u64,
     clock: &C,
     hash_seed: Option<u64>,
 ) -> Result<Layer<R, C>, PolicyError> {
-    let quotas = (policy.quotas.iter().enumerate())
-        .map(|(q, quota)| LiveQuota::new(quota, &policy.name, (index, q), policy.dry_run))
+    let places = (policy.quotas.iter().enumerate())
+        .map(|(q, quota)| Place {
+            by: PolicyQuota::intern(&policy.name, index, q),
+            dry_run: policy.dry_run,
+            metrics: QuotaMetrics::new(&policy.name, &quota.to_string()),
+        })
         .collect();
     let name = policy.name.as_str().into();
     let dry_run = policy.dry_run;
@@ -329,7 +341,8 @@ fn layer<R: ?Sized, C: Clock + Clone>(
         name,
         dry_run,
         jitter,
-        quotas,
+        first,
+        places,
         buckets,
         refused: CachePadded::new(AtomicU64::new(0)),
     })

@@ -4,21 +4,20 @@
 //! decided; this module is how.
 //!
 //! # The path of a decision
-//! For each policy that applies (one hash of its key), for each of its quotas: read the
-//! quota's algorithm (an [`AnyAlgorithm`], a few words under a sequence lock), look its bucket
-//! up, and decide with the algorithm as a single limiter does, noting the words before and
-//! after the write. The clock is read once, just after the first lookup, so that the read
+//! The set's rules are read once (its thread's copy of the quotas' algorithms: see
+//! `policy::rules`). For each policy that applies (one hash of its key), for each of its
+//! quotas: look its bucket up, and decide with the quota's algorithm as its own type, as a
+//! single limiter of that algorithm does, noting the words before and after the write. The clock is read once, just after the first lookup, so that the read
 //! overlaps that lookup's cache miss. A refusal undoes what was taken, newest first, and then
 //! looks at the quotas after the refusing one, so that the retry-after covers them all
 //! ([`reject`](Policies::reject), in `refuse`).
 
 use arrayvec::ArrayVec;
 
-use super::layer::{Bucket, Buckets, Layer};
-use super::live::LiveQuota;
+use super::layer::{Bucket, Buckets, Layer, Place};
 use super::report::{Report, Summary, Undo, UndoLog};
 use super::Policies;
-use crate::algorithm::{next_cell, Algorithm, AnyAlgorithm, Apply, Rule, Step, WORDS};
+use crate::algorithm::{each, next_cell, Algorithm, AnyAlgorithm};
 use crate::cell::taking;
 use crate::clock::Clock;
 use crate::keyed::Tag;
@@ -80,56 +79,6 @@ pub(super) enum Cold {
     Then(Next),
 }
 
-/// One quota's part of a decision on the general path, run with the quota's algorithm as its
-/// own type ([`AnyAlgorithm::apply_words`]).
-struct General<'d, 'p, R: ?Sized, C: Clock, F, P> {
-    decision: &'d mut Decision<'p, R, C, F>,
-    report: &'d mut P,
-    bucket: Bucket<'p, C>,
-    /// The policy's place, the quota's, and the request's tag in the policy.
-    at: (usize, usize, Tag),
-    live: &'p LiveQuota,
-    /// Where this policy's entries start in the undo log.
-    mark: usize,
-    request: &'d R,
-}
-
-impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Apply
-    for General<'_, 'p, R, C, F, P>
-{
-    type Output = Next;
-
-    #[inline(always)]
-    fn apply<A: Algorithm>(self, algorithm: &A) -> Next {
-        let General {
-            decision,
-            report,
-            bucket,
-            at: (index, q, tag),
-            live,
-            mark,
-            request,
-        } = self;
-        if decision.n > algorithm.capacity() {
-            return decision.oversized(index, q, mark, algorithm.capacity());
-        }
-        let n = decision.n;
-        let mut wrote = None;
-        let reading = &mut decision.reading;
-        let step = |word, now| taking(algorithm, now, n, &mut wrote)(word);
-        match bucket.try_update(tag, || reading.get(), step) {
-            Some(Some((delay, word))) => {
-                let now = decision.now();
-                let state = || (algorithm.state(word, now).gauge(), *algorithm.quota());
-                let next = || next_cell(algorithm, word, now);
-                decision.taken(report, (live, tag), wrote, delay, (state, next));
-                Next::Go
-            }
-            _ => decision.after_cold((index, q, tag), mark, request, report),
-        }
-    }
-}
-
 impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// Decides `n ≥ 1` cells at the reading `now()` (taken once the first bucket has been
     /// looked up): takes quota by quota, undoing on a refusal; an admission is reported by
@@ -140,10 +89,42 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         request: &R,
         n: u32,
         now: impl FnOnce() -> u64,
-        mut report: P,
+        report: P,
     ) -> Answer<P::Output> {
-        let mut decision = Decision {
+        let deciding = Deciding {
             set: self,
+            request,
+            n,
+            now,
+            report,
+        };
+        deciding.read(&self.rules.read())
+    }
+}
+
+/// A decision before it has read the set's algorithms.
+struct Deciding<'p, 'r, R: ?Sized, C: Clock, F, P> {
+    set: &'p Policies<R, C>,
+    request: &'r R,
+    n: u32,
+    now: F,
+    report: P,
+}
+
+impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Deciding<'p, '_, R, C, F, P> {
+    /// The decision with the set's algorithms `rules`: inlined whole, so that what a caller
+    /// ignores of the answer (`is_ok()`) is never built.
+    #[inline(always)]
+    fn read(self, rules: &[AnyAlgorithm]) -> Answer<P::Output> {
+        let Deciding {
+            set,
+            request,
+            n,
+            now,
+            mut report,
+        } = self;
+        let mut decision = Decision {
+            set,
             n,
             reading: Reading {
                 read: Some(now),
@@ -155,11 +136,12 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             near: 0,
             end: None,
         };
-        for (index, layer) in self.layers.iter().enumerate() {
+        for (index, layer) in set.layers.iter().enumerate() {
             let Some(tag) = layer.tag(request) else {
                 continue;
             };
-            if let Some(end) = decision.policy((index, layer, tag), request, &mut report) {
+            let at = (index, layer, tag);
+            if let Some(end) = decision.policy(at, rules, request, &mut report) {
                 return match end {
                     Ok(refused) => Ok(Err(refused)),
                     Err(capacity) => Err(capacity),
@@ -168,7 +150,9 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         }
         Ok(Ok(decision.admitted(report)))
     }
+}
 
+impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// Undoes the writes logged after `mark`, newest first.
     pub(crate) fn undo(&self, undo: &mut UndoLog<'_>, mark: usize) {
         while undo.len() > mark {
@@ -177,7 +161,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             if u.before == u.after {
                 continue;
             }
-            let (index, q) = u.live.at();
+            let (index, q) = u.place.at();
             // A bucket written since is left as it is: see the policy module docs.
             self.layers[index].restore((q, u.tag), u.before, u.after);
         }
@@ -191,57 +175,47 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     fn policy<P: Report<'p>>(
         &mut self,
         (index, layer, tag): (usize, &'p Layer<R, C>, Tag),
+        rules: &[AnyAlgorithm],
         request: &R,
         report: &mut P,
     ) -> Option<Result<Refused<Cited>, InsufficientCapacity>> {
         let at = (index, layer, tag);
+        // From its first quota's on: zipped with its quotas, which end first.
+        let rules = rules.get(layer.first..).unwrap_or_default();
         // Where the buckets live is asked once per policy, not once per quota.
         match &layer.buckets {
-            Buckets::Global(cells) => self.quotas(at, request, report, |q| Bucket::Cell(&cells[q])),
+            Buckets::Global(cells) => {
+                let buckets = cells.iter().map(|cell| Bucket::Cell(cell));
+                self.quotas(at, rules, (request, report), buckets)
+            }
             Buckets::Keyed { stores, .. } => {
                 // The first quota's lookup loads its line at once; the others' lines are
                 // fetched meanwhile, so their misses overlap it instead of following it.
-                for store in stores.iter().skip(1) {
-                    store.prefetch(tag);
+                for q in 1..stores.len() {
+                    stores[q].prefetch(tag);
                 }
-                self.quotas(at, request, report, |q| Bucket::Keyed(&stores[q]))
+                let buckets = stores.iter().map(Bucket::Keyed);
+                self.quotas(at, rules, (request, report), buckets)
             }
         }
     }
 
-    /// [`policy`](Self::policy) once its buckets are found by `bucket`: each quota decides as
-    /// GCRA from its rule if it decides as GCRA does, or else with its algorithm as its own
-    /// type.
+    /// [`policy`](Self::policy) once its `buckets` are found, its quotas' algorithms
+    /// being `rules`: each quota decides with its algorithm as its own type.
     #[inline(always)]
     fn quotas<P: Report<'p>>(
         &mut self,
         (index, layer, tag): (usize, &'p Layer<R, C>, Tag),
-        request: &R,
-        report: &mut P,
-        bucket: impl Fn(usize) -> Bucket<'p, C>,
+        rules: &[AnyAlgorithm],
+        (request, report): (&R, &mut P),
+        buckets: impl Iterator<Item = Bucket<'p, C>>,
     ) -> Option<Result<Refused<Cited>, InsufficientCapacity>> {
         let mark = self.undo.len();
-        for (q, live) in layer.quotas.iter().enumerate() {
-            let words = live.read();
+        let quotas = layer.places.iter().zip(rules).zip(buckets);
+        for (q, ((place, any), bucket)) in quotas.enumerate() {
             let at = (index, q, tag);
-            let next = match AnyAlgorithm::rule(&words) {
-                Some(rule) => {
-                    let quota = (live, (rule, &words));
-                    self.gcra(quota, bucket(q), at, (mark, request), report)
-                }
-                None => {
-                    let general = General {
-                        decision: self,
-                        report,
-                        bucket: bucket(q),
-                        at,
-                        live,
-                        mark,
-                        request,
-                    };
-                    AnyAlgorithm::apply_words(words, general)
-                }
-            };
+            let quota = (place, bucket);
+            let next = each!(any, a => self.quota((a, any), quota, at, (mark, request), report));
             match next {
                 Next::Go => {}
                 // A dry-run policy's refusal: its other quotas are not asked.
@@ -252,39 +226,35 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         None
     }
 
-    /// The fast path of a quota that decides as GCRA: `rule`'s numbers, read off the live
-    /// quota's words, and nothing else of the algorithm.
+    /// Quota `q` of policy `index` (`algorithm`, which is `any` as its own type) decides on its
+    /// `bucket`, the request's `tag`, as a single limiter of that algorithm does; refusals and
+    /// missed lookups go to the cold path.
     #[inline(always)]
-    fn gcra<P: Report<'p>>(
+    fn quota<A: Algorithm, P: Report<'p>>(
         &mut self,
-        (live, (rule, words)): (&'p LiveQuota, (Rule, &[u64; WORDS])),
-        bucket: Bucket<'p, C>,
+        (algorithm, any): (&A, &AnyAlgorithm),
+        (place, bucket): (&'p Place, Bucket<'p, C>),
         (index, q, tag): (usize, usize, Tag),
         (mark, request): (usize, &R),
         report: &mut P,
     ) -> Next {
-        if self.n > rule.capacity() {
-            return self.oversized(index, q, mark, rule.capacity());
+        if self.n > algorithm.capacity() {
+            return self.oversized(index, q, mark, algorithm.capacity());
         }
         let n = self.n;
         let mut wrote = None;
         let reading = &mut self.reading;
-        let step = |word, now| {
-            let step = rule.take(word, now, n);
-            wrote = match step {
-                Step::Write(new, _) => Some((word, new)),
-                Step::Keep(_) => None,
-            };
-            step
-        };
+        let step = |word, now| taking(algorithm, now, n, &mut wrote)(word);
         match bucket.try_update(tag, || reading.get(), step) {
-            Some(Some(debt)) => {
-                let state = || (rule.gauge(debt), AnyAlgorithm::quota_of(words));
-                let next = || rule.next_cell(debt);
-                self.taken(report, (live, tag), wrote, 0, (state, next));
+            Some(Some((delay, word))) => {
+                // Read by `try_update`, which has found the bucket.
+                let now = self.reading.now;
+                let state = || (algorithm.state(word, now).gauge(), *algorithm.quota());
+                let next = || next_cell(algorithm, word, now);
+                self.taken(report, (place, tag), wrote, delay, (state, next));
                 Next::Go
             }
-            _ => self.after_cold((index, q, tag), mark, request, report),
+            _ => self.after_cold(any, (index, q, tag), mark, request, report),
         }
     }
 
@@ -293,16 +263,17 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     #[inline(always)]
     fn after_cold<P: Report<'p>>(
         &mut self,
+        algorithm: &AnyAlgorithm,
         at: (usize, usize, Tag),
         mark: usize,
         request: &R,
         report: &mut P,
     ) -> Next {
-        match self.cold(at, mark, request) {
+        match self.cold(algorithm, at, mark, request) {
             Cold::Taken(gauge, quota, next) => {
-                let live = &self.set.layers[at.0].quotas[at.1];
-                if !live.dry_run() {
-                    report.taken(live, || (gauge, quota), || next);
+                let place = &self.set.layers[at.0].places[at.1];
+                if !place.dry_run {
+                    report.taken(place, || (gauge, quota), || next);
                 }
                 Next::Go
             }
@@ -310,7 +281,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         }
     }
 
-    /// `live` admitted the request for the bucket `tag`, writing `wrote` (the bucket's words
+    /// `place` admitted the request for the bucket `tag`, writing `wrote` (the bucket's words
     /// before and after; nothing for an untracked new key), to go ahead after `delay`; `state`
     /// gives the bucket's gauge after it and the quota in force, and `next` the time until it
     /// holds one more cell, each worked out only if `report` asks.
@@ -318,24 +289,24 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     fn taken<P: Report<'p>>(
         &mut self,
         report: &mut P,
-        (live, tag): (&'p LiveQuota, Tag),
+        (place, tag): (&'p Place, Tag),
         wrote: Option<(u64, u64)>,
         delay: u64,
         (state, next): (impl Fn() -> (Gauge, crate::Quota), impl Fn() -> u64),
     ) {
         let near = observe::ENABLED && state().0.near_limit();
-        self.log((live, tag), wrote, delay, near);
-        if !live.dry_run() {
-            report.taken(live, state, next);
+        self.log((place, tag), wrote, delay, near);
+        if !place.dry_run {
+            report.taken(place, state, next);
         }
     }
 
-    /// Logs the write `live` made for the bucket `tag`, which left it `near` its limit or not
+    /// Logs the write `place` made for the bucket `tag`, which left it `near` its limit or not
     /// (see [`taken`](Self::taken)).
     #[inline(always)]
     pub(super) fn log(
         &mut self,
-        (live, tag): (&'p LiveQuota, Tag),
+        (place, tag): (&'p Place, Tag),
         wrote: Option<(u64, u64)>,
         delay: u64,
         near: bool,
@@ -346,7 +317,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         }
         // At most MAX_QUOTAS quotas in a set (checked at build): room.
         self.undo.push(Undo {
-            live,
+            place,
             tag,
             before,
             after,
@@ -360,7 +331,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         // Behind the constant, so that without the feature not even the empty loop is left.
         if observe::ENABLED {
             for (i, entry) in self.undo.iter().enumerate() {
-                let metrics = &entry.live.metrics;
+                let metrics = &entry.place.metrics;
                 metrics.admitted.increment(u64::from(self.n));
                 if self.near & 1 << i != 0 {
                     metrics.near_limit.increment(1);

@@ -1,18 +1,17 @@
 //! [`Layer`]: one policy of a set, and where its buckets live: one cell per quota for a global
 //! policy, one keyed [`Store`] per quota for a keyed one. Every quota decides through the
 //! crate's one compare-and-swap loop (a cell's, or a store's slot's) with its
-//! [`AnyAlgorithm`], like any limiter.
+//! [`AnyAlgorithm`] (from the set's [`Rules`](super::rules::Rules)), like any limiter.
 
 use crossbeam_utils::CachePadded;
 
 use super::key::{Extract, Key};
-use super::live::LiveQuota;
-use crate::algorithm::Step;
-use crate::algorithm::{Algorithm, AnyAlgorithm, Apply};
+use crate::algorithm::{each, Algorithm, AnyAlgorithm, Step};
 use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
 use crate::keyed::{One, Store, Tag};
-use crate::outcome::{Allowed, Refused};
+use crate::observe::QuotaMetrics;
+use crate::outcome::{Allowed, PolicyQuota, Refused};
 use crate::primitive::AtomicU64;
 
 /// Where a policy's buckets live.
@@ -63,47 +62,23 @@ impl<C: Clock> Bucket<'_, C> {
     }
 }
 
-/// [`Layer::decide`] with the quota's algorithm as its own type.
-struct Full<'a, R: ?Sized, C: Clock> {
-    layer: &'a Layer<R, C>,
-    /// The quota's place in the policy, and the request's tag.
-    at: (usize, Tag),
-    n: u32,
-    now: u64,
-    clock: &'a C,
-    wrote: &'a mut Wrote,
+/// What stays of a quota when its algorithm is replaced: which quota of which policy it is
+/// (so that a decision can name it from a reference alone), and its counters.
+#[derive(Debug)]
+pub(crate) struct Place {
+    /// Which quota of which policy this is (interned: outcomes that name it own it).
+    pub(crate) by: &'static PolicyQuota,
+    /// Whether the policy is in dry-run mode.
+    pub(crate) dry_run: bool,
+    /// Its cells admitted, refused and dry-run-refused (nothing without the `metrics` feature).
+    pub(crate) metrics: QuotaMetrics,
 }
 
-impl<R: ?Sized, C: Clock> Apply for Full<'_, R, C> {
-    type Output = Result<Allowed, Refused>;
-
-    fn apply<A: Algorithm>(self, algorithm: &A) -> Self::Output {
-        let Full {
-            layer,
-            at: (q, tag),
-            n,
-            now,
-            clock,
-            wrote,
-        } = self;
-        let clamp = || layer.catch_up_now((q, tag), clock);
-        match &layer.buckets {
-            Buckets::Global(cells) => {
-                let answer = cells[q].update(recording(algorithm, now, n, wrote));
-                if let Err(refused) = &answer {
-                    if refused.clock_behind() {
-                        clamp();
-                    }
-                }
-                answer
-            }
-            // Every key of the store runs this quota, so the one reading of it also judges
-            // whether the keys an insert meets are idle.
-            Buckets::Keyed { stores, .. } => {
-                let tiers = One(algorithm);
-                stores[q].decide(tag, (algorithm, &tiers), (n, clamp), || now, wrote)
-            }
-        }
+impl Place {
+    /// The policy's place in its set, and this quota's in the policy.
+    #[inline(always)]
+    pub(crate) fn at(&self) -> (usize, usize) {
+        (self.by.policy_index(), self.by.quota_index())
     }
 }
 
@@ -113,7 +88,10 @@ pub(crate) struct Layer<R: ?Sized, C: Clock> {
     pub(crate) dry_run: bool,
     /// Jitter added to a refusal's retry-after: uniform in `[min, max]` ns.
     pub(crate) jitter: (u64, u64),
-    pub(crate) quotas: Box<[LiveQuota]>,
+    /// Where its quotas' algorithms start in the set's rules.
+    pub(crate) first: usize,
+    /// Its quotas, in order.
+    pub(crate) places: Box<[Place]>,
     pub(crate) buckets: Buckets<R, C>,
     /// Refusals (of an enforcing policy) or would-be refusals (of a dry-run one); on a line of
     /// their own, away from the quotas every decision reads.
@@ -137,30 +115,44 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         }
     }
 
+    /// Its quotas' algorithms in `rules` (the set's, as a decision read them).
+    #[inline(always)]
+    pub(crate) fn algorithms<'r>(&self, rules: &'r [AnyAlgorithm]) -> &'r [AnyAlgorithm] {
+        let rules = rules.get(self.first..).unwrap_or_default();
+        rules.get(..self.places.len()).unwrap_or(rules)
+    }
+
     /// A quota's whole decision, on the path [`Bucket::try_update`] leaves cold: a refusal
     /// (decided again for its details; it may admit, if cells came back since), or a keyed
     /// bucket the lock-free probe missed (looked for again under the shard's lock, and created
-    /// if absent), with the quota's algorithm as it is now, as its own type (so that an insert
-    /// judging other keys idle does not dispatch on the kind of algorithm for each of them).
+    /// if absent), with the quota's `algorithm` as its own type (so that an insert judging
+    /// other keys idle does not dispatch on the kind of algorithm for each of them). A bucket
+    /// booked further ahead than `now` explains is clamped by `clamp` (under the quota in
+    /// force then, which may not be `algorithm`).
     #[cold]
     #[inline(never)]
     pub(crate) fn decide(
         &self,
         (q, tag): (usize, Tag),
-        n: u32,
-        now: u64,
-        clock: &C,
+        algorithm: &AnyAlgorithm,
+        (n, now): (u32, u64),
+        clamp: impl Fn(),
         wrote: &mut Wrote,
     ) -> Result<Allowed, Refused> {
-        let task = Full {
-            layer: self,
-            at: (q, tag),
-            n,
-            now,
-            clock,
-            wrote,
-        };
-        AnyAlgorithm::apply_words(self.quotas[q].read(), task)
+        each!(algorithm, a => match &self.buckets {
+            Buckets::Global(cells) => {
+                let answer = cells[q].update(recording(a, now, n, wrote));
+                if matches!(&answer, Err(refused) if refused.clock_behind()) {
+                    clamp();
+                }
+                answer
+            }
+            // Every key of the store runs this quota, so the one reading of it also judges
+            // whether the keys an insert meets are idle.
+            Buckets::Keyed { stores, .. } => {
+                stores[q].decide(tag, (a, &One(a)), (n, &clamp), || now, wrote)
+            }
+        })
     }
 
     /// Undoes a write of [`decide`](Self::decide) on quota `q`'s bucket `tag`: `before` again if
@@ -194,22 +186,12 @@ impl<R: ?Sized, C: Clock> Layer<R, C> {
         }
     }
 
-    /// [`catch_up`](Self::catch_up) after a decision's refusal, under quota `q` as it is now,
-    /// not the decision's reading of it: a quota raised in between must not see cells booked
-    /// under it freed by the old, shorter lead.
-    #[cold]
-    #[inline(never)]
-    fn catch_up_now(&self, (q, tag): (usize, Tag), clock: &C) {
-        self.catch_up((q, tag), &self.quotas[q].load(), clock);
-    }
-
-    /// The quotas' stores (none for a global policy), each with its quota.
-    pub(crate) fn stores(&self) -> impl Iterator<Item = (&Store<C>, &LiveQuota)> {
-        let stores = match &self.buckets {
-            Buckets::Global(_) => &[][..],
-            Buckets::Keyed { stores, .. } => &stores[..],
-        };
-        stores.iter().zip(self.quotas.iter())
+    /// The quotas' stores, in order (none for a global policy).
+    pub(crate) fn stores(&self) -> core::slice::Iter<'_, Store<C>> {
+        match &self.buckets {
+            Buckets::Global(_) => [].iter(),
+            Buckets::Keyed { stores, .. } => stores.iter(),
+        }
     }
 }
 
@@ -249,17 +231,12 @@ mod tests {
 
         let layer = &policies.layers[0];
         let tag = layer.tag(&7).unwrap();
-        let read_before_the_raise = AnyAlgorithm::Gcra(Gcra::new(&one)).to_words();
+        let read_before_the_raise = AnyAlgorithm::Gcra(Gcra::new(&one));
         let mut wrote = None;
-        let decision = Full {
-            layer,
-            at: (0, tag),
-            n: 1,
-            now: clock.now(),
-            clock: &clock,
-            wrote: &mut wrote,
-        };
-        let refused = AnyAlgorithm::apply_words(read_before_the_raise, decision).unwrap_err();
+        let clamp = || policies.catch_up_now(0, (0, tag));
+        let at = (1, clock.now());
+        let refused =
+            (layer.decide((0, tag), &read_before_the_raise, at, clamp, &mut wrote)).unwrap_err();
         assert!(
             refused.clock_behind(),
             "two cells ahead is beyond a 1-cell lead"

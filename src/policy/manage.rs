@@ -9,7 +9,7 @@ use super::Policies;
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::keyed::One;
-use crate::primitive::{lock, Ordering};
+use crate::primitive::Ordering;
 use crate::quota::Quota;
 
 /// What a policy has done, from [`Policies::stats`].
@@ -38,19 +38,20 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// algorithm rejects its new quota, and [`PolicyError::Incompatible`] if a window counter's
     /// window length would change. Nothing is replaced unless everything is valid.
     pub fn replace_quotas(&self, name: &str, quotas: &[Quota]) -> Result<(), PolicyError> {
-        let (index, layer) = self.layer(name)?;
+        let (_, layer) = self.layer(name)?;
         count_matches(layer, quotas.len())?;
-        let mut stored = lock(&self.replacing);
-        let mut algorithms = Vec::with_capacity(quotas.len());
-        for (q, (old, quota)) in stored[index].iter().zip(quotas).enumerate() {
-            let algorithm = old.with_quota(quota).map_err(|error| PolicyError::Quota {
-                policy: name.into(),
-                quota: q,
-                error,
-            })?;
-            algorithms.push(algorithm);
-        }
-        store_all(layer, &mut stored[index], &algorithms)
+        self.rules.replace(|now| {
+            let old = layer.algorithms(now).iter().zip(quotas);
+            let new = old.enumerate().map(|(q, (old, quota))| {
+                old.with_quota(quota).map_err(|error| PolicyError::Quota {
+                    policy: name.into(),
+                    quota: q,
+                    error,
+                })
+            });
+            let new = new.collect::<Result<Vec<_>, _>>()?;
+            swapped(now, [(layer, &new[..])])
+        })
     }
 
     /// Replaces the algorithms of the policy `name` (quotas and all) while requests go on,
@@ -64,10 +65,22 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// [`PolicyError::Incompatible`] for an algorithm that cannot take over its buckets.
     /// Nothing is replaced unless everything is valid.
     pub fn replace(&self, name: &str, algorithms: &[AnyAlgorithm]) -> Result<(), PolicyError> {
-        let (index, layer) = self.layer(name)?;
-        count_matches(layer, algorithms.len())?;
-        let mut stored = lock(&self.replacing);
-        store_all(layer, &mut stored[index], algorithms)
+        self.replace_all([(name, algorithms)])
+    }
+
+    /// [`replace`](Self::replace) for several policies at once: every decision sees all of
+    /// them replaced or none (a configuration reload).
+    pub(crate) fn replace_all<'a>(
+        &self,
+        changes: impl IntoIterator<Item = (&'a str, &'a [AnyAlgorithm])>,
+    ) -> Result<(), PolicyError> {
+        let mut found = Vec::new();
+        for (name, algorithms) in changes {
+            let (_, layer) = self.layer(name)?;
+            count_matches(layer, algorithms.len())?;
+            found.push((layer, algorithms));
+        }
+        self.rules.replace(|now| swapped(now, found))
     }
 
     /// The quotas of the policy `name` now.
@@ -84,13 +97,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// [`PolicyError::UnknownPolicy`] if no policy has that name.
     pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, PolicyError> {
-        Ok(self
-            .layer(name)?
-            .1
-            .quotas
-            .iter()
-            .map(|q| q.load())
-            .collect())
+        let layer = self.layer(name)?.1;
+        Ok(self.rules.with(|rules| layer.algorithms(rules).to_vec()))
     }
 
     /// The policies' names, in evaluation order.
@@ -108,7 +116,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 dry_run: layer.dry_run,
                 // Relaxed: a statistic.
                 refused: layer.refused.load(Ordering::Relaxed),
-                keys: layer.stores().map(|(store, _)| store.stats().keys).sum(),
+                keys: layer.stores().map(|store| store.stats().keys).sum(),
             })
             .collect()
     }
@@ -118,10 +126,15 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// algorithm in force. Returns how many keys went.
     pub fn sweep(&self, budget: usize) -> usize {
         let now = || self.clock.now();
-        let stores = self.layers.iter().flat_map(Layer::stores);
-        stores
-            .map(|(store, live)| store.sweep(budget, &One(&live.load()), now))
-            .sum()
+        self.rules.with(|rules| {
+            let stores = self
+                .layers
+                .iter()
+                .flat_map(|layer| (layer.stores()).zip(layer.algorithms(rules)));
+            stores
+                .map(|(store, algorithm)| store.sweep(budget, &One(algorithm), now))
+                .sum()
+        })
     }
 
     /// Forgets what `request`'s keys used: in every keyed policy that applies, its key is
@@ -147,7 +160,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// Slots in the largest keyed table: a [`sweep`](Self::sweep) of this many visits them all.
     pub fn slots(&self) -> usize {
         let stores = self.layers.iter().flat_map(Layer::stores);
-        stores.map(|(s, _)| s.table().slots()).max().unwrap_or(0)
+        stores.map(|s| s.table().slots()).max().unwrap_or(0)
     }
 
     /// The policy `name`, and its place in the set.
@@ -167,47 +180,48 @@ fn count_matches<R: ?Sized, C: Clock>(
     layer: &Layer<R, C>,
     found: usize,
 ) -> Result<(), PolicyError> {
-    if found == layer.quotas.len() {
+    if found == layer.places.len() {
         return Ok(());
     }
     Err(PolicyError::QuotaCount {
         policy: layer.name.to_string(),
-        expected: layer.quotas.len(),
+        expected: layer.places.len(),
         found,
     })
 }
 
-/// Stores `algorithms` in `layer`'s quotas, and in `stored` (the copy the caller's replacement
-/// lock guards), if each reads the buckets of the one it replaces; nothing if one does not.
-fn store_all<R: ?Sized, C: Clock>(
-    layer: &Layer<R, C>,
-    stored: &mut [AnyAlgorithm],
-    algorithms: &[AnyAlgorithm],
-) -> Result<(), PolicyError> {
-    for (q, (old, new)) in stored.iter().zip(algorithms).enumerate() {
-        if !old.reads_buckets_of(new) {
-            return Err(PolicyError::Incompatible {
-                policy: layer.name.to_string(),
-                quota: q,
-                from: old.to_string(),
-                to: new.to_string(),
-            });
+/// The rules `now` with each layer's algorithms replaced by the new ones given with it (as
+/// many as it has), if each reads the buckets of the one it replaces.
+fn swapped<'a, R: ?Sized + 'a, C: Clock + 'a>(
+    now: &[AnyAlgorithm],
+    changes: impl IntoIterator<Item = (&'a Layer<R, C>, &'a [AnyAlgorithm])>,
+) -> Result<Vec<AnyAlgorithm>, PolicyError> {
+    let mut list = now.to_vec();
+    for (layer, new) in changes {
+        for (q, (old, new)) in layer.algorithms(now).iter().zip(new).enumerate() {
+            if !old.reads_buckets_of(new) {
+                return Err(PolicyError::Incompatible {
+                    policy: layer.name.to_string(),
+                    quota: q,
+                    from: old.to_string(),
+                    to: new.to_string(),
+                });
+            }
         }
+        list[layer.first..][..new.len()].copy_from_slice(new);
     }
-    for ((live, old), new) in layer.quotas.iter().zip(stored).zip(algorithms) {
-        live.store(new);
-        *old = *new;
-    }
-    Ok(())
+    Ok(list)
 }
 
 impl<R: ?Sized, C: Clock + fmt::Debug> fmt::Debug for Policies<R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut list = f.debug_struct("Policies");
-        for layer in self.layers.iter() {
-            let quotas: Vec<String> = layer.quotas.iter().map(|q| q.load().to_string()).collect();
-            list.field(&layer.name, &quotas);
-        }
+        self.rules.with(|rules| {
+            for layer in self.layers.iter() {
+                let quotas = layer.algorithms(rules).iter().map(|a| a.to_string());
+                list.field(&layer.name, &quotas.collect::<Vec<_>>());
+            }
+        });
         list.field("clock", &self.clock).finish()
     }
 }

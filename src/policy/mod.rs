@@ -102,18 +102,21 @@
 //! under any quota with the same window, and refills at the new rate; one booked further ahead
 //! than the new burst window allows is clamped to "empty" at its next refusal, so lowering a
 //! limit takes effect at once. A window counter keeps its counts (its window length cannot
-//! change). Each quota switches atomically (a sequence lock: a decision reads one algorithm or
-//! the other, never a mixture; a loom model checks it); a decision under way may see some
-//! quotas of a policy before a replacement and others after it, and decides each quota with
-//! the one algorithm it read. With the `serde` feature, a whole set is built from TOML or JSON
-//! (see `PoliciesConfig`).
+//! change). The set's algorithms are one immutable list, and a replacement builds the new list
+//! and swaps it in whole: a decision reads one list from start to end, the old or the new,
+//! never a mixture of the two (a loom model checks it), and a decision that starts after a
+//! replacement returned reads the new one. A configuration reload (`PoliciesConfig::apply`)
+//! replaces every policy's quotas in one swap. With the `serde` feature, a whole set is built
+//! from TOML or JSON (see `PoliciesConfig`).
 //!
 //! # Cost
 //! One clock reading for the whole decision (taken just after the first bucket lookup, so that
-//! it overlaps the lookup's cache miss), one hash per keyed policy (not per quota), and per
-//! quota: the algorithm's seven words (a sequence lock: plain loads on x86-64), one probe of its
-//! store (keyed), the algorithm's check, one compare-and-swap, and one four-word undo entry.
-//! No lock, no allocation (a test counts them). `BENCHMARKS.md` has the measured costs.
+//! it overlaps the lookup's cache miss), one read of the set's algorithms (the calling
+//! thread's copy: a version check, no read-modify-write), one hash per keyed policy (not per
+//! quota), and per quota: one probe of its store (keyed), the algorithm's own check, one
+//! compare-and-swap, and one four-word undo entry. No lock, no allocation (a test counts them;
+//! a thread's first decision, or its first after a replacement, takes a lock and copies a
+//! reference to the new list). `BENCHMARKS.md` has the measured costs.
 //!
 //! # Memory
 //! A keyed policy keeps one table per quota, each like a
@@ -131,10 +134,10 @@ mod decide;
 mod error;
 mod key;
 mod layer;
-mod live;
 mod manage;
 mod refuse;
 mod report;
+mod rules;
 mod up_to;
 mod wait;
 
@@ -153,11 +156,9 @@ pub use wait::Booked;
 
 use self::layer::Layer;
 use self::report::Tightest;
+use self::rules::Rules;
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::{Allowed, Cited, InsufficientCapacity, Refused};
-use crate::primitive::Mutex;
-
-use crate::algorithm::AnyAlgorithm;
 
 /// The most quotas a set holds, over all its policies: the undo log of a decision lives on the
 /// stack.
@@ -167,11 +168,9 @@ pub const MAX_QUOTAS: usize = 32;
 /// [module docs](self).
 pub struct Policies<R: ?Sized, C: Clock = QuantaClock> {
     layers: Box<[Layer<R, C>]>,
+    /// Every quota's algorithm, policy by policy: plain data, replaced whole.
+    rules: Rules,
     clock: C,
-    /// Serializes quota replacements (decisions never take it), and holds every quota's
-    /// algorithm as the last replacement stored it, per policy: what a replacement checks its
-    /// new algorithms against, without reading the live words it is about to write.
-    replacing: Mutex<Box<[Box<[AnyAlgorithm]>]>>,
 }
 
 impl<R: ?Sized> Policies<R> {
@@ -259,17 +258,19 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 
     /// [`inspect`](Self::inspect) at `now` (a reading of this set's clock).
     pub fn inspect_at(&self, request: &R, now: u64, mut visit: impl FnMut(QuotaState)) {
-        for layer in self.layers.iter() {
-            if layer.dry_run {
-                continue;
+        self.rules.with(|rules| {
+            for layer in self.layers.iter() {
+                if layer.dry_run {
+                    continue;
+                }
+                let Some(tag) = layer.tag(request) else {
+                    continue;
+                };
+                for (q, algorithm) in layer.algorithms(rules).iter().enumerate() {
+                    visit(self.peek_state(layer, (q, tag), algorithm, now));
+                }
             }
-            let Some(tag) = layer.tag(request) else {
-                continue;
-            };
-            for (q, live) in layer.quotas.iter().enumerate() {
-                visit(self.peek_state(layer, (q, tag), &live.load(), now));
-            }
-        }
+        });
     }
 
     /// The set's clock, whose readings the `*_at` methods expect.

@@ -5,8 +5,7 @@
 //! retry-after covers the quota that conforms last, and adds that policy's jitter.
 
 use super::decide::{Cold, Decision, Next};
-use super::layer::Layer;
-use super::live::LiveQuota;
+use super::layer::{Layer, Place};
 use super::Policies;
 use crate::algorithm::{next_cell, Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
@@ -18,29 +17,31 @@ use crate::primitive::Ordering;
 
 impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     /// What a quota's hot path leaves: a refusal, or a keyed bucket a lock-free probe did not
-    /// find. Decided here in full, with the quota's algorithm as it is now (under the shard's
-    /// lock if need be): the refusal's details, or an admission if cells came back meanwhile.
+    /// find. Decided here in full, with the quota's `algorithm` as the decision read it (under
+    /// the shard's lock if need be): the refusal's details, or an admission if cells came back
+    /// meanwhile.
     #[cold]
     #[inline(never)]
     pub(super) fn cold(
         &mut self,
+        algorithm: &AnyAlgorithm,
         (index, q, tag): (usize, usize, Tag),
         mark: usize,
         request: &R,
     ) -> Cold {
         let set = self.set;
         let layer = &set.layers[index];
-        let live = &layer.quotas[q];
+        let place = &layer.places[q];
         let now = self.now();
         let mut wrote = None;
-        match layer.decide((q, tag), self.n, now, &set.clock, &mut wrote) {
+        let clamp = || set.catch_up_now(index, (q, tag));
+        match layer.decide((q, tag), algorithm, (self.n, now), clamp, &mut wrote) {
             Ok(allowed) => {
-                let algorithm = live.load();
                 let state = (allowed.gauge(), *algorithm.quota());
                 let near = observe::ENABLED && state.0.near_limit();
-                self.log((live, tag), wrote, allowed.delay_nanos(), near);
+                self.log((place, tag), wrote, allowed.delay_nanos(), near);
                 // An untracked admission wrote nothing: a fresh bucket's, as it reports.
-                let next = wrote.map_or(0, |(_, after)| next_cell(&algorithm, after, now));
+                let next = wrote.map_or(0, |(_, after)| next_cell(algorithm, after, now));
                 Cold::Taken(state.0, state.1, next)
             }
             Err(refused) => Cold::Then(self.refused((index, q, tag), mark, refused, request)),
@@ -63,7 +64,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         let layer = &set.layers[index];
         if layer.dry_run {
             set.undo(&mut self.undo, mark);
-            self.would_refuse(layer, &layer.quotas[q], refused.conforms_after_nanos());
+            self.would_refuse(layer, &layer.places[q], refused.conforms_after_nanos());
             return Next::Stop;
         }
         set.undo(&mut self.undo, 0);
@@ -86,33 +87,33 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         let layer = &set.layers[index];
         if !layer.dry_run {
             set.undo(&mut self.undo, 0);
-            self.end = Some(Err(oversized(&layer.quotas[q], self.n, capacity)));
+            self.end = Some(Err(oversized(&layer.places[q], self.n, capacity)));
             return Next::Done;
         }
         set.undo(&mut self.undo, mark);
-        self.would_refuse(layer, &layer.quotas[q], u64::MAX);
+        self.would_refuse(layer, &layer.places[q], u64::MAX);
         Next::Stop
     }
 
-    /// Counts a dry-run policy's would-be refusal by `live`, and reports it if it is the first.
-    fn would_refuse(&mut self, layer: &Layer<R, C>, live: &LiveQuota, wait: u64) {
+    /// Counts a dry-run policy's would-be refusal by `place`, and reports it if it is the first.
+    fn would_refuse(&mut self, layer: &Layer<R, C>, place: &Place, wait: u64) {
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
-        live.metrics.dry_run_refused.increment(u64::from(self.n));
-        let by = live.by();
+        place.metrics.dry_run_refused.increment(u64::from(self.n));
+        let by = place.by;
         self.dry_run.get_or_insert(DryRun { by, wait });
     }
 }
 
-/// `n` cells asked of `live` (an enforcing policy's quota), whose `capacity` is smaller.
+/// `n` cells asked of `place` (an enforcing policy's quota), whose `capacity` is smaller.
 #[cold]
-fn oversized(live: &LiveQuota, n: u32, capacity: u32) -> InsufficientCapacity {
+fn oversized(place: &Place, n: u32, capacity: u32) -> InsufficientCapacity {
     // Never admitted: refused cells of the quota too small for them (`metrics`).
-    live.metrics.refused.increment(u64::from(n));
+    place.metrics.refused.increment(u64::from(n));
     InsufficientCapacity {
         requested: n,
         burst: capacity,
-        by: Some(live.by()),
+        by: Some(place.by),
     }
 }
 
@@ -121,7 +122,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// enforcing quota, with everything undone): looks at every enforcing quota after it, so
     /// that the retry-after covers the one that conforms last, then adds that policy's jitter
     /// and counts the refusal against it. A later quota too small for the request makes it one
-    /// that never succeeds.
+    /// that never succeeds. The quotas after the refusing one are looked at as they are in
+    /// force now.
     #[cold]
     #[inline(never)]
     pub(super) fn reject(
@@ -131,40 +133,43 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         (index, q, tag): (usize, usize, Tag),
         refused: Refused,
     ) -> Result<Refused<Cited>, InsufficientCapacity> {
-        let mut worst = (&self.layers[index].quotas[q], refused);
-        for (i, layer) in self.layers.iter().enumerate().skip(index) {
-            if layer.dry_run {
-                continue;
-            }
-            let (tag, from) = if i == index {
-                (tag, q + 1)
-            } else {
-                match layer.tag(request) {
-                    Some(tag) => (tag, 0),
-                    None => continue,
-                }
-            };
-            for (q, live) in layer.quotas.iter().enumerate().skip(from) {
-                let algorithm = live.load();
-                if n > algorithm.capacity() {
-                    return Err(oversized(live, n, algorithm.capacity()));
-                }
-                let Err(later) = self.peek(layer, (q, tag), &algorithm, n, now) else {
+        let worst = self.rules.with(|rules| {
+            let mut worst = (&self.layers[index].places[q], refused);
+            for (i, layer) in self.layers.iter().enumerate().skip(index) {
+                if layer.dry_run {
                     continue;
+                }
+                let (tag, from) = if i == index {
+                    (tag, q + 1)
+                } else {
+                    match layer.tag(request) {
+                        Some(tag) => (tag, 0),
+                        None => continue,
+                    }
                 };
-                if later.conforms_after_nanos() > worst.1.conforms_after_nanos() {
-                    worst = (live, later);
+                let quotas = layer.places.iter().zip(layer.algorithms(rules));
+                for (q, (place, algorithm)) in quotas.enumerate().skip(from) {
+                    if n > algorithm.capacity() {
+                        return Err(oversized(place, n, algorithm.capacity()));
+                    }
+                    let Err(later) = self.peek(layer, (q, tag), algorithm, n, now) else {
+                        continue;
+                    };
+                    if later.conforms_after_nanos() > worst.1.conforms_after_nanos() {
+                        worst = (place, later);
+                    }
                 }
             }
-        }
-        let (live, refused) = worst;
-        let layer = &self.layers[live.at().0];
+            Ok(worst)
+        });
+        let (place, refused) = worst?;
+        let layer = &self.layers[place.at().0];
         let jitter = jitter::refusal_jitter(layer.jitter, refused.wait);
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
-        live.metrics.refused.increment(u64::from(n));
+        place.metrics.refused.increment(u64::from(n));
         Ok(refused.cite(Cited {
-            by: Some(live.by()),
+            by: Some(place.by),
             dry_run: None,
             jitter,
         }))
@@ -192,6 +197,21 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         Ok(())
     }
 
+    /// After a decision's refusal flagged as "clock behind", clamps quota `q` of policy `index`
+    /// (the bucket `tag`) against a fresh reading, under the quota in force now, not the
+    /// decision's reading of it: a quota raised in between must not see cells booked under it
+    /// freed by the old, shorter lead.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn catch_up_now(&self, index: usize, (q, tag): (usize, Tag)) {
+        let layer = &self.layers[index];
+        self.rules.with(|rules| {
+            if let Some(algorithm) = layer.algorithms(rules).get(q) {
+                layer.catch_up((q, tag), algorithm, &self.clock);
+            }
+        });
+    }
+
     /// Quota `q` of `layer` for the bucket `tag` at `now`, taking nothing.
     pub(super) fn peek_state(
         &self,
@@ -202,7 +222,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     ) -> QuotaState {
         let word = layer.word((q, tag), algorithm, now);
         let gauge = algorithm.state(word, now).gauge();
-        QuotaState::new(layer.quotas[q].by(), *algorithm.quota(), gauge)
+        QuotaState::new(layer.places[q].by, *algorithm.quota(), gauge)
             .next_after(next_cell(algorithm, word, now))
     }
 }

@@ -7,7 +7,7 @@
 
 use arrayvec::ArrayVec;
 
-use super::live::LiveQuota;
+use super::layer::Place;
 use super::MAX_QUOTAS;
 use crate::keyed::Tag;
 use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota, QuotaState};
@@ -17,7 +17,7 @@ use crate::quota::Quota;
 #[derive(Clone, Copy)]
 pub(crate) struct Undo<'p> {
     /// The quota (which knows its policy and place).
-    pub(crate) live: &'p LiveQuota,
+    pub(crate) place: &'p Place,
     pub(crate) tag: Tag,
     pub(crate) before: u64,
     pub(crate) after: u64,
@@ -31,12 +31,12 @@ pub(crate) trait Report<'p> {
     /// The report of an admission.
     type Output;
 
-    /// The enforcing quota `live` admitted the request; `state` gives its bucket's gauge after
+    /// The enforcing quota `place` admitted the request; `state` gives its bucket's gauge after
     /// it and the quota in force, `next` the time until the bucket holds one more cell (each
     /// worked out only if the report uses it).
     fn taken(
         &mut self,
-        live: &'p LiveQuota,
+        place: &'p Place,
         state: impl Fn() -> (Gauge, Quota),
         next: impl Fn() -> u64,
     );
@@ -105,13 +105,8 @@ impl<'p> Report<'p> for Tightest {
     type Output = Allowed<Cited>;
 
     #[inline(always)]
-    fn taken(
-        &mut self,
-        live: &'p LiveQuota,
-        state: impl Fn() -> (Gauge, Quota),
-        _: impl Fn() -> u64,
-    ) {
-        self.offer(live.by(), state().0);
+    fn taken(&mut self, place: &'p Place, state: impl Fn() -> (Gauge, Quota), _: impl Fn() -> u64) {
+        self.offer(place.by, state().0);
     }
 
     #[inline(always)]
@@ -127,7 +122,7 @@ impl<'p> Report<'p> for Silent {
     type Output = ();
 
     #[inline(always)]
-    fn taken(&mut self, _: &'p LiveQuota, _: impl Fn() -> (Gauge, Quota), _: impl Fn() -> u64) {}
+    fn taken(&mut self, _: &'p Place, _: impl Fn() -> (Gauge, Quota), _: impl Fn() -> u64) {}
 
     #[inline(always)]
     fn finish(self, _: Summary<'_, 'p>) {}
@@ -143,12 +138,12 @@ impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
     #[inline]
     fn taken(
         &mut self,
-        live: &'p LiveQuota,
+        place: &'p Place,
         state: impl Fn() -> (Gauge, Quota),
         next: impl Fn() -> u64,
     ) {
         let (gauge, quota) = state();
-        (self.0)(QuotaState::new(live.by(), quota, gauge).next_after(next()));
+        (self.0)(QuotaState::new(place.by, quota, gauge).next_after(next()));
     }
 
     #[inline(always)]

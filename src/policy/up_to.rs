@@ -76,20 +76,21 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// The most cells, up to `n`, that every enforcing quota that applies to `request` admits
     /// at `now`, each counted on its bucket as it is (a key the tables do not hold, as new).
     fn most_admitted(&self, request: &R, n: u32, now: u64) -> u32 {
-        let mut most = n;
-        for layer in self.layers.iter().filter(|layer| !layer.dry_run) {
-            let Some(tag) = layer.tag(request) else {
-                continue;
-            };
-            for (q, live) in layer.quotas.iter().enumerate() {
-                let algorithm = live.load();
-                let word = layer.word((q, tag), &algorithm, now);
-                match up_to(&algorithm, word, now, most).answer() {
-                    Ok((k, _)) => most = k,
-                    Err(_) => return 0,
+        self.rules.with(|rules| {
+            let mut most = n;
+            for layer in self.layers.iter().filter(|layer| !layer.dry_run) {
+                let Some(tag) = layer.tag(request) else {
+                    continue;
+                };
+                for (q, algorithm) in layer.algorithms(rules).iter().enumerate() {
+                    let word = layer.word((q, tag), algorithm, now);
+                    match up_to(algorithm, word, now, most).answer() {
+                        Ok((k, _)) => most = k,
+                        Err(_) => return 0,
+                    }
                 }
             }
-        }
-        most
+            most
+        })
     }
 }

@@ -7,11 +7,11 @@
 use core::future::Future;
 use core::time::Duration;
 
-use super::live::LiveQuota;
+use super::layer::Place;
 use super::report::UndoLog;
 use super::report::{Report, Summary, Tightest};
 use super::Policies;
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::outcome::{Allowed, Cited, Error, Gauge, Refused};
 use crate::quota::Quota;
@@ -40,11 +40,11 @@ impl<'p> Report<'p> for Reserving {
     #[inline(always)]
     fn taken(
         &mut self,
-        live: &'p LiveQuota,
+        place: &'p Place,
         state: impl Fn() -> (Gauge, Quota),
         next: impl Fn() -> u64,
     ) {
-        self.0.taken(live, state, next);
+        self.0.taken(place, state, next);
     }
 
     fn finish(self, summary: Summary<'_, 'p>) -> Self::Output {
@@ -140,8 +140,9 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             return false;
         };
         let layer = &self.layers[by.policy_index()];
-        let live = &layer.quotas[by.quota_index()];
-        live.load().max_delay_nanos() > 0
+        let algorithm = |rules: &[_]| layer.algorithms(rules).get(by.quota_index()).copied();
+        let algorithm = self.rules.with(algorithm);
+        algorithm.is_some_and(|a: AnyAlgorithm| a.max_delay_nanos() > 0)
     }
 }
 

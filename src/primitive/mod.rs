@@ -14,24 +14,22 @@
 //! build can inject the spurious failures that real hardware (LL/SC on ARM, POWER, RISC-V) is
 //! allowed to produce and that loom itself never simulates. A loom model calls
 //! `fail_next_cas` (loom build only) to make the current thread's next CAS attempts fail, which drives the retry
-//! path of every CAS loop. A loop that waits for another thread (the quota sequence lock's
-//! reader) calls [`spin_loop`], which under loom yields to the other threads.
+//! path of every CAS loop.
 
 #[cfg(all(not(flowgate_loom), any(test, not(feature = "std"))))]
 mod spin;
 
 #[cfg(not(flowgate_loom))]
 mod imp {
-    pub(crate) use core::hint::spin_loop;
     #[cfg(all(not(feature = "portable-atomic"), any(test, not(feature = "std"))))]
     pub(crate) use core::sync::atomic::AtomicBool;
-    pub(crate) use core::sync::atomic::Ordering;
     #[cfg(not(feature = "portable-atomic"))]
-    pub(crate) use core::sync::atomic::{fence, AtomicU64};
+    pub(crate) use core::sync::atomic::AtomicU64;
+    pub(crate) use core::sync::atomic::Ordering;
     #[cfg(all(feature = "portable-atomic", any(test, not(feature = "std"))))]
     pub(crate) use portable_atomic::AtomicBool;
     #[cfg(feature = "portable-atomic")]
-    pub(crate) use portable_atomic::{fence, AtomicU64};
+    pub(crate) use portable_atomic::AtomicU64;
 
     #[cfg(not(feature = "std"))]
     pub(crate) use super::spin::{Mutex, MutexGuard};
@@ -55,8 +53,7 @@ mod imp {
 mod imp {
     use core::cell::Cell;
 
-    pub(crate) use loom::hint::spin_loop;
-    pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::sync::{Mutex, MutexGuard};
 
     loom::thread_local! {

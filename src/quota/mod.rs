@@ -223,39 +223,6 @@ impl Quota {
         })
     }
 
-    /// The quota as four words, for a store that replaces quotas while decisions read them
-    /// (`policy::live`); [`Quota::from_words`] reads them back.
-    pub(crate) fn to_words(self) -> [u64; 4] {
-        let initial = match self.initial {
-            Initial::Full => 0,
-            Initial::Empty => 1 << 32,
-            Initial::Cells(cells) => 2 << 32 | u64::from(cells),
-        };
-        [
-            u64::from(self.count) << 32 | u64::from(self.burst),
-            self.period,
-            self.interval,
-            initial,
-        ]
-    }
-
-    /// The quota [`Quota::to_words`] wrote. Only ever given words of a valid quota.
-    pub(crate) fn from_words(words: [u64; 4]) -> Self {
-        let [counts, period, interval, initial] = words;
-        let initial = match initial >> 32 {
-            0 => Initial::Full,
-            1 => Initial::Empty,
-            _ => Initial::Cells(initial as u32),
-        };
-        Self {
-            count: (counts >> 32) as u32,
-            period,
-            interval,
-            burst: counts as u32,
-            initial,
-        }
-    }
-
     /// Cells per period, as configured (the rate's numerator).
     pub fn count(&self) -> u32 {
         self.count

@@ -225,7 +225,8 @@ impl PoliciesConfig {
 
     /// Replaces the quotas of every policy in `policies` with this configuration's, keeping
     /// every bucket (see [`Policies::replace`]): a configuration reload. Every quota is
-    /// checked before any is replaced, so a bad file changes nothing.
+    /// checked before any is replaced, so a bad file changes nothing, and every decision sees
+    /// the whole file applied or none of it.
     ///
     /// # Errors
     /// A [`ConfigError`] if a quota is invalid, a policy is not in the set (or the set has one
@@ -273,10 +274,10 @@ impl PoliciesConfig {
                 message: "the running set has this policy and the configuration does not".into(),
             });
         }
-        for (name, quotas) in all {
-            policies.replace(name, &quotas).map_err(|e| self.blame(e))?;
-        }
-        Ok(())
+        let all = all
+            .iter()
+            .map(|(name, quotas)| (name.as_str(), &quotas[..]));
+        policies.replace_all(all).map_err(|e| self.blame(e))
     }
 
     /// A builder's error, pointed at its policy.
