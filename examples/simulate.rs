@@ -17,7 +17,7 @@
 //! * `-h`, `--help`: prints this usage and exits.
 //!
 //! `docs/boundary.svg` is `--scenario boundary --svg docs/boundary.svg` with the defaults
-//! (`integration/tests/simulate.rs` checks that it still is).
+//! (`tests/simulate.rs` checks that it still is).
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -234,7 +234,9 @@
 //!   a policy does not cover (`key.skip()` in its extractor), or give a route a layer of its
 //!   own (`/login` below). Layers nest: a request to `/login` passes both.
 //!
-//! ```
+// Compiled with the `axum` feature only (a plain `cargo test` builds none of it).
+#![cfg_attr(feature = "axum", doc = "```")]
+#![cfg_attr(not(feature = "axum"), doc = "```ignore")]
 //! use std::net::SocketAddr;
 //! use axum::{routing::{get, post}, Router};
 //! use flowgate::http::{by_client_ip, ClientIp, Inbound, RateLimitLayer};

@@ -1,6 +1,6 @@
 //! Every one-word algorithm against its reference model: a `RateLimiter` over an
 //! `AnyAlgorithm` on a manual clock, and the models the property tests use
-//! (`integration/tests/common/models/`: the TAT schedule for GCRA, the leaky bucket's meter and
+//! (`tests/common/models/`: the TAT schedule for GCRA, the leaky bucket's meter and
 //! shaper and
 //! credit; the stepped counter for the interval refill and the fixed window; the sliding window
 //! counter), driven by the same operations: clock moves forwards, backwards and anywhere,
@@ -26,7 +26,7 @@ use flowgate::clock::ManualClock;
 use flowgate::{Initial, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../integration/tests/common/models/mod.rs"]
+#[path = "../../tests/common/models/mod.rs"]
 mod models;
 
 use models::schedule::{self, Kind};

@@ -12,7 +12,7 @@ use crate::quota::{Quota, QuotaError};
 ///
 /// The simplest limiter, and the one with a known weakness: a client can spend one
 /// window's limit at its end and the next window's at its start, so up to **2 × limit** pass in
-/// a span just over one window long (see the boundary tests in `integration/tests/boundary.rs`).
+/// a span just over one window long (see the boundary tests in `tests/boundary.rs`).
 ///
 /// | | |
 /// |---|---|

@@ -261,6 +261,47 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// `take`, which a policy set's decisions and keyed admissions run (GCRA's without slack,
+    /// in registers), answers as `check` does, word for word, on every algorithm: through a
+    /// burst to its last cell, the refusals after it, and the refill. A `take` that refused a
+    /// burst's last cell would go unseen elsewhere (the cold path decides every refusal again
+    /// with `check`, and admits), costing only time: with `<` for `<=` in `take_exact` this
+    /// fails at the request that takes GCRA's last cells.
+    #[test]
+    fn take_answers_as_check_does() {
+        for text in [
+            "10/s burst 4",
+            "10/s burst 4 leaky",
+            "10/s burst 2 shaper 300ms",
+            "10/s credit 500ms",
+            "4/s burst 4 interval",
+            "4/s fixed",
+            "4/s sliding",
+            "30/s burst 5 initial 2",
+        ] {
+            let algorithm: AnyAlgorithm = text.parse().unwrap();
+            let mut word = algorithm.initial_word(0);
+            let mut admitted = 0;
+            for step in 0..400u64 {
+                // Bursts of requests at the same instant, then time moving on.
+                let now = step / 8 * 37 * MS;
+                for n in [1, 2] {
+                    let checked = delay_of(algorithm.check(word, now, n));
+                    assert_eq!(
+                        algorithm.take(word, now, n),
+                        checked,
+                        "{text} at {now}, n = {n}"
+                    );
+                }
+                if let Step::Write(new, Ok(_)) = algorithm.check(word, now, 1) {
+                    word = new;
+                    admitted += 1;
+                }
+            }
+            assert!((5..400).contains(&admitted), "{text}: {admitted} admitted");
+        }
+    }
+
     /// When a bucket holds one more cell: the next interval boundary of a schedule, the next
     /// window of a fixed window, never for a full bucket.
     #[test]

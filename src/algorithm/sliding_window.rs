@@ -30,7 +30,7 @@ const WEIGHT_BITS: u32 = 42;
 /// the reading is. The previous window's count is assumed spread evenly over it.
 ///
 /// This smooths the fixed window's edge (the seeds' boundary example admits 136 requests instead
-/// of 200, see `integration/tests/boundary.rs`) in 8 bytes per bucket, at the price of an
+/// of 200, see `tests/boundary.rs`) in 8 bytes per bucket, at the price of an
 /// approximation:
 /// requests bunched at the end of a window are under-weighted, so a span of one window length
 /// may see up to `2 × limit` in the worst case (never more: each fixed window counts at most

@@ -11,7 +11,7 @@
 //! step-shaped `<polyline class="admitted">` and a `<text class="panel-title">` reading
 //! `name: total`, where the total is the subject's [`Outcome::admitted_cells`] (the table's
 //! `cells`); a `<g class="axis">` per axis with the ticks of every panel and the axis label;
-//! and a `<g class="legend">`. `integration/tests/simulate.rs` parses it and checks those.
+//! and a `<g class="legend">`. `tests/simulate.rs` parses it and checks those.
 //!
 //! [`Outcome::admitted_cells`]: super::Outcome::admitted_cells
 

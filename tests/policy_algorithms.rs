@@ -226,6 +226,7 @@ fn a_shaping_quota_delays_and_a_short_wait_gives_everything_back() {
 
 /// The configuration grammar names algorithms after quotas; a quota an algorithm rejects is
 /// reported with the algorithm's name, and a reload may not change a quota's algorithm family.
+#[cfg(feature = "serde")]
 #[test]
 fn configurations_name_algorithms() {
     use flowgate::policy::{KeyExtractors, PoliciesConfig};

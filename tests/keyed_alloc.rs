@@ -83,7 +83,9 @@ fn checks_and_inserts_allocate_nothing() {
 }
 
 /// A policy decision (three layers, borrowed string keys, admissions and refusals with their
-/// undo and jitter) allocates nothing either.
+/// undo and jitter) allocates nothing either, once the thread holds its copy of the set's
+/// quotas (its first look at the set makes it), and neither does the first decision after the
+/// quotas are replaced (the copy is a reference to the new list).
 #[test]
 fn policy_decisions_allocate_nothing() {
     use flowgate::policy::{Policies, Policy};
@@ -120,6 +122,7 @@ fn policy_decisions_allocate_nothing() {
         })
         .collect();
     let (mut admitted, mut refused) = (0, 0);
+    policies.inspect(&calls[0], |_| {});
     let allocations = allocations_during(|| {
         for _ in 0..3 {
             for call in &calls {
@@ -133,4 +136,11 @@ fn policy_decisions_allocate_nothing() {
     assert_eq!(allocations, 0);
     // The global quota's 40 cells, then refusals by every layer in turn.
     assert_eq!((admitted, refused), (40, 20));
+    let raised = [Quota::per_hour(1000).unwrap()];
+    policies.replace_quotas("global", &raised).unwrap();
+    let mut limit = 0;
+    let refusal = || limit = policies.check(&calls[0]).map_or_else(|r| r.limit(), |_| 0);
+    assert_eq!(allocations_during(refusal), 0);
+    // Refused under the new quota: a bucket booked an hour ahead is empty under any hourly one.
+    assert_eq!(limit, 1000);
 }
