@@ -54,7 +54,7 @@
 //!   eviction, and a full table); with `std`, the background [`Sweeper`].
 //! * [`policy`] (`std`): [`Policies`] and [`Policy`], several quotas (any one-word algorithm)
 //!   in named layers, keyed from your request type, decided all or nothing, with dry runs,
-//!   jitter and live quota replacement; configuration files with feature `serde`.
+//!   jitter and quotas replaced while requests go on; configuration files with feature `serde`.
 //! * [`outcome`] (always): what every decision reports ([`Allowed`], [`Refused`],
 //!   [`InsufficientCapacity`], [`Error`]), and how a policy outcome names its quota.
 //! * [`wait`] (`std`): waiting for cells instead of being refused: [`WaitOptions`] and the

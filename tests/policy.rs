@@ -567,3 +567,94 @@ fn bad_sets_are_errors_not_panics() {
     let error = build(vec![Policy::global("a")]).unwrap_err();
     assert_eq!(error.to_string(), "policy 'a' has no quota");
 }
+
+/// Quotas replaced by another thread while a decision is under way (the key extractor here
+/// waits for that thread): the decision's refusals clamp a bucket booked further ahead than the
+/// decision's quota explains under the quota in force, not the one the decision read, so the
+/// cells booked under the raised quota stay booked, both for the refusing quota's own clamp
+/// (`gate` admits, `p` refuses) and for the look at a later policy that sets the retry-after
+/// (`gate` refuses, `p` is looked at). Clamping with the decision's list admits 4 at one
+/// instant under a burst of 3.
+#[test]
+fn a_quota_raised_during_a_decision_frees_no_cell() {
+    use flowgate::clock::Clock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    type Set = Policies<(u64, u64), ManualClock>;
+    static SET: OnceLock<Set> = OnceLock::new();
+    /// The key of `p` the next extraction books two cells of (0: none).
+    static ARMED: AtomicU64 = AtomicU64::new(0);
+    const HOUR: u64 = 3_600_000_000_000;
+
+    // Raises `p` to a burst of 3 and books two cells of the armed key under it, from another
+    // thread, while the decision that called it is under way.
+    fn gate(request: &(u64, u64)) -> &u64 {
+        let key = ARMED.swap(0, Ordering::SeqCst);
+        if key != 0 {
+            let set = SET.get().unwrap();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let three = Quota::per_hour(1).unwrap().with_burst(3).unwrap();
+                    set.replace_quotas("p", &[three]).unwrap();
+                    let (a, b) = (100 + 2 * key, 101 + 2 * key);
+                    assert!(set.check(&(a, key)).is_ok() && set.check(&(b, key)).is_ok());
+                });
+            });
+        }
+        &request.0
+    }
+    let clock = ManualClock::starting_at(10 * HOUR);
+    let hourly = || Quota::per_hour(1).unwrap();
+    let set = SET.get_or_init(|| {
+        Policies::builder()
+            .clock(clock.clone())
+            .policy(Policy::keyed("gate", gate).quota(hourly()))
+            .policy(Policy::keyed("p", |r: &(u64, u64)| &r.1).quota(hourly()))
+            .build()
+            .unwrap()
+    });
+    assert!(
+        set.check(&(1, 50)).is_ok(),
+        "gate's key 1 takes its one cell"
+    );
+    // Gate key 2 admits and `p` refuses; gate key 1 refuses and `p` is looked at.
+    for (gate, key) in [(2, 7), (1, 8)] {
+        set.replace_quotas("p", &[hourly()]).unwrap();
+        ARMED.store(key, Ordering::SeqCst);
+        assert!(set.check(&(gate, key)).is_err());
+        let admitted = 2 + (10..20).filter(|g| set.check(&(*g, key)).is_ok()).count();
+        assert_eq!(clock.now(), 10 * HOUR);
+        assert_eq!(
+            admitted, 3,
+            "gate key {gate}: admitted at one instant under a burst of 3"
+        );
+    }
+}
+
+/// `check_up_to` whose count is made under a burst that a replacement lowers before the take:
+/// it counts again and takes what the new burst holds, instead of a refusal that never
+/// conforms.
+#[test]
+fn check_up_to_counts_again_after_a_lowered_burst() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::OnceLock;
+
+    static SET: OnceLock<Policies<u64, ManualClock>> = OnceLock::new();
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    fn key(request: &u64) -> &u64 {
+        if ARMED.swap(false, Ordering::SeqCst) {
+            let three = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+            SET.get().unwrap().replace_quotas("p", &[three]).unwrap();
+        }
+        request
+    }
+    let set = Policies::builder()
+        .clock(ManualClock::starting_at(1_000_000_000))
+        .policy(Policy::keyed("p", key).quota(Quota::per_second(10).unwrap()))
+        .build()
+        .unwrap();
+    let set = SET.get_or_init(|| set);
+    ARMED.store(true, Ordering::SeqCst);
+    assert_eq!(set.check_up_to(&7, 10).unwrap().0, 3);
+}

@@ -18,7 +18,7 @@ enum Limiter {
 
 impl Limiter {
     fn new(q: &Quota, clock: &ManualClock) -> Self {
-        if q.burst() == q.count() && q.count().is_multiple_of(2) {
+        if q.burst() == q.count() && q.count() % 2 == 0 {
             Self::Fixed(RateLimiter::with_algorithm(
                 FixedWindow::new(q).unwrap(),
                 clock.clone(),

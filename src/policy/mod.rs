@@ -112,11 +112,13 @@
 //! # Cost
 //! One clock reading for the whole decision (taken just after the first bucket lookup, so that
 //! it overlaps the lookup's cache miss), one read of the set's algorithms (the calling
-//! thread's copy: a version check, no read-modify-write), one hash per keyed policy (not per
-//! quota), and per quota: one probe of its store (keyed), the algorithm's own check, one
-//! compare-and-swap, and one four-word undo entry. No lock, no allocation (a test counts them;
-//! a thread's first decision, or its first after a replacement, takes a lock and copies a
-//! reference to the new list). `BENCHMARKS.md` has the measured costs.
+//! thread's copy: a version check, nothing written that another thread reads), one hash per
+//! keyed policy (not per quota), and per quota: one probe of its store (keyed), the
+//! algorithm's own check, one compare-and-swap, and one four-word undo entry. No lock, no
+//! allocation (a test counts them), except in a thread's first decision on a set and its first
+//! after a replacement, which take the lock and copy the list for the thread (one allocation;
+//! a thread keeps copies for the last 32 sets it copied, freed when it exits).
+//! `BENCHMARKS.md` has the measured costs.
 //!
 //! # Memory
 //! A keyed policy keeps one table per quota, each like a

@@ -4,76 +4,88 @@
 //! # Protocol
 //! The list in force sits behind a lock with its version number. A replacement (rare: a
 //! configuration reload) builds the new list, puts it in under the lock with the next version,
-//! and then publishes that version. A decision loads the published version and, if the copy
-//! of the list its thread holds is of that version, reads that copy: no lock, no
-//! read-modify-write, nothing written outside the thread's own cache line. Otherwise it takes
-//! the lock once and keeps a copy of the list it finds (an `Arc`, shared with the lock's).
+//! and then publishes that version. A decision loads the published version and, if its thread
+//! holds a copy of the list of that version, reads that copy: no lock, no read-modify-write,
+//! nothing written that another thread reads. Otherwise it takes the lock once and copies the
+//! list it finds for its thread (one allocation, once per replacement and thread).
 //!
-//! A decision reads one list from start to end, so it never sees a mixture of two; a decision
-//! that starts after a replacement returned (in the happens-before sense) sees the new list,
-//! except one made inside another decision on the same set, on the same thread (a key
-//! extractor or a clock that decides on it), which reads the list the outer one read.
-//! An old list is freed when the last thread holding it takes the new one (or the set is
-//! dropped): a thread that stops deciding keeps at most one list per set.
+//! A decision reads one list from start to end, so it never sees a mixture of two, and a
+//! decision that starts after a replacement returned (in the happens-before sense) sees the
+//! new list, on any thread, nested in another decision or not.
+//!
+//! A thread keeps copies of the lists of the last 32 sets it copied (a `thread_local!` of
+//! this module, searched newest first), freed when the thread exits: a thread that decides on
+//! more sets than that in turn takes the lock and copies again for the ones it dropped. A
+//! thread that is exiting (a decision made from a thread-local destructor) reads under the
+//! lock.
 //!
 //! Built with `--cfg flowgate_loom`, threads hold no copy: every read takes the lock, so that
 //! the models explore a replacement against decisions through loom's lock (a thread's copy is
 //! that thread's alone, and needs no model).
 
+use alloc::rc::Rc;
 use alloc::sync::Arc;
-#[cfg(not(flowgate_loom))]
-use core::cell::{Ref, RefCell};
 use core::ops::Deref;
 
 use crate::algorithm::AnyAlgorithm;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
+
+/// How many sets' lists a thread keeps copies of.
 #[cfg(not(flowgate_loom))]
-use crossbeam_utils::CachePadded;
+const KEPT: usize = 32;
+
+/// A thread's copy of a set's list.
 #[cfg(not(flowgate_loom))]
-use thread_local::ThreadLocal;
+struct Copy {
+    /// The set's [`Rules::id`].
+    set: u64,
+    version: u64,
+    list: Rc<[AnyAlgorithm]>,
+}
 
-/// A list of algorithms and its version.
-type Versioned = (u64, Arc<[AnyAlgorithm]>);
-
-/// The list in force as a decision reads it: its thread's copy, borrowed for the decision.
 #[cfg(not(flowgate_loom))]
-pub(crate) struct Held<'a>(Ref<'a, Versioned>);
+std::thread_local! {
+    /// This thread's copies, the most recently made last.
+    static COPIES: core::cell::RefCell<alloc::vec::Vec<Copy>> =
+        const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
+}
 
-/// The list in force as a decision reads it (a loom build's: taken under the lock).
-#[cfg(flowgate_loom)]
-pub(crate) struct Held<'a>(Arc<[AnyAlgorithm]>, core::marker::PhantomData<&'a ()>);
+/// The list in force as a decision reads it: its thread's copy, held for the decision (a
+/// replacement or another decision meanwhile changes nothing of it).
+pub(crate) struct Held(Rc<[AnyAlgorithm]>);
 
-impl Deref for Held<'_> {
+impl Deref for Held {
     type Target = [AnyAlgorithm];
 
     #[inline(always)]
     fn deref(&self) -> &[AnyAlgorithm] {
-        #[cfg(not(flowgate_loom))]
-        return &self.0 .1;
-        #[cfg(flowgate_loom)]
-        return &self.0;
+        &self.0
     }
 }
 
 /// The algorithms of a set's quotas (every policy's, in order), replaced whole.
 pub(crate) struct Rules {
+    /// Which set's rules these are, among every set of the process (a thread's copies are
+    /// found by it).
+    #[cfg_attr(flowgate_loom, allow(dead_code))]
+    id: u64,
     /// The list in force, with its version: what a replacement swaps, under the lock.
-    now: Mutex<Versioned>,
+    now: Mutex<(u64, Arc<[AnyAlgorithm]>)>,
     /// The version of the list in `now`, once it is there.
+    #[cfg_attr(flowgate_loom, allow(dead_code))]
     version: AtomicU64,
-    /// Each thread's copy of the list it last read.
-    #[cfg(not(flowgate_loom))]
-    held: ThreadLocal<CachePadded<RefCell<Versioned>>>,
 }
 
 impl Rules {
     /// Rules starting with `list`.
     pub(crate) fn new(list: Vec<AnyAlgorithm>) -> Self {
+        // Ids only need to differ; no model explores them, so not the loom shim's atomic.
+        static NEXT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
         Self {
+            // Relaxed: nothing is ordered by an id.
+            id: NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             now: Mutex::new((0, list.into())),
             version: AtomicU64::new(0),
-            #[cfg(not(flowgate_loom))]
-            held: ThreadLocal::new(),
         }
     }
 
@@ -87,40 +99,48 @@ impl Rules {
     /// The list in force (see the module docs for what "in force" means to a decision).
     #[cfg(not(flowgate_loom))]
     #[inline(always)]
-    pub(crate) fn read(&self) -> Held<'_> {
+    pub(crate) fn read(&self) -> Held {
         // Acquire: pairs with `replace`'s Release store; a version seen here is in `now`.
         let version = self.version.load(Ordering::Acquire);
-        if let Some(held) = self.held.get() {
-            if let Ok(held) = held.try_borrow() {
-                if held.0 == version {
-                    return Held(held);
-                }
-            }
+        let copy = COPIES.try_with(|copies| {
+            let copies = copies.try_borrow().ok()?;
+            let copy = copies.iter().rev().find(|copy| copy.set == self.id)?;
+            (copy.version == version).then(|| Held(Rc::clone(&copy.list)))
+        });
+        match copy {
+            Ok(Some(held)) => held,
+            _ => self.refresh(),
         }
-        self.refresh()
     }
 
-    /// [`read`](Self::read) after this thread's copy is made the list under the lock. A read
-    /// under way further up this thread's stack (a key extractor or a clock deciding on the
-    /// same set) keeps the copy as it is: a decision made inside another decision on the same
-    /// set reads the list the outer one read.
+    /// [`read`](Self::read) of the list under the lock, copied for this thread (unless it is
+    /// exiting).
     #[cfg(not(flowgate_loom))]
     #[cold]
     #[inline(never)]
-    fn refresh(&self) -> Held<'_> {
-        let now = || lock(&self.now).clone();
-        let held = (self.held).get_or(|| CachePadded::new(RefCell::new(now())));
-        if let Ok(mut copy) = held.try_borrow_mut() {
-            *copy = now();
-        }
-        // Only `refresh` borrows the copy mutably, and not across this line.
-        Held(held.borrow())
+    fn refresh(&self) -> Held {
+        let (version, list) = lock(&self.now).clone();
+        let list: Rc<[AnyAlgorithm]> = Rc::from(&list[..]);
+        // An exiting thread keeps no copy; the copies are never borrowed while user code runs,
+        // so the borrow is free unless the thread is exiting.
+        let _ = COPIES.try_with(|copies| {
+            if let Ok(mut copies) = copies.try_borrow_mut() {
+                copies.retain(|copy| copy.set != self.id);
+                if copies.len() >= KEPT {
+                    copies.remove(0);
+                }
+                let set = self.id;
+                let list = Rc::clone(&list);
+                copies.push(Copy { set, version, list });
+            }
+        });
+        Held(list)
     }
 
     /// The list under the lock (a loom build keeps no copies).
     #[cfg(flowgate_loom)]
-    pub(crate) fn read(&self) -> Held<'_> {
-        Held(lock(&self.now).1.clone(), core::marker::PhantomData)
+    pub(crate) fn read(&self) -> Held {
+        Held(Rc::from(&lock(&self.now).1[..]))
     }
 
     /// Replaces the list with what `change` makes of the one in force (nothing if it fails).
@@ -156,9 +176,9 @@ mod tests {
     }
 
     /// A thread reads its own replacement at once, and another thread's once the replacement
-    /// happened before its read; the list a thread held before is freed when it reads the new
-    /// one (a thread keeps at most one). Keeping the old copy after a replacement fails the
-    /// first assertion; keeping it alive beside the new one fails the last.
+    /// happened before its read, and the replaced list is freed (threads hold copies of it,
+    /// not it). Keeping a thread's copy after a replacement (no version check) fails the first
+    /// assertion.
     #[test]
     fn a_replacement_is_read_at_once_and_the_old_list_freed() {
         let rules = Rules::new(vec![any("5/s")]);
@@ -180,20 +200,35 @@ mod tests {
         assert_eq!(limit(&rules), 9, "a failed replacement changes nothing");
     }
 
+    /// A thread deciding on more sets than it keeps copies of: each set still reads its own
+    /// list (a copy found by another set's id, or a version compared without the id, fails).
+    #[test]
+    fn more_sets_than_a_thread_keeps() {
+        let sets: Vec<Rules> = (1..=KEPT as u32 + 8)
+            .map(|k| Rules::new(vec![any(&format!("{k}/s"))]))
+            .collect();
+        for _ in 0..3 {
+            for (k, rules) in (1..).zip(&sets) {
+                assert_eq!(limit(rules), k);
+            }
+        }
+        COPIES.with(|copies| assert_eq!(copies.borrow().len(), KEPT));
+    }
+
     static NESTED: OnceLock<Policies<u64, ManualClock>> = OnceLock::new();
 
     /// A key extractor that replaces the quotas and then decides on the same set, while the
-    /// outer decision reads the set: the inner decision reads the outer one's list (this
-    /// thread's copy cannot change under the outer read: replacing it then panics on the
-    /// `RefCell`), and the next decision reads the new one.
+    /// outer decision reads the set: the inner decision reads the new list (the outer one holds
+    /// its own, which the replacement leaves as it is), the outer one decides under the list
+    /// it read, and the next decision reads the new one.
     #[test]
-    fn a_decision_inside_a_decision_reads_the_outer_list() {
+    fn a_decision_inside_a_decision_reads_the_new_list() {
         fn extract(user: &u64) -> &u64 {
             if *user == 1 {
                 let set = NESTED.get().unwrap();
                 set.replace_quotas("p", &["1/h".parse().unwrap()]).unwrap();
                 let inner = set.check(&2).unwrap();
-                assert_eq!(inner.limit(), 3, "the outer decision's list");
+                assert_eq!(inner.limit(), 1, "the new list");
             }
             user
         }
@@ -203,7 +238,45 @@ mod tests {
             .build()
             .unwrap();
         let set = NESTED.get_or_init(|| set);
-        assert_eq!(set.check(&1).unwrap().limit(), 3);
+        assert_eq!(
+            set.check(&1).unwrap().limit(),
+            3,
+            "the list the outer decision read"
+        );
         assert_eq!(set.check(&3).unwrap().limit(), 1, "the new list");
+    }
+
+    static EXITING: OnceLock<Policies<u64, ManualClock>> = OnceLock::new();
+
+    /// A decision made from a thread-local destructor, while the thread exits (its copies may
+    /// be gone already), decides under the lock instead of panicking.
+    #[test]
+    fn a_thread_exiting_decides_under_the_lock() {
+        struct DecidesOnDrop(std::sync::mpsc::Sender<bool>);
+        impl Drop for DecidesOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.send(EXITING.get().unwrap().check(&7).is_ok());
+            }
+        }
+        std::thread_local!(static LAST: core::cell::RefCell<Option<DecidesOnDrop>> =
+            const { core::cell::RefCell::new(None) });
+        let set = Policies::builder()
+            .clock(ManualClock::new())
+            .policy(Policy::keyed("p", |u: &u64| u).quota("2/h".parse().unwrap()))
+            .build()
+            .unwrap();
+        let set = EXITING.get_or_init(|| set);
+        let (sender, decided) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Touched before the copies, so destroyed after them (Linux runs thread-local
+            // destructors newest first): the decision finds the copies gone.
+            LAST.with(|_| {});
+            assert!(set.check(&7).is_ok(), "a copy made while the thread runs");
+            LAST.with(|last| *last.borrow_mut() = Some(DecidesOnDrop(sender)));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(decided.recv(), Ok(true));
+        assert!(set.check(&7).is_err(), "both cells taken");
     }
 }

@@ -17,7 +17,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// The count is made on the buckets as they are, then `k` is taken with
     /// [`check_n`](Self::check_n); if another request takes cells in between, so that a quota
     /// refuses `k`, the count is made again (each such retry means another request was
-    /// admitted). `n = 0` takes nothing: `Ok((0, state))`.
+    /// admitted, or the quotas were replaced). `n = 0` takes nothing: `Ok((0, state))`.
     ///
     /// ```
     /// use flowgate::policy::{Policies, Policy};
@@ -66,8 +66,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 // Taken by another request since the count: count again.
                 Ok(Err(refused)) if counted > 0 && refused.cause() == Cause::Quota => {}
                 Ok(Err(refused)) => return Err(refused),
-                // `k` is within every enforcing quota's capacity (it was counted there, or is
-                // one cell); were it reported anyway, a refusal that never conforms is safe.
+                // A quota replaced since the count with a smaller capacity: count again.
+                Err(_) if counted > 0 => {}
+                // One cell is within every capacity; were it reported anyway, a refusal that
+                // never conforms is safe.
                 Err(capacity) => return Err(capacity.never()),
             }
         }
