@@ -116,7 +116,7 @@
 //! keyed policy (not per quota), and per quota: one probe of its store (keyed), the
 //! algorithm's own check, one compare-and-swap, and one four-word undo entry. No lock, no
 //! allocation (a test counts them), except in a thread's first decision on a set and its first
-//! after a replacement, which take the lock and copy the list for the thread (one allocation;
+//! after a replacement, which take the lock and copy the list for the thread (two allocations;
 //! a thread keeps copies for the last 32 sets it copied, freed when it exits).
 //! `BENCHMARKS.md` has the measured costs.
 //!

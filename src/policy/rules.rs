@@ -7,7 +7,7 @@
 //! and then publishes that version. A decision loads the published version and, if its thread
 //! holds a copy of the list of that version, reads that copy: no lock, no read-modify-write,
 //! nothing written that another thread reads. Otherwise it takes the lock once and copies the
-//! list it finds for its thread (one allocation, once per replacement and thread).
+//! list it finds for its thread (two allocations, once per replacement and thread).
 //!
 //! A decision reads one list from start to end, so it never sees a mixture of two, and a
 //! decision that starts after a replacement returned (in the happens-before sense) sees the
@@ -27,6 +27,8 @@ use alloc::rc::Rc;
 use alloc::sync::Arc;
 use core::ops::Deref;
 
+use crossbeam_utils::CachePadded;
+
 use crate::algorithm::AnyAlgorithm;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 
@@ -34,13 +36,18 @@ use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 #[cfg(not(flowgate_loom))]
 const KEPT: usize = 32;
 
+/// A thread's copy of a list, counted by the decisions that hold it: on a cache line of its
+/// own, since each decision writes its count (another thread's copy next to it would make
+/// the two threads take the line from each other).
+type Shared = Rc<CachePadded<Box<[AnyAlgorithm]>>>;
+
 /// A thread's copy of a set's list.
 #[cfg(not(flowgate_loom))]
 struct Copy {
     /// The set's [`Rules::id`].
     set: u64,
     version: u64,
-    list: Rc<[AnyAlgorithm]>,
+    list: Shared,
 }
 
 #[cfg(not(flowgate_loom))]
@@ -52,14 +59,14 @@ std::thread_local! {
 
 /// The list in force as a decision reads it: its thread's copy, held for the decision (a
 /// replacement or another decision meanwhile changes nothing of it).
-pub(crate) struct Held(Rc<[AnyAlgorithm]>);
+pub(crate) struct Held(Shared);
 
 impl Deref for Held {
     type Target = [AnyAlgorithm];
 
     #[inline(always)]
     fn deref(&self) -> &[AnyAlgorithm] {
-        &self.0
+        &self.0[..]
     }
 }
 
@@ -120,7 +127,7 @@ impl Rules {
     #[inline(never)]
     fn refresh(&self) -> Held {
         let (version, list) = lock(&self.now).clone();
-        let list: Rc<[AnyAlgorithm]> = Rc::from(&list[..]);
+        let list = Rc::new(CachePadded::new(Box::from(&list[..])));
         // An exiting thread keeps no copy; the copies are never borrowed while user code runs,
         // so the borrow is free unless the thread is exiting.
         let _ = COPIES.try_with(|copies| {
@@ -140,7 +147,7 @@ impl Rules {
     /// The list under the lock (a loom build keeps no copies).
     #[cfg(flowgate_loom)]
     pub(crate) fn read(&self) -> Held {
-        Held(Rc::from(&lock(&self.now).1[..]))
+        Held(Rc::new(CachePadded::new(Box::from(&lock(&self.now).1[..]))))
     }
 
     /// Replaces the list with what `change` makes of the one in force (nothing if it fails).
