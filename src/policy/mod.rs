@@ -103,9 +103,10 @@
 //! than the new burst window allows is clamped to "empty" at its next refusal, so lowering a
 //! limit takes effect at once. A window counter keeps its counts (its window length cannot
 //! change). The set's algorithms are one immutable list, and a replacement builds the new list
-//! and swaps it in whole: a decision reads one list from start to end, the old or the new,
+//! and swaps it in whole: a decision takes its cells under one list, the old or the new,
 //! never a mixture of the two (a loom model checks it), and a decision that starts after a
-//! replacement returned reads the new one. A configuration reload (`PoliciesConfig::apply`)
+//! replacement returned reads the new one (a refusal's report of the quotas after the refusing
+//! one, and a clamp, read the list in force when they are made). A configuration reload (`PoliciesConfig::apply`)
 //! replaces every policy's quotas in one swap. With the `serde` feature, a whole set is built
 //! from TOML or JSON (see `PoliciesConfig`).
 //!
@@ -116,15 +117,20 @@
 //! keyed policy (not per quota), and per quota: one probe of its store (keyed), the
 //! algorithm's own check, one compare-and-swap, and one four-word undo entry. No lock, no
 //! allocation (a test counts them), except in a thread's first decision on a set and its first
-//! after a replacement, which take the lock and copy the list for the thread (two allocations;
-//! a thread keeps copies for the last 32 sets it copied, freed when it exits).
+//! after a replacement, which take the lock and copy the list for the thread (two
+//! allocations). A thread keeps copies for the last 32 sets it copied: one that decides on more
+//! sets than that in turn pays the lock and the copy on every decision that misses, and so does
+//! a decision made while its thread exits (see `policy::rules`).
 //! `BENCHMARKS.md` has the measured costs.
 //!
 //! # Memory
 //! A keyed policy keeps one table per quota, each like a
 //! [`KeyedRateLimiter`](crate::KeyedRateLimiter)'s (about 18.3 bytes per key of capacity,
 //! allocated up front; [`Policy::max_keys`] sets the capacity, 65 536 keys by default), and
-//! evicts idle keys the same way. A global policy keeps one cache-padded word per quota.
+//! evicts idle keys the same way. A global policy keeps one cache-padded word per quota. Each
+//! thread that decides keeps a copy of the set's algorithms (a 256-byte counted block and the
+//! list, about 88 bytes per quota), for at most 32 sets, kept until evicted or until the thread
+//! exits, even after the set is dropped.
 //!
 //! [`AnyAlgorithm::reads_buckets_of`]: crate::algorithm::AnyAlgorithm::reads_buckets_of
 

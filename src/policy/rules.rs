@@ -5,19 +5,24 @@
 //! The list in force sits behind a lock with its version number. A replacement (rare: a
 //! configuration reload) builds the new list, puts it in under the lock with the next version,
 //! and then publishes that version. A decision loads the published version and, if its thread
-//! holds a copy of the list of that version, reads that copy: no lock, no read-modify-write,
-//! nothing written that another thread reads. Otherwise it takes the lock once and copies the
-//! list it finds for its thread (two allocations, once per replacement and thread).
+//! holds a copy of the list of that version, reads that copy: no lock, no atomic
+//! read-modify-write, nothing written that another thread reads. Otherwise it takes the lock
+//! once and copies the list it finds for its thread (two allocations: after each replacement,
+//! and after the thread's copy was evicted, below).
 //!
-//! A decision reads one list from start to end, so it never sees a mixture of two, and a
-//! decision that starts after a replacement returned (in the happens-before sense) sees the
-//! new list, on any thread, nested in another decision or not.
+//! A decision takes and gives back its cells under one list, the old or the new, never a
+//! mixture of the two, and a decision that starts after a replacement returned (in the
+//! happens-before sense) sees the new list, on any thread, nested in another decision or not.
+//! What a refusal reports of the quotas after the refusing one, and the clamp after a clock
+//! step, are read from the list in force when they are made, which a replacement meanwhile
+//! may have changed.
 //!
 //! A thread keeps copies of the lists of the last 32 sets it copied (a `thread_local!` of
-//! this module, searched newest first), freed when the thread exits: a thread that decides on
-//! more sets than that in turn takes the lock and copies again for the ones it dropped. A
-//! thread that is exiting (a decision made from a thread-local destructor) reads under the
-//! lock.
+//! this module, searched newest first, the oldest copy evicted first, however often it is
+//! used), freed when the thread exits. A thread that decides on more than 32 sets in turn
+//! takes the lock and copies on every decision that misses, several times the cost of a hit;
+//! a thread that is exiting (a decision made from a thread-local destructor) reads under the
+//! lock and copies every time.
 //!
 //! Built with `--cfg flowgate_loom`, threads hold no copy: every read takes the lock, so that
 //! the models explore a replacement against decisions through loom's lock (a thread's copy is
