@@ -1,5 +1,5 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
-//! An uncontended asynchronous wait (the cell is there: no sleep), flowgate's `until_ready_with`
+//! An uncontended asynchronous wait (the cell is there: no sleep), flowgate's `until_ready`
 //! beside governor's `until_ready`, both polled once without a runtime, in the same run; and
 //! the blocking `wait` beside a plain `check`.
 //!
@@ -12,6 +12,7 @@ use std::hint::black_box;
 
 use common::{flowgate_allowing, governor_allowing, ready_now};
 use criterion::{criterion_group, criterion_main, Criterion};
+use flowgate::WaitOptions;
 
 fn uncontended(c: &mut Criterion) {
     let flowgate = flowgate_allowing();
@@ -19,14 +20,7 @@ fn uncontended(c: &mut Criterion) {
     let mut group = c.benchmark_group("until_ready_uncontended");
     group.bench_function("flowgate", |b| {
         b.iter(|| {
-            black_box(
-                ready_now(flowgate.until_ready_with(
-                    1,
-                    flowgate::wait::WaitOptions::new(),
-                    |_| async {},
-                ))
-                .is_ok(),
-            )
+            black_box(ready_now(flowgate.until_ready(1, WaitOptions::new(), |_| async {})).is_ok())
         })
     });
     group.bench_function("governor", |b| {
@@ -36,7 +30,7 @@ fn uncontended(c: &mut Criterion) {
         })
     });
     group.bench_function("flowgate_blocking_wait", |b| {
-        b.iter(|| black_box(flowgate.wait(1).is_ok()))
+        b.iter(|| black_box(flowgate.wait(1, WaitOptions::new()).is_ok()))
     });
     group.bench_function("flowgate_check", |b| {
         b.iter(|| black_box(flowgate.check().is_ok()))

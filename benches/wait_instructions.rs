@@ -1,6 +1,6 @@
 #![allow(missing_docs)]
 //! Instruction counts of an uncontended asynchronous wait, for `valgrind --tool=callgrind`
-//! (`scripts/instructions.sh`): flowgate's `until_ready_with` and governor's `until_ready`,
+//! (`scripts/instructions.sh`): flowgate's `until_ready` and governor's `until_ready`,
 //! each future polled once with a no-op waker. A binary of its own, so that governor's async
 //! code does not change how its plain checks are compiled in the other instruction binaries
 //! (it did: governor's direct `check` went from 55 to 95 instructions beside it).
@@ -19,7 +19,7 @@ fn run(case: &str, n: u64) {
             let l = flowgate_allowing();
             let options = flowgate::wait::WaitOptions::new();
             hot_loop(n, || {
-                let waited = ready_now(l.until_ready_with(1, options, |_| async {}));
+                let waited = ready_now(l.until_ready(1, options, |_| async {}));
                 assert!(black_box(waited.is_ok()));
             })
         }

@@ -123,7 +123,7 @@
 //! on live traffic.
 //!
 //! A quota is GCRA unless given another one-word algorithm with
-//! [`Policy::algorithm`](crate::policy::Policy::algorithm): a fixed window for a daily count
+//! [`Policy::quota_with`](crate::policy::Policy::quota_with): a fixed window for a daily count
 //! (`"20000/day fixed"`), a sliding window counter for a login route (`"5/min sliding"`), a
 //! leaky-bucket shaper whose admissions carry a delay (`"10/s burst 1 shaper 2s"`). Every kind
 //! is undone exactly when a later quota refuses.
@@ -146,7 +146,7 @@
 //!     .policy(
 //!         Policy::keyed("endpoint", |r: &Request| r.endpoint)
 //!             .quota("1000/min".parse()?)
-//!             .algorithm("50000/day fixed".parse::<AnyAlgorithm>()?),
+//!             .quota_with("50000/day fixed".parse::<AnyAlgorithm>()?),
 //!     )
 //!     .policy(Policy::global("all").quota("10000/min".parse()?))
 //!     .policy(Policy::global("stricter, on trial").quota("1/min".parse()?).dry_run(true))
@@ -166,21 +166,25 @@
 //!
 //! # Waiting instead of being refused
 //!
-//! Every limiter can wait for its cells instead of refusing: blocking
-//! ([`RateLimiter::wait`](crate::RateLimiter::wait) and friends) or asynchronous
-//! (`until_ready` with the `tokio` feature, or `until_ready_with` on any timer). A wait that
-//! could not end within its bound fails at once and takes nothing.
+//! Every limiter kind waits for its cells through one blocking door
+//! ([`RateLimiter::wait`](crate::RateLimiter::wait), `wait_key`, `Policies::wait`), which
+//! sleeps through the limiter's clock, and one asynchronous door
+//! ([`RateLimiter::until_ready`](crate::RateLimiter::until_ready), `until_key_ready`,
+//! `Policies::until_ready`, and [`wait::until_ready`](crate::wait::until_ready) for any
+//! backend), which sleeps through the timer you pass (`tokio::time::sleep`, or any other
+//! executor's). Each takes the cell count and [`WaitOptions`](crate::WaitOptions): a bound and
+//! jitter. A wait that could not end within its bound fails at once and takes nothing.
 //!
 //! ```
 //! use std::time::Duration;
-//! use flowgate::{clock::ManualClock, Quota, RateLimiter};
+//! use flowgate::{clock::ManualClock, Quota, RateLimiter, WaitOptions};
 //!
 //! let clock = ManualClock::new(); // sleeping on it moves it: no real time passes
 //! let limiter = RateLimiter::with_clock(Quota::per_second(2)?, clock.clone());
-//! limiter.wait(2)?;
-//! limiter.wait(1)?;
+//! limiter.wait(2, WaitOptions::new())?;
+//! limiter.wait(1, WaitOptions::new())?;
 //! assert_eq!(clock.get(), 500_000_000);
-//! assert!(limiter.try_wait_for(1, Duration::from_millis(100)).is_err());
+//! assert!(limiter.wait(1, WaitOptions::new().at_most(Duration::from_millis(100))).is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -329,7 +333,7 @@
 //!
 //! Code that should not care where it decides is written against the
 //! [`Backend`](crate::backend::Backend) trait, which both sets implement; the HTTP layer and
-//! [`wait::until_ready_with`](crate::wait::until_ready_with) take any backend. A configuration
+//! [`wait::until_ready`](crate::wait::until_ready) take any backend. A configuration
 //! file chooses with `backend = "redis"` and a `[redis]` table, read by `flowgate_redis::Config`.
 //! `cargo run -p flowgate-integration --example service`:
 //! an axum service whose API limits are shared by every instance.
@@ -351,7 +355,7 @@
 //! | `not_until.wait_time_from(clock.now())` | `refused.retry_after()` |
 //! | `RateLimiter::keyed(quota)` (a map that grows) | `KeyedRateLimiter::new(quota, max_keys)?` (a bounded table) |
 //! | `retain_recent()`, `shrink_to_fit()` | `sweep(budget)`, `spawn_sweeper(every)`; memory is fixed |
-//! | `until_ready().await`, `Jitter` | `until_ready(n).await` (feature `tokio`), `WaitOptions::jitter` |
+//! | `until_ready().await`, `until_n_ready(n)`, `Jitter` | `until_ready(n, options, tokio::time::sleep).await` (any timer), `WaitOptions::jitter` |
 //! | `FakeRelativeClock` | `ManualClock` (can also step back) |
 //! | three limiters checked in turn | one `Policies`, all or nothing |
 //! | `tower_governor` | `flowgate::http` (feature `tower`) |

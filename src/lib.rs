@@ -26,9 +26,10 @@
 //! [`RateLimiter`] (one bucket), [`KeyedRateLimiter`] (one bucket per key), [`Policies`] and
 //! [`Policy`] (several quotas and layers, all or nothing), and the outcomes every one of them
 //! answers in: [`Allowed`], [`Refused`], [`InsufficientCapacity`], and [`Error`], the owned
-//! error that holds either of the last two. A policy set's outcomes also cite their quota:
-//! `Allowed<Cited>`, `Refused<Cited>` and `Error<Cited>` ([`outcome::Cited`]). `?` turns a
-//! refusal into the `Error` of the same citation, or into `Box<dyn Error + Send + Sync>`.
+//! error that holds either of the last two. A policy set answers in its own
+//! ([`policy::Allowed`], [`policy::Refused`], [`policy::Error`]): a quota's outcome, which they
+//! dereference to, and the policy and quota they cite. `?` turns a refusal into the `Error` of
+//! its kind, or into `Box<dyn Error + Send + Sync>`.
 //!
 //! ## Map of the crate
 //! The public modules, in the order a decision flows through them, each with the feature that
@@ -66,7 +67,7 @@
 //!   `Retry-After` and the `RateLimit` headers (gRPC calls as `RESOURCE_EXHAUSTED`); `ClientIp`
 //!   and `Cidr` tell the client's address, through trusted proxies only.
 //! * [`backend`] (`std`): the [`Backend`](backend::Backend) trait a policy set is decided
-//!   through, in process or remote; the HTTP layers and [`wait::until_ready_with`] take any.
+//!   through, in process or remote; the HTTP layers and [`wait::until_ready`] take any.
 //!   The `flowgate-redis` crate decides the same sets in Redis (and Redis Cluster), shared by
 //!   many processes, with a failure policy, a circuit breaker and local leases.
 //! * `simulate` (feature `simulate`): replays traffic through any algorithm or policy faster

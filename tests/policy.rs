@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use flowgate::clock::ManualClock;
-use flowgate::policy::{seed_jitter, Policies, Policy, PolicyError};
+use flowgate::policy::{seed_jitter, BuildError, Policies, Policy};
 use flowgate::{Cause, Quota, WhenFull};
 
 fn q(s: &str) -> Quota {
@@ -377,7 +377,7 @@ fn replacing_quotas_keeps_every_bucket() {
     assert!(policies.check(&ivy).is_err());
     assert_eq!(
         policies.replace_quotas("per-user", &[q("1/s"), q("2/s")]),
-        Err(PolicyError::QuotaCount {
+        Err(BuildError::QuotaCount {
             policy: "per-user".into(),
             expected: 1,
             found: 2
@@ -385,7 +385,7 @@ fn replacing_quotas_keeps_every_bucket() {
     );
     assert!(matches!(
         policies.replace_quotas("nobody", &[q("1/s")]),
-        Err(PolicyError::UnknownPolicy { .. })
+        Err(BuildError::UnknownPolicy { .. })
     ));
 }
 
@@ -525,14 +525,14 @@ fn bad_sets_are_errors_not_panics() {
         }
         builder.build().map(|_| ())
     };
-    assert_eq!(build(vec![]), Err(PolicyError::NoPolicies));
+    assert_eq!(build(vec![]), Err(BuildError::NoPolicies));
     assert_eq!(
         build(vec![Policy::global("")]).unwrap_err(),
-        PolicyError::NoName { index: 0 }
+        BuildError::NoName { index: 0 }
     );
     assert_eq!(
         build(vec![Policy::global("a")]).unwrap_err(),
-        PolicyError::NoQuotas { policy: "a".into() }
+        BuildError::NoQuotas { policy: "a".into() }
     );
     assert_eq!(
         build(vec![
@@ -540,29 +540,29 @@ fn bad_sets_are_errors_not_panics() {
             Policy::keyed("a", |k: &u64| k).quota(q("1/s")),
         ])
         .unwrap_err(),
-        PolicyError::DuplicateName { policy: "a".into() }
+        BuildError::DuplicateName { policy: "a".into() }
     );
     assert_eq!(
         build(vec![Policy::global("a").quotas(vec![q("1/s"); 33])]).unwrap_err(),
-        PolicyError::TooManyQuotas { quotas: 33 }
+        BuildError::TooManyQuotas { quotas: 33 }
     );
     let s = Duration::from_secs;
     assert_eq!(
         build(vec![Policy::global("a").quota(q("1/s")).jitter(s(2), s(1))]).unwrap_err(),
-        PolicyError::Jitter { policy: "a".into() }
+        BuildError::Jitter { policy: "a".into() }
     );
     assert_eq!(
         build(vec![Policy::global("a")
             .quota(q("1/s"))
             .jitter(s(0), Duration::MAX)])
         .unwrap_err(),
-        PolicyError::Jitter { policy: "a".into() }
+        BuildError::Jitter { policy: "a".into() }
     );
     assert!(matches!(
         build(vec![Policy::keyed("a", |k: &u64| k)
             .quota(q("1/s"))
             .max_keys(0)]),
-        Err(PolicyError::Keyed { .. })
+        Err(BuildError::Keyed { .. })
     ));
     let error = build(vec![Policy::global("a")]).unwrap_err();
     assert_eq!(error.to_string(), "policy 'a' has no quota");

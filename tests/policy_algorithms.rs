@@ -7,8 +7,8 @@ use core::time::Duration;
 
 use flowgate::algorithm::{AnyAlgorithm, FixedWindow};
 use flowgate::clock::ManualClock;
-use flowgate::policy::{Policies, Policy, PolicyError, QuotaState};
-use flowgate::{Error, Quota, WaitOptions};
+use flowgate::policy::{BuildError, Policies, Policy, QuotaState};
+use flowgate::{Quota, WaitOptions};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -27,7 +27,7 @@ fn states(policies: &Policies<u64, ManualClock>, user: u64) -> Vec<QuotaState> {
 fn with_global_after(algorithm: &str, clock: &ManualClock) -> Policies<u64, ManualClock> {
     Policies::builder()
         .clock(clock.clone())
-        .policy(Policy::keyed("per-user", |u: &u64| u).algorithm(any(algorithm)))
+        .policy(Policy::keyed("per-user", |u: &u64| u).quota_with(any(algorithm)))
         .policy(Policy::global("global").quota(Quota::per_hour(2).unwrap()))
         .build()
         .unwrap()
@@ -98,9 +98,9 @@ fn quotas_of_one_policy_undo_each_other_across_algorithms() {
         .clock(clock.clone())
         .policy(
             Policy::keyed("per-user", |u: &u64| u)
-                .algorithm(any("10/h sliding"))
+                .quota_with(any("10/h sliding"))
                 .quota("3/h".parse().unwrap())
-                .algorithm(any("2/h fixed")),
+                .quota_with(any("2/h fixed")),
         )
         .build()
         .unwrap();
@@ -126,7 +126,7 @@ fn a_daily_fixed_window_beside_a_ten_second_gcra() {
         .policy(
             Policy::keyed("per-user", |u: &u64| u)
                 .quota("200/10s".parse().unwrap())
-                .algorithm(FixedWindow::new(&"500/day".parse().unwrap()).unwrap()),
+                .quota_with(FixedWindow::new(&"500/day".parse().unwrap()).unwrap()),
         )
         .build()
         .unwrap();
@@ -155,7 +155,7 @@ fn replacements_keep_the_algorithm_or_are_refused() {
     let clock = ManualClock::starting_at(SEC);
     let policies = Policies::<u64, _>::builder()
         .clock(clock.clone())
-        .policy(Policy::keyed("p", |u: &u64| u).algorithm(any("3/h fixed")))
+        .policy(Policy::keyed("p", |u: &u64| u).quota_with(any("3/h fixed")))
         .build()
         .unwrap();
     assert!(policies.check_n(&1, 3).unwrap().is_ok());
@@ -172,19 +172,16 @@ fn replacements_keep_the_algorithm_or_are_refused() {
     ] {
         assert!(matches!(
             refused,
-            Err(PolicyError::Incompatible { quota: 0, .. })
+            Err(BuildError::Incompatible { quota: 0, .. })
         ));
     }
     let bad_burst = policies.replace_quotas("p", &["6/h burst 2".parse().unwrap()]);
-    assert!(matches!(
-        bad_burst,
-        Err(PolicyError::Quota { quota: 0, .. })
-    ));
+    assert!(matches!(bad_burst, Err(BuildError::Quota { quota: 0, .. })));
     assert_eq!(policies.algorithms("p").unwrap(), [any("6/h fixed")]);
     // The GCRA family takes over each other's buckets.
     let gcra = Policies::<u64, _>::builder()
         .clock(clock)
-        .policy(Policy::keyed("p", |u: &u64| u).algorithm(any("6/h")))
+        .policy(Policy::keyed("p", |u: &u64| u).quota_with(any("6/h")))
         .build()
         .unwrap();
     gcra.replace("p", &[any("6/h burst 1 shaper 1h")]).unwrap();
@@ -198,7 +195,7 @@ fn a_shaping_quota_delays_and_a_short_wait_gives_everything_back() {
     let clock = ManualClock::starting_at(SEC);
     let policies = Policies::<u64, _>::builder()
         .clock(clock.clone())
-        .policy(Policy::keyed("queue", |u: &u64| u).algorithm(any("10/s burst 1 shaper 1s")))
+        .policy(Policy::keyed("queue", |u: &u64| u).quota_with(any("10/s burst 1 shaper 1s")))
         .policy(Policy::global("all").quota("100/s".parse().unwrap()))
         .build()
         .unwrap();
@@ -209,7 +206,7 @@ fn a_shaping_quota_delays_and_a_short_wait_gives_everything_back() {
     );
     let before = states(&policies, 1);
     let short = WaitOptions::new().at_most(Duration::from_millis(150));
-    let Err(Error::Refused(refused)) = policies.wait_with(&1, 1, short) else {
+    let Err(flowgate::policy::Error::Refused(refused)) = policies.wait(&1, 1, short) else {
         panic!("a 200 ms place in the queue is longer than 150 ms");
     };
     assert_eq!(refused.retry_after(), Duration::from_millis(200));
@@ -219,7 +216,7 @@ fn a_shaping_quota_delays_and_a_short_wait_gives_everything_back() {
         "the reservation went back, on both quotas"
     );
     let start = clock.get();
-    let allowed = policies.wait(&1, 1).unwrap();
+    let allowed = policies.wait(&1, 1, WaitOptions::new()).unwrap();
     assert_eq!(allowed.delay(), Duration::from_millis(200));
     assert_eq!(clock.get() - start, 200_000_000, "the wait slept the delay");
 }
@@ -295,10 +292,8 @@ fn a_refusal_returns_with_the_question_mark() {
         error.to_string(),
         "rate limited by policy 'global', quota #0: retry after 1800s"
     );
-    // A policy set's refusal cites its quota: it is a `Refused<Cited>`, not a bare `Refused`.
+    // A policy set's refusal cites its quota: it is a `policy::Refused`, not a bare `Refused`.
     assert!(error.downcast_ref::<flowgate::Refused>().is_none());
-    let refused = error
-        .downcast::<flowgate::Refused<flowgate::outcome::Cited>>()
-        .unwrap();
+    let refused = error.downcast::<flowgate::policy::Refused>().unwrap();
     assert_eq!(refused.policy(), Some("global"));
 }

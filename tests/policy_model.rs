@@ -212,10 +212,7 @@ impl Model {
 
 fn outcome_of(
     answer: Result<
-        Result<
-            flowgate::Allowed<flowgate::outcome::Cited>,
-            flowgate::Refused<flowgate::outcome::Cited>,
-        >,
+        Result<flowgate::policy::Allowed, flowgate::policy::Refused>,
         flowgate::InsufficientCapacity,
     >,
 ) -> Outcome {

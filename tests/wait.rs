@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use flowgate::algorithm::LeakyBucket;
 use flowgate::clock::ManualClock;
-use flowgate::{Error, Quota, RateLimiter};
+use flowgate::{Error, Quota, RateLimiter, WaitOptions};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -20,36 +20,40 @@ fn spent(per_second: u32) -> (ManualClock, RateLimiter<ManualClock>) {
 #[test]
 fn a_wait_sleeps_exactly_until_the_cell_returns() {
     let (clock, limiter) = spent(1);
-    limiter.wait(1).unwrap();
+    limiter.wait(1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), SECOND);
     // The cell it waited for is taken: the next one is another second away.
-    limiter.wait(1).unwrap();
+    limiter.wait(1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), 2 * SECOND);
 }
 
 #[test]
 fn a_bounded_wait_that_would_be_too_long_fails_at_once_and_takes_nothing() {
     let (clock, limiter) = spent(1);
-    let Err(Error::Refused(refused)) = limiter.try_wait_for(1, Duration::from_millis(999)) else {
+    let Err(Error::Refused(refused)) =
+        limiter.wait(1, WaitOptions::new().at_most(Duration::from_millis(999)))
+    else {
         panic!("a second's wait does not fit in 999 ms");
     };
     assert_eq!(refused.retry_after(), Duration::from_secs(1));
     assert_eq!(clock.get(), 0, "it did not sleep");
     // Nothing was taken: the cell still comes back after exactly one second.
-    limiter.try_wait_for(1, Duration::from_secs(1)).unwrap();
+    limiter
+        .wait(1, WaitOptions::new().at_most(Duration::from_secs(1)))
+        .unwrap();
     assert_eq!(clock.get(), SECOND);
 }
 
 #[test]
 fn more_than_the_burst_is_a_capacity_error_without_waiting() {
     let (clock, limiter) = spent(2);
-    let Err(Error::Capacity(capacity)) = limiter.wait(3) else {
+    let Err(Error::Capacity(capacity)) = limiter.wait(3, WaitOptions::new()) else {
         panic!("3 cells never fit a burst of 2");
     };
     assert_eq!((capacity.requested, capacity.burst), (3, 2));
     assert_eq!(clock.get(), 0);
     // Zero cells: the bucket as it is, at once.
-    assert_eq!(limiter.wait(0).unwrap().remaining(), 0);
+    assert_eq!(limiter.wait(0, WaitOptions::new()).unwrap().remaining(), 0);
 }
 
 /// 100 waits at 10/s: the burst of 10 at once, then one every 100 ms, so the last is admitted
@@ -60,7 +64,7 @@ fn waits_keep_the_rate_over_a_long_run() {
     let limiter = RateLimiter::with_clock(Quota::per_second(10).unwrap(), clock.clone());
     let mut admitted_at = Vec::new();
     for _ in 0..100 {
-        limiter.wait(1).unwrap();
+        limiter.wait(1, WaitOptions::new()).unwrap();
         admitted_at.push(clock.get());
     }
     assert_eq!(admitted_at[9], 0);
@@ -103,7 +107,9 @@ fn reservations_are_first_come_first_served_and_bounded() {
     let refused = limiter.reserve(1).unwrap().unwrap_err();
     assert_eq!(refused.retry_after(), Duration::from_secs(1));
     // The refusal booked nothing: the queue is still four long.
-    let Err(Error::Refused(_)) = limiter.try_wait_for(1, Duration::from_secs(10)) else {
+    let Err(Error::Refused(_)) =
+        limiter.wait(1, WaitOptions::new().at_most(Duration::from_secs(10)))
+    else {
         panic!("the queue is full");
     };
 }
@@ -113,19 +119,27 @@ fn reservations_are_first_come_first_served_and_bounded() {
 #[test]
 fn a_reservation_beyond_the_budget_is_given_back() {
     let (clock, limiter) = shaper(Duration::from_secs(10));
-    assert_eq!(limiter.wait(1).unwrap().delay(), Duration::ZERO);
+    assert_eq!(
+        limiter.wait(1, WaitOptions::new()).unwrap().delay(),
+        Duration::ZERO
+    );
     assert_eq!(
         limiter.reserve(1).unwrap().unwrap().0.delay(),
         Duration::from_secs(1)
     );
     // The next slot is 2 s away: more than 1.5 s.
-    let Err(Error::Refused(refused)) = limiter.try_wait_for(1, Duration::from_millis(1500)) else {
+    let Err(Error::Refused(refused)) =
+        limiter.wait(1, WaitOptions::new().at_most(Duration::from_millis(1500)))
+    else {
         panic!("a 2 s reservation does not fit in 1.5 s");
     };
     assert_eq!(refused.retry_after(), Duration::from_secs(2));
     assert_eq!(clock.get(), 0, "it did not sleep");
     // Given back: the same 2 s slot is the next caller's, who sleeps for it.
-    assert_eq!(limiter.wait(1).unwrap().delay(), Duration::from_secs(2));
+    assert_eq!(
+        limiter.wait(1, WaitOptions::new()).unwrap().delay(),
+        Duration::from_secs(2)
+    );
     assert_eq!(clock.get(), 2 * SECOND);
 }
 
@@ -140,21 +154,24 @@ fn keyed_waits_are_per_key() {
     .max_keys(16)
     .build()
     .unwrap();
-    limiter.wait_key("alice", 1).unwrap();
-    limiter.wait_key("bob", 1).unwrap();
+    limiter.wait_key("alice", 1, WaitOptions::new()).unwrap();
+    limiter.wait_key("bob", 1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), 0, "two keys, one cell each: no wait");
-    let Err(Error::Refused(_)) = limiter.try_wait_key_for("alice", 1, Duration::from_millis(10))
-    else {
+    let Err(Error::Refused(_)) = limiter.wait_key(
+        "alice",
+        1,
+        WaitOptions::new().at_most(Duration::from_millis(10)),
+    ) else {
         panic!("alice's next cell is a second away");
     };
-    limiter.wait_key("alice", 1).unwrap();
+    limiter.wait_key("alice", 1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), SECOND);
 }
 
 /// A policy set's wait covers every layer: the request waits for the quota that conforms last.
 #[test]
 fn policy_waits_wait_for_the_last_quota() {
-    use flowgate::policy::{Policies, Policy};
+    use flowgate::policy::{self, Policies, Policy};
     let clock = ManualClock::new();
     let policies = Policies::<u32, _>::builder()
         .clock(clock.clone())
@@ -162,18 +179,19 @@ fn policy_waits_wait_for_the_last_quota() {
         .policy(Policy::global("global").quota(Quota::per_minute(2).unwrap()))
         .build()
         .unwrap();
-    policies.wait(&1, 1).unwrap();
-    policies.wait(&2, 1).unwrap();
+    policies.wait(&1, 1, WaitOptions::new()).unwrap();
+    policies.wait(&2, 1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), 0);
     // User 1's own cell is back after 1 s, the global one after 30 s: it waits 30 s.
-    let Err(Error::Refused(rejected)) = policies.try_wait_for(&1, 1, Duration::from_secs(29))
+    let Err(policy::Error::Refused(rejected)) =
+        policies.wait(&1, 1, WaitOptions::new().at_most(Duration::from_secs(29)))
     else {
         panic!("the global quota is 30 s away");
     };
     assert_eq!(rejected.policy(), Some("global"));
-    policies.wait(&1, 1).unwrap();
+    policies.wait(&1, 1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), 30 * SECOND);
-    let Err(Error::Capacity(oversized)) = policies.wait(&1, 3) else {
+    let Err(policy::Error::Capacity(oversized)) = policies.wait(&1, 3, WaitOptions::new()) else {
         panic!("3 cells never fit a burst of 1");
     };
     assert_eq!(oversized.policy(), Some("per-user"));
@@ -184,11 +202,10 @@ fn policy_waits_wait_for_the_last_quota() {
 #[test]
 fn retries_add_jitter_within_the_bound() {
     use flowgate::policy::seed_jitter;
-    use flowgate::wait::WaitOptions;
     seed_jitter(7);
     let jittery = WaitOptions::new().jitter(Duration::from_millis(100), Duration::from_millis(200));
     let (clock, limiter) = spent(1);
-    limiter.wait_with(1, jittery).unwrap();
+    limiter.wait(1, jittery).unwrap();
     let at = clock.get();
     assert!(
         (1_100_000_000..=1_200_000_000).contains(&at),
@@ -198,7 +215,7 @@ fn retries_add_jitter_within_the_bound() {
     // whatever the draw, the sleep stops at the bound, where the cell is there.
     let start = clock.get();
     let bounded = jittery.at_most(Duration::from_millis(1_050));
-    limiter.wait_with(1, bounded).unwrap();
+    limiter.wait(1, bounded).unwrap();
     assert!(
         clock.get() - start <= 1_050_000_000,
         "waited {} ns",
@@ -221,13 +238,17 @@ fn a_full_keyed_table_is_waited_out_not_taken_for_a_full_queue() {
     .when_full(flowgate::WhenFull::Refuse)
     .build()
     .unwrap();
-    limiter.wait_key("alice", 1).unwrap();
+    limiter.wait_key("alice", 1, WaitOptions::new()).unwrap();
     assert_eq!(
         limiter.check_key("bob").unwrap_err().cause(),
         flowgate::Cause::TableFull
     );
     limiter
-        .try_wait_key_for("bob", 1, Duration::from_millis(2_500))
+        .wait_key(
+            "bob",
+            1,
+            WaitOptions::new().at_most(Duration::from_millis(2_500)),
+        )
         .unwrap();
     assert_eq!(clock.get(), SECOND, "admitted once alice's bucket was idle");
 }
@@ -249,11 +270,15 @@ fn a_policy_jitter_never_fails_a_wait_that_fits() {
         .unwrap();
     for seed in 0..20 {
         seed_jitter(seed);
-        policies.wait(&(), 1).unwrap();
+        policies.wait(&(), 1, WaitOptions::new()).unwrap();
         let start = clock.get();
         // The next cell is at most a second away; jitter up to a second more would not fit.
         policies
-            .try_wait_for(&(), 1, Duration::from_millis(1_500))
+            .wait(
+                &(),
+                1,
+                WaitOptions::new().at_most(Duration::from_millis(1_500)),
+            )
             .unwrap();
         assert!(clock.get() - start <= 1_500_000_000);
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use flowgate::algorithm::LeakyBucket;
 use flowgate::clock::TokioClock;
 use flowgate::policy::{Policies, Policy};
-use flowgate::{Error, KeyedRateLimiter, Quota, RateLimiter};
+use flowgate::{Error, KeyedRateLimiter, Quota, RateLimiter, WaitOptions};
 use tokio::time::Instant;
 
 const MS: u64 = 1_000_000;
@@ -31,7 +31,10 @@ async fn reservations_go_ahead_in_arrival_order() {
         .map(|i| {
             let (limiter, order) = (limiter.clone(), order.clone());
             tokio::spawn(async move {
-                limiter.until_ready(1).await.unwrap();
+                limiter
+                    .until_ready(1, WaitOptions::new(), tokio::time::sleep)
+                    .await
+                    .unwrap();
                 order.lock().unwrap().push((i, start.elapsed()));
             })
         })
@@ -62,7 +65,10 @@ async fn a_full_queue_refuses_at_once() {
         assert_eq!(allowed.0.delay(), Duration::from_millis(100 * k));
     }
     let start = Instant::now();
-    let Err(Error::Refused(refused)) = limiter.until_ready(1).await else {
+    let Err(Error::Refused(refused)) = limiter
+        .until_ready(1, WaitOptions::new(), tokio::time::sleep)
+        .await
+    else {
         panic!("the queue is full");
     };
     assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
@@ -79,7 +85,11 @@ async fn a_cancelled_reservation_is_given_back() {
         Duration::ZERO
     );
     // This waiter books the slot at 100 ms, and is dropped at 50 ms.
-    let cancelled = tokio::time::timeout(Duration::from_millis(50), limiter.until_ready(1)).await;
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        limiter.until_ready(1, WaitOptions::new(), tokio::time::sleep),
+    )
+    .await;
     assert!(cancelled.is_err(), "timed out while waiting");
     // Its slot (at 100 ms, 50 ms from now) is the next caller's, not the one after (200 ms).
     let next = limiter.reserve(1).unwrap().unwrap();
@@ -98,8 +108,11 @@ async fn a_cancelled_keyed_reservation_is_given_back() {
         .build()
         .unwrap();
     assert!(limiter.check_key("k").is_ok());
-    let cancelled =
-        tokio::time::timeout(Duration::from_millis(50), limiter.until_key_ready("k", 1)).await;
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        limiter.until_key_ready("k", 1, WaitOptions::new(), tokio::time::sleep),
+    )
+    .await;
     assert!(cancelled.is_err());
     let next = limiter.check_key_n("k", 1).unwrap().unwrap();
     assert_eq!(
@@ -114,7 +127,11 @@ async fn a_cancelled_keyed_reservation_is_given_back() {
 async fn a_cancelled_retry_takes_nothing() {
     let limiter = RateLimiter::with_clock(Quota::per_second(1).unwrap(), TokioClock::new());
     assert!(limiter.check().is_ok());
-    let cancelled = tokio::time::timeout(Duration::from_millis(500), limiter.until_ready(1)).await;
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(500),
+        limiter.until_ready(1, WaitOptions::new(), tokio::time::sleep),
+    )
+    .await;
     assert!(cancelled.is_err());
     // At 500 ms the cell is still half a second away, as it was before the waiter came.
     assert_eq!(
@@ -140,7 +157,10 @@ async fn many_waiters_on_one_key_stay_within_the_quota() {
         .map(|_| {
             let (limiter, times) = (limiter.clone(), times.clone());
             tokio::spawn(async move {
-                limiter.until_key_ready("k", 1).await.unwrap();
+                limiter
+                    .until_key_ready("k", 1, WaitOptions::new(), tokio::time::sleep)
+                    .await
+                    .unwrap();
                 times
                     .lock()
                     .unwrap()
@@ -187,7 +207,10 @@ async fn policy_waits_respect_every_layer() {
             let (policies, times) = (policies.clone(), times.clone());
             tokio::spawn(async move {
                 let user = i % 2;
-                policies.until_ready(&user, 1).await.unwrap();
+                policies
+                    .until_ready(&user, 1, WaitOptions::new(), tokio::time::sleep)
+                    .await
+                    .unwrap();
                 times.lock().unwrap().push((user, start.elapsed()));
             })
         })

@@ -39,7 +39,7 @@ use crate::settings::RedisBackend;
 use flowgate::backend::{Backend, Decision, Failure, PolicyInfo, Remote, States, Verdict};
 use flowgate::clock::{Clock, QuantaClock};
 use flowgate::outcome::Attempt;
-use flowgate::outcome::{Cited, InsufficientCapacity, QuotaState};
+use flowgate::outcome::{InsufficientCapacity, QuotaState};
 use flowgate::policy::{Booked, Policies, PoliciesBuilder};
 
 /// Building a [`PoliciesBuilder`]'s set in Redis: `use flowgate_redis::BuildRedis`, then
@@ -240,14 +240,14 @@ where
         request: &R,
         n: u32,
         left: u64,
-    ) -> impl Future<Output = Attempt<Booked<'s, R, C>, Cited>> + Send {
+    ) -> impl Future<Output = Attempt<Booked<'s, R, C>>> + Send {
         either!(self, attempt(request, n, left), set => {
             let checked = set.checked(set.plan(request, n), n);
             // As the trait's own `attempt`: a Redis decision books nothing ahead.
             async move {
                 match checked.await {
                     Ok(verdict) => Attempt::retrying(verdict.outcome(), n, left),
-                    Err(capacity) => Attempt::Fail(flowgate::outcome::Error::Capacity(capacity)),
+                    Err(capacity) => Attempt::Fail(flowgate::policy::Error::Capacity(capacity)),
                 }
             }
         }) as Call<'s, _>

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use flowgate::policy::PolicyError;
+use flowgate::policy::BuildError;
 use flowgate::quota::QuotaError;
 
 /// Why a policy set could not be built in Redis.
@@ -12,7 +12,7 @@ use flowgate::quota::QuotaError;
 pub enum RedisConfigError {
     /// The set is invalid on any backend (no policy, a policy without quotas, two policies
     /// with one name, …).
-    Policy(PolicyError),
+    Policy(BuildError),
     /// The prefix or a policy name is empty or holds `:`, `{` or `}` (which would make keys
     /// ambiguous or break the hash tag).
     BadName {
@@ -125,8 +125,8 @@ impl fmt::Display for RedisConfigError {
 
 impl core::error::Error for RedisConfigError {}
 
-impl From<PolicyError> for RedisConfigError {
-    fn from(error: PolicyError) -> Self {
+impl From<BuildError> for RedisConfigError {
+    fn from(error: BuildError) -> Self {
         Self::Policy(error)
     }
 }

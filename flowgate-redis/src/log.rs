@@ -16,7 +16,7 @@ use crate::settings::{OnFailure, RedisBackend};
 use crate::stats::RedisStats;
 use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::clock::Clock;
-use flowgate::outcome::{Allowed, Cited, Gauge, InsufficientCapacity, Refused};
+use flowgate::outcome::{Allowed, Gauge, InsufficientCapacity, Refused};
 use flowgate::quota::{Quota, QuotaError};
 
 /// The longest window a log in Redis may have: a day (its times are kept, one per request, for
@@ -230,11 +230,16 @@ impl<C: Clock> RedisSlidingLog<C> {
         let outcome = match *numbers.as_slice() {
             [1, repaired, count, reset] if count >= u64::from(n) => {
                 log.link.counters.repaired.add(repaired);
-                Ok(Allowed::new(gauge(count, reset)?).cite(Cited::default()))
+                Ok(flowgate::policy::Allowed::new(
+                    Allowed::new(gauge(count, reset)?),
+                    None,
+                    None,
+                ))
             }
             [0, repaired, count, reset, wait] if wait >= 1 && wait <= log.window => {
                 log.link.counters.repaired.add(repaired);
-                Err(Refused::new(gauge(count, reset)?, wait * 1_000).cite(Cited::default()))
+                let refused = Refused::new(gauge(count, reset)?, wait * 1_000);
+                Err(flowgate::policy::Refused::new(refused, None, None, 0))
             }
             _ => return None,
         };

@@ -7,7 +7,7 @@ mod redis_server;
 
 use flowgate::backend::Backend;
 use flowgate::clock::QuantaClock;
-use flowgate::policy::{KeyExtractors, Policies, PoliciesConfig, Policy, PolicyError};
+use flowgate::policy::{BuildError, KeyExtractors, Policies, PoliciesConfig, Policy};
 use flowgate_redis::AnyPolicies;
 use flowgate_redis::BuildRedis as _;
 use flowgate_redis::Config;
@@ -195,7 +195,7 @@ async fn bad_backends_are_errors_naming_the_setting() {
     let none = Policies::<str>::builder().build_redis(RedisBackend::new(redis_server::nobody()));
     assert_eq!(
         none.unwrap_err(),
-        RedisConfigError::Policy(PolicyError::NoPolicies)
+        RedisConfigError::Policy(BuildError::NoPolicies)
     );
     let backend = RedisBackend::new(redis_server::nobody()).prefix("a:b");
     let set = Policies::<str>::builder().policy(Policy::global("g").quota("1/s".parse().unwrap()));
@@ -211,8 +211,8 @@ async fn bad_backends_are_errors_naming_the_setting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_sleep_alike_on_either_backend() {
     use flowgate::clock::ManualClock;
-    use flowgate::wait::until_ready_with;
-    use flowgate::{Error, WaitOptions};
+    use flowgate::wait::until_ready;
+    use flowgate::{policy::Error, WaitOptions};
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -238,15 +238,15 @@ async fn waits_sleep_alike_on_either_backend() {
         };
         assert!(limits.check_n("erin", 2).await.unwrap().is_allowed());
         let options = WaitOptions::new();
-        let allowed = until_ready_with(limits, "erin", 1, options, sleep).await;
+        let allowed = until_ready(limits, "erin", 1, options, sleep).await;
         assert_eq!(allowed.unwrap().remaining(), 0, "{}", limits.backend_name());
         // Within 100 ms the next cell (500 ms away) cannot come: refused without sleeping.
         let before = slept.lock().unwrap().len();
         let bounded = WaitOptions::new().at_most(Duration::from_millis(100));
-        let refused = until_ready_with(limits, "erin", 1, bounded, sleep).await;
+        let refused = until_ready(limits, "erin", 1, bounded, sleep).await;
         assert!(matches!(refused, Err(Error::Refused(_))), "{refused:?}");
         assert_eq!(slept.lock().unwrap().len(), before);
-        let never = until_ready_with(limits, "erin", 3, options, sleep).await;
+        let never = until_ready(limits, "erin", 3, options, sleep).await;
         assert!(matches!(never, Err(Error::Capacity(_))), "{never:?}");
         clock.advance(Duration::from_secs(5));
         slept_by.push(slept.into_inner().unwrap());

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowgate::clock::ManualClock;
-use flowgate::outcome::Cited;
-use flowgate::policy::{Policies, PoliciesBuilder, Policy, PolicyError};
-use flowgate::{Algorithm, Allowed, Cause, Quota, Refused};
+use flowgate::policy::{BuildError, Policies, PoliciesBuilder, Policy};
+use flowgate::{Algorithm, Cause, Quota};
 use flowgate_redis::BuildRedis as _;
 use flowgate_redis::{
     Breaker, Failure, OnFailure, RedisBackend, RedisConfigError, RedisLimiter, Source, Verdict,
@@ -33,11 +32,11 @@ fn request(user: &str, endpoint: &'static str) -> Request {
     }
 }
 
-fn allowed(verdict: &Verdict) -> Allowed<Cited> {
+fn allowed(verdict: &Verdict) -> flowgate::policy::Allowed {
     verdict.outcome().expect("admitted")
 }
 
-fn refused(verdict: &Verdict) -> Refused<Cited> {
+fn refused(verdict: &Verdict) -> flowgate::policy::Refused {
     verdict.outcome().expect_err("refused")
 }
 
@@ -237,11 +236,11 @@ async fn shapers_and_credit_decide_exactly_like_the_in_process_limiter() {
     let policies = |shaped: Vec<AnyAlgorithm>, credit: Vec<AnyAlgorithm>| {
         let mut user = Policy::keyed("shaped", |r: &Request| &r.user);
         for a in shaped {
-            user = user.algorithm(a);
+            user = user.quota_with(a);
         }
         let mut endpoint = Policy::keyed("credit", |r: &Request| r.endpoint);
         for a in credit {
-            endpoint = endpoint.algorithm(a);
+            endpoint = endpoint.quota_with(a);
         }
         Policies::<Request>::builder().policy(user).policy(endpoint)
     };
@@ -296,11 +295,11 @@ async fn window_counters_decide_exactly_like_the_in_process_limiter() {
     let policies = |user: Vec<AnyAlgorithm>, endpoint: Vec<AnyAlgorithm>| {
         let mut per_user = Policy::keyed("windows", |r: &Request| &r.user);
         for a in user {
-            per_user = per_user.algorithm(a);
+            per_user = per_user.quota_with(a);
         }
         let mut per_endpoint = Policy::keyed("sliding", |r: &Request| r.endpoint);
         for a in endpoint {
-            per_endpoint = per_endpoint.algorithm(a);
+            per_endpoint = per_endpoint.quota_with(a);
         }
         Policies::<Request>::builder()
             .policy(per_user)
@@ -999,18 +998,18 @@ async fn bad_configurations_are_errors() {
     // The set's own rules, as in process.
     assert_eq!(
         err(Policies::builder(), backend()),
-        RedisConfigError::Policy(PolicyError::NoPolicies)
+        RedisConfigError::Policy(BuildError::NoPolicies)
     );
     assert!(matches!(
         err(Policies::builder().policy(self::per_key("k")), backend()),
-        RedisConfigError::Policy(PolicyError::NoQuotas { .. })
+        RedisConfigError::Policy(BuildError::NoQuotas { .. })
     ));
     assert!(matches!(
         err(
             Policies::builder().policy(per_key()).policy(per_key()),
             backend()
         ),
-        RedisConfigError::Policy(PolicyError::DuplicateName { .. })
+        RedisConfigError::Policy(BuildError::DuplicateName { .. })
     ));
     // What keys cannot hold, and what the script cannot run.
     assert!(matches!(
@@ -1034,7 +1033,7 @@ async fn bad_configurations_are_errors() {
         .unwrap();
     assert!(matches!(
         err(
-            Policies::builder().policy(per_key().algorithm(sliding)),
+            Policies::builder().policy(per_key().quota_with(sliding)),
             backend()
         ),
         RedisConfigError::WindowTooLong { quota: 1, .. }
@@ -1443,7 +1442,7 @@ async fn a_window_counter_falls_back_to_its_local_share() {
         .parse::<flowgate::algorithm::AnyAlgorithm>()
         .unwrap();
     let limiter = Policies::<str>::builder()
-        .policy(Policy::keyed("k", |k: &str| k).algorithm(fixed))
+        .policy(Policy::keyed("k", |k: &str| k).quota_with(fixed))
         .build_redis(backend)
         .unwrap();
     let mut admitted = Vec::new();

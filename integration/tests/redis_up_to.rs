@@ -74,7 +74,7 @@ async fn every_kind_of_bucket_gives_what_it_holds() {
         ("5/s burst 2 shaper 900ms", 2, 6),
         ("20/s burst 3 credit 400ms", 11, 11),
     ] {
-        let builder = Policies::<str>::builder().policy(per_key("k").algorithm(algorithm(kind)));
+        let builder = Policies::<str>::builder().policy(per_key("k").quota_with(algorithm(kind)));
         let limiter = on_clock(builder, &server, "kinds", &clock);
         let key = kind.to_owned();
         assert_eq!(taken(limiter.check_up_to(&key, 0).await), Some(0), "{kind}");
@@ -125,11 +125,11 @@ async fn the_tightest_quota_of_every_policy_sets_the_count() {
         .policy(
             Policy::keyed("user", |r: &Request| r.user)
                 .quota(Quota::per_second(10).unwrap())
-                .algorithm(algorithm("8/s fixed")),
+                .quota_with(algorithm("8/s fixed")),
         )
         .policy(
             Policy::keyed("endpoint", |r: &Request| r.endpoint)
-                .algorithm(algorithm("12/2s sliding")),
+                .quota_with(algorithm("12/2s sliding")),
         )
         .policy(Policy::global("all").quota(Quota::per_second(15).unwrap()));
     let limiter = on_clock(builder, &server, "layers", &clock);
@@ -194,7 +194,7 @@ async fn counts_exactly_like_the_in_process_set() {
         let [trial, user, endpoint, global] = all;
         let with = |mut policy: Policy<Request>, algorithms: Vec<AnyAlgorithm>| {
             for a in algorithms {
-                policy = policy.algorithm(a);
+                policy = policy.quota_with(a);
             }
             policy
         };
@@ -241,11 +241,11 @@ async fn shapers_count_exactly_like_the_in_process_set() {
     let policies = |user: Vec<AnyAlgorithm>, endpoint: Vec<AnyAlgorithm>| {
         let mut a = Policy::keyed("shaped", |r: &Request| r.user);
         for x in user {
-            a = a.algorithm(x);
+            a = a.quota_with(x);
         }
         let mut b = Policy::keyed("credit", |r: &Request| r.endpoint);
         for x in endpoint {
-            b = b.algorithm(x);
+            b = b.quota_with(x);
         }
         Policies::<Request>::builder().policy(a).policy(b)
     };
@@ -389,7 +389,7 @@ async fn concurrent_takers_never_take_more_than_the_buckets_hold() {
     ] {
         let limiter = Policies::<str>::builder()
             .policy(per_key("k").quota(Quota::per_day(100).unwrap()))
-            .policy(Policy::global("all").algorithm(algorithm(window)))
+            .policy(Policy::global("all").quota_with(algorithm(window)))
             .build_redis(
                 server
                     .backend()
@@ -483,7 +483,7 @@ mod cluster {
                     .dry_run(true),
             )
             .policy(
-                Policy::global("all").algorithm(
+                Policy::global("all").quota_with(
                     "9/2s sliding"
                         .parse::<flowgate::algorithm::AnyAlgorithm>()
                         .unwrap(),

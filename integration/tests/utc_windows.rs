@@ -33,7 +33,7 @@ fn algorithms(suffix: &str) -> [AnyAlgorithm; 3] {
 }
 
 fn policies(algorithm: AnyAlgorithm) -> flowgate::policy::PoliciesBuilder<str> {
-    Policies::<str>::builder().policy(Policy::global("daily").algorithm(algorithm))
+    Policies::<str>::builder().policy(Policy::global("daily").quota_with(algorithm))
 }
 
 /// Midnight in the zone `offset` seconds east of UTC that follows the Unix instant `now` (ns).

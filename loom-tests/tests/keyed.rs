@@ -8,7 +8,7 @@
 
 use flowgate::clock::ManualClock;
 use flowgate::loom::fail_next_cas;
-use flowgate::{Gcra, KeyedRateLimiter, Quota};
+use flowgate::{Gcra, KeyedRateLimiter, Quota, WaitOptions};
 use flowgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
@@ -209,7 +209,7 @@ fn a_given_back_reservation_follows_its_key_across_a_move() {
             thread::spawn(move || assert!(limiter.reset_key(&1)))
         };
         fail_next_cas(1);
-        let short = limiter.try_wait_key_for(&2, 1, Duration::from_secs(60));
+        let short = limiter.wait_key(&2, 1, WaitOptions::new().at_most(Duration::from_secs(60)));
         assert!(
             short.is_err(),
             "a half-hour place in the queue is not a minute's wait"

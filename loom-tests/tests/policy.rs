@@ -28,7 +28,7 @@ fn window_chain(seed: u64) -> Arc<Policies<u64, ManualClock>> {
             .hash_seed(seed)
             .policy(
                 Policy::keyed("per-user", |k: &u64| k)
-                    .algorithm(FixedWindow::new(&per_hour(2)).unwrap())
+                    .quota_with(FixedWindow::new(&per_hour(2)).unwrap())
                     .max_keys(4),
             )
             .policy(Policy::global("global").quota(per_hour(1)))

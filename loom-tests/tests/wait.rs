@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use flowgate::algorithm::LeakyBucket;
 use flowgate::clock::ManualClock;
-use flowgate::{Error, Quota, RateLimiter};
+use flowgate::{Error, Quota, RateLimiter, WaitOptions};
 use flowgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
@@ -34,7 +34,7 @@ fn a_given_back_reservation_never_frees_another_callers_slot() {
         );
         let other = {
             let limiter = limiter.clone();
-            thread::spawn(move || limiter.try_wait_for(1, Duration::ZERO))
+            thread::spawn(move || limiter.wait(1, WaitOptions::new().at_most(Duration::ZERO)))
         };
         let mine = limiter.reserve(1).unwrap().unwrap().0.delay();
         let Err(Error::Refused(_)) = other.join().unwrap() else {

@@ -15,7 +15,7 @@ use crate::quota::{
 };
 
 /// One of flowgate's one-word algorithms, chosen at run time: what a policy's quota is (see
-/// [`Policy::algorithm`](crate::Policy::algorithm)), and what a quota string with an algorithm
+/// [`Policy::quota_with`](crate::Policy::quota_with)), and what a quota string with an algorithm
 /// name parses into.
 ///
 /// ```

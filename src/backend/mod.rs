@@ -38,15 +38,16 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
+use crate::outcome::policy::{Error, Refused};
 use crate::outcome::Attempt;
-use crate::outcome::{Cited, Error, InsufficientCapacity, QuotaState, Refused};
+use crate::outcome::{InsufficientCapacity, QuotaState};
 use crate::quota::Quota;
 
 pub use verdict::{Failure, Source, Verdict};
 
 /// A middleware's decision: admitted or refused (with the refusal's reason), or `n` beyond an
 /// enforcing quota's capacity.
-pub type Answer = Result<Result<(), Refused<Cited>>, InsufficientCapacity>;
+pub type Answer = Result<Result<(), Refused>, InsufficientCapacity>;
 
 /// Where a policy set decides: in this process, or elsewhere (a server). See the
 /// [module docs](self).
@@ -126,7 +127,7 @@ pub trait Backend<R: ?Sized>: Send + Sync + 'static {
         request: &R,
         n: u32,
         left: u64,
-    ) -> impl Future<Output = Attempt<Self::Booking<'_>, Cited>> + Send {
+    ) -> impl Future<Output = Attempt<Self::Booking<'_>>> + Send {
         // The verdict's future alone: the attempt holds nothing of the request.
         let verdict = self.check_n(request, n);
         async move {
@@ -337,7 +338,7 @@ impl<R: ?Sized, B: Backend<R>> Backend<R> for Arc<B> {
         request: &R,
         n: u32,
         left: u64,
-    ) -> impl Future<Output = Attempt<Self::Booking<'_>, Cited>> + Send {
+    ) -> impl Future<Output = Attempt<Self::Booking<'_>>> + Send {
         (**self).attempt(request, n, left)
     }
 }
@@ -362,8 +363,8 @@ mod tests {
                 QuotaState::new(second, quota, Gauge::new(1, 1, 10, 0)),
             ]
         };
-        let refused =
-            Refused::new(Gauge::new(8, 1, 10, 0), 1).cite(Cited::new(Some(first), None, 0));
+        let bucket = crate::Refused::new(Gauge::new(8, 1, 10, 0), 1);
+        let refused = Refused::new(bucket, Some(first), None, 0);
         let settled = Settled::new(Ok(Err(refused)), Source::Buckets, states());
         let left: Vec<_> = settled.states.iter().map(QuotaState::remaining).collect();
         assert_eq!(left, [0, 9]);

@@ -3,7 +3,8 @@
 
 use core::fmt;
 
-use crate::outcome::{Allowed, Cited, Gauge, Refused};
+use crate::outcome::policy::{Allowed, Refused};
+use crate::outcome::Gauge;
 
 /// Why a backend's server gave no decision; the backend's failure policy answers instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,20 +88,24 @@ impl fmt::Display for Source {
 #[must_use = "a verdict says whether the request may go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
-    pub(crate) outcome: Result<Allowed<Cited>, Refused<Cited>>,
+    pub(crate) outcome: Result<Allowed, Refused>,
     pub(crate) source: Source,
 }
 
 impl Verdict {
     /// `outcome`, from `source`.
-    pub fn new(outcome: Result<Allowed<Cited>, Refused<Cited>>, source: Source) -> Self {
+    pub fn new(outcome: Result<Allowed, Refused>, source: Source) -> Self {
         Self { outcome, source }
     }
 
     /// An admission no quota describes (no policy applied, or a failure policy admitted).
     pub fn unlimited(source: Source) -> Self {
         Self::new(
-            Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+            Ok(Allowed::new(
+                crate::Allowed::new(Gauge::UNLIMITED),
+                None,
+                None,
+            )),
             source,
         )
     }
@@ -109,7 +114,7 @@ impl Verdict {
     /// (the enforcing quota that waits longest, and when to retry, with its policy's jitter):
     /// the same types and values on every backend. [`Allowed::by`] and [`Refused::by`] name
     /// the quota; `None` when no policy applied or the buckets did not decide.
-    pub fn outcome(&self) -> Result<Allowed<Cited>, Refused<Cited>> {
+    pub fn outcome(&self) -> Result<Allowed, Refused> {
         self.outcome
     }
 
@@ -141,16 +146,15 @@ impl fmt::Display for Verdict {
 mod tests {
     use super::Verdict;
     use super::{Failure, Source};
-    use crate::outcome::{Allowed, Cause, Cited, Gauge, PolicyQuota, Refused};
+    use crate::outcome::policy;
+    use crate::outcome::{Allowed, Cause, Gauge, PolicyQuota, Refused};
 
     /// A verdict prints its outcome, then its source in parentheses.
     #[test]
     fn a_verdict_reads_as_its_outcome_and_its_source() {
         let by = PolicyQuota::intern("per-user", 0, 0);
-        let allowed = Allowed::new(Gauge::new(1, 1, 3, 1_000)).cite(Cited {
-            by: Some(by),
-            ..Cited::default()
-        });
+        let allowed =
+            policy::Allowed::new(Allowed::new(Gauge::new(1, 1, 3, 1_000)), Some(by), None);
         let verdict = Verdict {
             outcome: Ok(allowed),
             source: Source::Buckets,
@@ -165,7 +169,11 @@ mod tests {
         };
         assert!(lease.to_string().ends_with(" (decided from a lease)"));
         let open = Verdict {
-            outcome: Ok(Allowed::new(Gauge::UNLIMITED).cite(Cited::default())),
+            outcome: Ok(policy::Allowed::new(
+                Allowed::new(Gauge::UNLIMITED),
+                None,
+                None,
+            )),
             source: Source::FailedOpen(Failure::Connection),
         };
         assert_eq!(
@@ -174,7 +182,12 @@ mod tests {
         );
         let refused = Refused::new(Gauge::new(1, 1, 1, 0), 1_000_000_000);
         let closed = Verdict {
-            outcome: Err(refused.cite(Cited::default()).because(Cause::Unavailable)),
+            outcome: Err(policy::Refused::new(
+                refused.because(Cause::Unavailable),
+                None,
+                None,
+                0,
+            )),
             source: Source::FailedClosed(Failure::Timeout),
         };
         assert_eq!(
@@ -183,7 +196,7 @@ mod tests {
              did not answer in time)"
         );
         let local = Verdict {
-            outcome: Err(refused.cite(Cited::default())),
+            outcome: Err(policy::Refused::new(refused, None, None, 0)),
             source: Source::Local(Failure::BreakerOpen),
         };
         assert_eq!(

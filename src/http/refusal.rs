@@ -10,7 +10,8 @@ use http::{Response, StatusCode};
 
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::{grpc, Shared};
-use crate::outcome::{Cause, Cited, InsufficientCapacity, Refused};
+use crate::outcome::{Cause, InsufficientCapacity};
+use crate::policy::Refused;
 
 /// Why a request was answered by the middleware, for a custom body
 /// ([`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body)).
@@ -18,9 +19,9 @@ use crate::outcome::{Cause, Cited, InsufficientCapacity, Refused};
 #[non_exhaustive]
 pub enum Refusal {
     /// A policy refused for now: `429 Too Many Requests` with `Retry-After`. Or, for a refusal
-    /// whose [`cause`](Refused::cause) is [`Cause::Unavailable`] (the backend did not answer
+    /// whose [`cause`](crate::Refused::cause) is [`Cause::Unavailable`] (the backend did not answer
     /// and its failure policy refuses), `503 Service Unavailable` with `Retry-After`.
-    Limited(Refused<Cited>),
+    Limited(Refused),
     /// The request costs more than a policy's burst and can never be admitted: `429` without
     /// `Retry-After`.
     Oversized(InsufficientCapacity),
@@ -204,9 +205,9 @@ pub(super) fn refusal_of<B>(
     // floor keeps the headers and the body consistent whatever an algorithm reports).
     let floor = quotas.as_ref().map_or(0, |quotas| quotas.retry_floor);
     let raised = match refusal {
-        Refusal::Limited(r) if r.retry_after_nanos() < floor && r.wait != u64::MAX => {
+        Refusal::Limited(r) if r.retry_after_nanos() < floor && r.bucket.wait != u64::MAX => {
             let mut r = *r;
-            r.wait = floor.saturating_sub(r.retry_after_nanos() - r.wait);
+            r.bucket.wait = floor.saturating_sub(r.jitter);
             Some(Refusal::Limited(r))
         }
         _ => None,
@@ -251,16 +252,15 @@ mod tests {
     use http::StatusCode;
 
     use super::Refusal;
-    use crate::outcome::{Cause, Cited, Gauge, InsufficientCapacity, PolicyQuota, Refused};
+    use crate::outcome::{Cause, Gauge, InsufficientCapacity, PolicyQuota, Refused};
+    use crate::policy;
 
     /// `Display` is the `detail` sentence, whole seconds rounded up as `Retry-After` says.
     #[test]
     fn a_refusal_reads_as_its_detail() {
         let by = PolicyQuota::intern("per-client", 0, 0);
-        let refused = Refused::new(Gauge::new(5, 1, 5, 0), 1_200_000_000).cite(Cited {
-            by: Some(by),
-            ..Cited::default()
-        });
+        let bucket = Refused::new(Gauge::new(5, 1, 5, 0), 1_200_000_000);
+        let refused = policy::Refused::new(bucket, Some(by), None, 0);
         let limited = Refusal::Limited(refused);
         assert_eq!(
             limited.to_string(),
@@ -281,9 +281,9 @@ mod tests {
             "the request costs 9 cells, more than the 5 a quota of policy 'per-client' ever \
              holds: it can never be admitted"
         );
-        let unavailable = Refused::new(Gauge::new(1, 1, 1, 0), 2_000_000_000)
-            .cite(Cited::default())
-            .because(Cause::Unavailable);
+        let unavailable = Refused::new(Gauge::new(1, 1, 1, 0), 2_000_000_000);
+        let unavailable =
+            policy::Refused::new(unavailable.because(Cause::Unavailable), None, None, 0);
         let unavailable = Refusal::Limited(unavailable);
         assert_eq!(
             unavailable.to_string(),

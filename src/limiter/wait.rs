@@ -19,54 +19,65 @@ impl<C: Clock, A: Algorithm> GiveBack for (&RateLimiter<C, A>, Receipt) {
 
 /// # Waiting
 impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
-    /// Takes `n` cells, sleeping (through the clock) until they are available: see the
-    /// [`wait` module docs](crate::wait) for the two disciplines.
+    /// Takes `n` cells, sleeping (through the clock) until they are available, within
+    /// `options` (a bound, jitter on retries): see the [`wait` module docs](crate::wait) for the
+    /// two disciplines.
     ///
     /// ```
     /// use core::time::Duration;
-    /// use flowgate::{clock::ManualClock, Quota, RateLimiter};
+    /// use flowgate::{clock::ManualClock, Quota, RateLimiter, WaitOptions};
     ///
     /// let clock = ManualClock::new();
     /// let limiter = RateLimiter::with_clock(Quota::per_second(2)?, clock.clone());
-    /// limiter.wait(2)?; // the burst, at once
-    /// limiter.wait(1)?; // half a second later: a manual clock moves instead of sleeping
+    /// limiter.wait(2, WaitOptions::new())?; // the burst, at once
+    /// limiter.wait(1, WaitOptions::new())?; // half a second later: a manual clock moves
     /// assert_eq!(clock.get(), Duration::from_millis(500).as_nanos() as u64);
+    /// // The next cell is half a second away: past a bound of 100 ms, refused at once.
+    /// let bounded = WaitOptions::new().at_most(Duration::from_millis(100));
+    /// assert!(limiter.wait(1, bounded).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
-    /// [`Error::Capacity`] if `n` exceeds the burst; [`Error::Refused`] if the cells would only
-    /// come back past the clock's horizon, or a shaping algorithm's queue is full.
-    pub fn wait(&self, n: u32) -> Result<Allowed, Error> {
-        self.wait_with(n, WaitOptions::new())
-    }
-
-    /// [`wait`](Self::wait) as `options` say (a bound, jitter on retries).
-    ///
-    /// # Errors
-    /// As [`try_wait_for`](Self::try_wait_for).
-    pub fn wait_with(&self, n: u32, options: WaitOptions) -> Result<Allowed, Error> {
+    /// [`Error::Capacity`] if `n` exceeds the burst; [`Error::Refused`] when the wait would
+    /// exceed the bound (at once, taking nothing), if the cells would only come back past the
+    /// clock's horizon, or when a shaping algorithm's queue is full.
+    pub fn wait(&self, n: u32, options: WaitOptions) -> Result<Allowed, Error> {
         block(self.clock(), options, |now, left| {
             self.attempt(n, now, left)
         })
     }
 
-    /// [`wait`](Self::wait), but for at most `max_wait`: a wait known to be longer returns
-    /// [`Error::Refused`] at once, taking nothing.
+    /// [`wait`](Self::wait) without blocking a thread: sleeps through `sleep` (any async
+    /// timer: `tokio::time::sleep`, `async_io::Timer::after`, …), which must agree with the
+    /// limiter's clock. Cancellation-safe (see the
+    /// [module docs](crate::wait#cancellation-asynchronous-waits)).
+    ///
+    // Compiled with the `tokio` feature only.
+    #[cfg_attr(feature = "tokio", doc = "```")]
+    #[cfg_attr(not(feature = "tokio"), doc = "```ignore")]
+    /// use flowgate::{clock::TokioClock, Quota, RateLimiter, WaitOptions};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let runtime = tokio::runtime::Builder::new_current_thread()
+    /// #     .enable_time()
+    /// #     .start_paused(true)
+    /// #     .build()?;
+    /// # runtime.block_on(async {
+    /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, TokioClock::new());
+    /// let start = tokio::time::Instant::now();
+    /// let wait = || limiter.until_ready(1, WaitOptions::new(), tokio::time::sleep);
+    /// wait().await?; // at once
+    /// wait().await?; // a second later, on tokio's (here paused) clock
+    /// assert_eq!(start.elapsed(), std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })
+    /// # }
+    /// ```
     ///
     /// # Errors
-    /// As [`wait`](Self::wait), and [`Error::Refused`] when the wait would exceed `max_wait`.
-    pub fn try_wait_for(&self, n: u32, max_wait: Duration) -> Result<Allowed, Error> {
-        self.wait_with(n, WaitOptions::new().at_most(max_wait))
-    }
-
-    /// [`wait_with`](Self::wait_with) without blocking a thread: sleeps through `sleep` (any
-    /// async timer: `tokio::time::sleep`, `async_io::Timer::after`, …). Cancellation-safe (see
-    /// the [module docs](crate::wait#cancellation-asynchronous-waits)).
-    ///
-    /// # Errors
-    /// As [`try_wait_for`](Self::try_wait_for).
-    pub fn until_ready_with<'a, F: Future<Output = ()> + 'a>(
+    /// As [`wait`](Self::wait).
+    pub fn until_ready<'a, F: Future<Output = ()> + 'a>(
         &'a self,
         n: u32,
         options: WaitOptions,
@@ -80,7 +91,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         )
     }
 
-    fn attempt(&self, n: u32, now: u64, left: u64) -> Attempt<(&Self, Receipt)> {
+    fn attempt(&self, n: u32, now: u64, left: u64) -> Attempt<(&Self, Receipt), Allowed, Error> {
         // The receipt is kept whatever the algorithm says of itself: any admission with a delay
         // is a reservation that may have to be given back. A shaping algorithm refuses on its
         // quota only when its queue is full.
@@ -91,49 +102,5 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
             left,
             shaping,
         )
-    }
-}
-
-/// # Waiting on tokio's timer (feature `tokio`)
-#[cfg(feature = "tokio")]
-impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
-    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound.
-    ///
-    /// ```
-    /// use flowgate::{clock::TokioClock, Quota, RateLimiter};
-    ///
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let runtime = tokio::runtime::Builder::new_current_thread()
-    /// #     .enable_time()
-    /// #     .start_paused(true)
-    /// #     .build()?;
-    /// # runtime.block_on(async {
-    /// let clock = TokioClock::new();
-    /// let limiter = RateLimiter::with_clock(Quota::per_second(1)?, clock);
-    /// let start = tokio::time::Instant::now();
-    /// limiter.until_ready(1).await?; // at once
-    /// limiter.until_ready(1).await?; // a second later, on tokio's (here paused) clock
-    /// assert_eq!(start.elapsed(), std::time::Duration::from_secs(1));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`wait`](Self::wait).
-    pub fn until_ready(&self, n: u32) -> impl Future<Output = Result<Allowed, Error>> + '_ {
-        self.until_ready_with(n, WaitOptions::new(), tokio::time::sleep)
-    }
-
-    /// [`until_ready`](Self::until_ready) for at most `max_wait`.
-    ///
-    /// # Errors
-    /// As [`try_wait_for`](Self::try_wait_for).
-    pub fn until_ready_within(
-        &self,
-        n: u32,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Allowed, Error>> + '_ {
-        self.until_ready_with(n, WaitOptions::new().at_most(max_wait), tokio::time::sleep)
     }
 }

@@ -9,7 +9,8 @@
 
 use core::fmt;
 
-use super::{Allowed, Cause, Citation, DryRun, Gauge, Refused};
+use super::policy::{self, PolicyQuota};
+use super::{Allowed, Cause, DryRun, Gauge, Refused};
 
 /// `nanos` rounded to three significant digits (whole seconds at least, so `1234.5s` is
 /// `1235s`), in seconds, milliseconds, microseconds or nanoseconds.
@@ -74,66 +75,97 @@ impl fmt::Display for Gauge {
     }
 }
 
-/// `allowed: 2 of 3 left`; a shaper's `allowed: 2 of 3 left, go ahead in 150ms`; a policy set's
-/// `allowed: 2 of 3 left in policy 'per-user', quota #0` (the tightest enforcing quota), with
-/// `; dry run: ` and the [`DryRun`] if a dry-run policy would have refused; `allowed: no quota
-/// applies` when none did.
-impl<C: Citation> fmt::Display for Allowed<C> {
+/// `allowed: 2 of 3 left`; a shaper's `allowed: 2 of 3 left, go ahead in 150ms`.
+impl fmt::Display for Allowed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.by() {
-            None if self.gauge == Gauge::UNLIMITED => f.write_str("allowed: no quota applies")?,
-            by => {
-                let gauge = self.gauge;
-                write!(
-                    f,
-                    "allowed: {} of {} left",
-                    gauge.remaining(),
-                    gauge.limit()
-                )?;
-                if let Some(by) = by {
-                    write!(f, " in {by}")?;
-                }
-            }
-        }
-        if self.delay > 0 {
-            write!(f, ", go ahead in {}", Readable(self.delay))?;
-        }
-        if let Some(dry_run) = self.dry_run() {
-            write!(f, "; dry run: {dry_run}")?;
-        }
-        Ok(())
+        allowed(f, self, None, None)
     }
 }
 
-/// `rate limited: retry after 1.2s`, or `rate limited by policy 'per-user', quota #0: retry
-/// after 1.2s` for a policy set (the retry-after includes the policy's jitter); `...: the
-/// request can never conform` for a refusal that never conforms, and `rate limited: no room for
-/// another key now` for a keyed table that is full.
-impl<C: Citation> fmt::Display for Refused<C> {
+/// A policy set's `allowed: 2 of 3 left in policy 'per-user', quota #0` (the tightest enforcing
+/// quota), with `; dry run: ` and the [`DryRun`] if a dry-run policy would have refused;
+/// `allowed: no quota applies` when none did.
+impl fmt::Display for policy::Allowed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.by(), self.cause()) {
-            (Some(by), Cause::TableFull) => {
-                let policy = by.policy();
-                write!(
-                    f,
-                    "rate limited: policy '{policy}' has no room for another key now"
-                )
-            }
-            (None, Cause::TableFull) => f.write_str("rate limited: no room for another key now"),
-            (_, Cause::Unavailable) => write!(
+        allowed(f, &self.bucket, self.by, self.dry_run)
+    }
+}
+
+fn allowed(
+    f: &mut fmt::Formatter<'_>,
+    bucket: &Allowed,
+    by: Option<&PolicyQuota>,
+    dry_run: Option<DryRun>,
+) -> fmt::Result {
+    let gauge = bucket.gauge;
+    match by {
+        None if gauge == Gauge::UNLIMITED => f.write_str("allowed: no quota applies")?,
+        by => {
+            write!(
                 f,
-                "refused: the rate limiter is unavailable; retry after {}",
-                Readable(self.retry_after_nanos())
-            ),
-            (by, _) => {
-                f.write_str("rate limited")?;
-                if let Some(by) = by {
-                    write!(f, " by {by}")?;
-                }
-                match self.wait {
-                    u64::MAX => f.write_str(": the request can never conform"),
-                    _ => write!(f, ": retry after {}", Readable(self.retry_after_nanos())),
-                }
+                "allowed: {} of {} left",
+                gauge.remaining(),
+                gauge.limit()
+            )?;
+            if let Some(by) = by {
+                write!(f, " in {by}")?;
+            }
+        }
+    }
+    if bucket.delay > 0 {
+        write!(f, ", go ahead in {}", Readable(bucket.delay))?;
+    }
+    if let Some(dry_run) = dry_run {
+        write!(f, "; dry run: {dry_run}")?;
+    }
+    Ok(())
+}
+
+/// `rate limited: retry after 1.2s`; `...: the request can never conform` for a refusal that
+/// never conforms, and `rate limited: no room for another key now` for a keyed table that is
+/// full.
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        refused(f, self, None, self.wait)
+    }
+}
+
+/// A policy set's `rate limited by policy 'per-user', quota #0: retry after 1.2s` (the
+/// retry-after includes the policy's jitter).
+impl fmt::Display for policy::Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        refused(f, &self.bucket, self.by, self.retry_after_nanos())
+    }
+}
+
+fn refused(
+    f: &mut fmt::Formatter<'_>,
+    bucket: &Refused,
+    by: Option<&PolicyQuota>,
+    retry: u64,
+) -> fmt::Result {
+    match (by, bucket.cause()) {
+        (Some(by), Cause::TableFull) => {
+            let policy = by.policy();
+            write!(
+                f,
+                "rate limited: policy '{policy}' has no room for another key now"
+            )
+        }
+        (None, Cause::TableFull) => f.write_str("rate limited: no room for another key now"),
+        (_, Cause::Unavailable) => write!(
+            f,
+            "refused: the rate limiter is unavailable; retry after {}",
+            Readable(retry)
+        ),
+        (by, _) => {
+            f.write_str("rate limited")?;
+            if let Some(by) = by {
+                write!(f, " by {by}")?;
+            }
+            match bucket.wait {
+                u64::MAX => f.write_str(": the request can never conform"),
+                _ => write!(f, ": retry after {}", Readable(retry)),
             }
         }
     }
@@ -213,7 +245,7 @@ mod tests {
         let capacity = InsufficientCapacity::check(4, 3).unwrap_err();
         let never = "4 cells requested but the capacity is 3: the request can never succeed";
         assert_eq!(capacity.to_string(), never);
-        assert_eq!(Error::<()>::from(capacity).to_string(), never);
+        assert_eq!(Error::from(capacity).to_string(), never);
         assert_eq!(
             Error::from(refused).to_string(),
             "rate limited: retry after 1.2s"
@@ -223,7 +255,8 @@ mod tests {
     #[cfg(feature = "std")]
     #[test]
     fn a_policy_sets_outcomes_name_the_quota() {
-        use crate::outcome::{Cited, DryRun, PolicyQuota};
+        use crate::outcome::policy;
+        use crate::outcome::{DryRun, PolicyQuota};
 
         let by = PolicyQuota::intern("per-user", 0, 1);
         let audit = PolicyQuota::intern("audit", 1, 0);
@@ -232,17 +265,13 @@ mod tests {
             by: audit,
             wait: 2_000_000_000,
         };
-        let allowed = Allowed::new(gauge).cite(Cited {
-            by: Some(by),
-            dry_run: Some(dry_run),
-            jitter: 0,
-        });
+        let allowed = policy::Allowed::new(Allowed::new(gauge), Some(by), Some(dry_run));
         assert_eq!(
             allowed.to_string(),
             "allowed: 2 of 3 left in policy 'per-user', quota #1; dry run: policy 'audit', \
              quota #0 would have refused (conforms in 2s)"
         );
-        let unlimited = Allowed::new(Gauge::UNLIMITED).cite(Cited::default());
+        let unlimited = policy::Allowed::new(Allowed::new(Gauge::UNLIMITED), None, None);
         assert_eq!(unlimited.to_string(), "allowed: no quota applies");
         let never = DryRun {
             by: audit,
@@ -254,16 +283,14 @@ mod tests {
         );
 
         // The retry-after includes the policy's jitter.
-        let refused = Refused::new(Gauge::new(3, 1, 3, 0), 1_000_000_000).cite(Cited {
-            by: Some(by),
-            dry_run: None,
-            jitter: 250_000_000,
-        });
+        let bucket = Refused::new(Gauge::new(3, 1, 3, 0), 1_000_000_000);
+        let refused = policy::Refused::new(bucket, Some(by), None, 250_000_000);
         let text = "rate limited by policy 'per-user', quota #1: retry after 1.25s";
         assert_eq!(refused.to_string(), text);
-        assert_eq!(Error::from(refused).to_string(), text);
+        assert_eq!(policy::Error::from(refused).to_string(), text);
+        let full = policy::Refused::new(bucket.because(Cause::TableFull), Some(by), None, 0);
         assert_eq!(
-            refused.because(Cause::TableFull).to_string(),
+            full.to_string(),
             "rate limited: policy 'per-user' has no room for another key now"
         );
         let capacity = InsufficientCapacity {

@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::decision::Refused;
-use super::policy::{Citation, Cited, PolicyQuota};
+use super::policy::{self, PolicyQuota};
 use super::Gauge;
 
 /// A request for more cells than a bucket can ever hold: it will never succeed, however long
@@ -47,12 +47,9 @@ impl InsufficientCapacity {
     /// refusal (one cell exceeds no capacity, every capacity being at least 1): one that never
     /// conforms, naming the quota.
     #[cold]
-    pub fn never(self) -> Refused<Cited> {
+    pub fn never(self) -> policy::Refused {
         let gauge = Gauge::new(u64::from(self.burst), 1, self.burst, u64::MAX);
-        Refused::new(gauge, u64::MAX).cite(Cited {
-            by: self.by,
-            ..Cited::default()
-        })
+        policy::Refused::new(Refused::new(gauge, u64::MAX), self.by, None, 0)
     }
 
     /// For a policy set: the quota too small for the request.
@@ -101,22 +98,22 @@ impl core::error::Error for InsufficientCapacity {}
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// `C` is what the refusal cites: nothing (`()`, the default) for a single or keyed limiter,
-/// [`Cited`] for a policy set.
+/// A policy set's waits return [`policy::Error`], whose refusal names its
+/// quota.
 #[must_use = "a request that got no cells must not go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Error<C = ()> {
+pub enum Error {
     /// Refused for now: the refusal says when to retry. From a wait: the wait would be longer
     /// than allowed (the bound given, a shaping algorithm's queue, or the clock's horizon), and
     /// nothing was taken.
-    Refused(Refused<C>),
+    Refused(Refused),
     /// More cells than a bucket holds: the request can never succeed.
     Capacity(InsufficientCapacity),
 }
 
-impl<C> Error<C> {
+impl Error {
     /// The refusal, if the request was refused for now.
-    pub fn refused(&self) -> Option<&Refused<C>> {
+    pub fn refused(&self) -> Option<&Refused> {
         match self {
             Self::Refused(refused) => Some(refused),
             Self::Capacity(_) => None,
@@ -124,19 +121,19 @@ impl<C> Error<C> {
     }
 }
 
-impl<C> From<Refused<C>> for Error<C> {
-    fn from(refused: Refused<C>) -> Self {
+impl From<Refused> for Error {
+    fn from(refused: Refused) -> Self {
         Self::Refused(refused)
     }
 }
 
-impl<C> From<InsufficientCapacity> for Error<C> {
+impl From<InsufficientCapacity> for Error {
     fn from(capacity: InsufficientCapacity) -> Self {
         Self::Capacity(capacity)
     }
 }
 
-impl<C: Citation> fmt::Display for Error<C> {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Refused(refused) => refused.fmt(f),
@@ -146,4 +143,4 @@ impl<C: Citation> fmt::Display for Error<C> {
 }
 
 /// Transparent: the message is the inner error's, so an error chain does not repeat it.
-impl<C: Citation> core::error::Error for Error<C> {}
+impl core::error::Error for Error {}

@@ -1,13 +1,13 @@
 //! What a decision reports, for every limiter kind: [`Allowed`], [`Refused`] ("not yet"),
 //! [`InsufficientCapacity`] ("never"), and [`Error`], the one owned error that holds either.
 //!
-//! A [`RateLimiter`](crate::RateLimiter), a [`KeyedRateLimiter`](crate::KeyedRateLimiter) and a
-//! [`Policies`](crate::Policies) set answer in these same types. An outcome of a policy set also
-//! cites which quota of which policy it describes ([`Refused::by`], [`Allowed::by`]), what a
-//! dry-run policy would have done ([`Allowed::dry_run`]) and the jitter of a refusal
-//! ([`Refused::jitter`]): it is an `Allowed<Cited>` or a `Refused<Cited>` ([`Cited`]). A single
-//! or keyed limiter's outcomes cite nothing (`Allowed`, `Refused`: the accessors answer `None`
-//! and zero), which keeps their `Result<Allowed, Refused>` at seven words.
+//! A [`RateLimiter`](crate::RateLimiter) and a [`KeyedRateLimiter`](crate::KeyedRateLimiter)
+//! answer in these types. A [`Policies`](crate::Policies) set answers in its own
+//! ([`policy::Allowed`], [`policy::Refused`],
+//! [`policy::Error`]): the outcome of one quota, which they dereference
+//! to, and what the set cites besides it (which quota of which policy, what a dry-run policy
+//! would have done, the jitter of a refusal). A single or keyed limiter's
+//! `Result<Allowed, Refused>` stays seven words.
 //!
 //! Outcomes are small `Copy` values that own everything in them (a policy's quota is named by
 //! an interned [`PolicyQuota`]), so they outlive the limiter, cross threads, and return with `?`
@@ -42,14 +42,14 @@ mod attempt;
 mod decision;
 mod display;
 mod error;
-mod policy;
+pub(crate) mod policy;
 mod why;
 
-pub(crate) use attempt::{as_is, judge};
+pub(crate) use attempt::{as_is, judge, Admission};
 pub use attempt::{Attempt, GiveBack};
 pub use decision::{Allowed, Refused};
 pub use error::{Error, InsufficientCapacity};
-pub use policy::{Citation, Cited, DryRun, PolicyQuota, QuotaState};
+pub use policy::{DryRun, PolicyQuota, QuotaState};
 
 /// How full a bucket is at the moment of a decision, in the algorithm's own unit: `used` units
 /// of `unit` each, out of `limit` cells, and how long until it is fully available again.

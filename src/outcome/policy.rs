@@ -1,8 +1,8 @@
-//! What a policy set's outcome adds: which quota of which policy it describes
-//! ([`PolicyQuota`], interned so that outcomes naming it stay small, owned and `'static`),
-//! what a dry-run policy would have done ([`DryRun`]), the two with a refusal's jitter as what
-//! an outcome cites ([`Cited`], one kind of [`Citation`]), and the state of one quota as a
-//! decision left it ([`QuotaState`], for headers).
+//! A policy set's outcomes ([`Allowed`], [`Refused`], [`Error`]): a bucket's outcome and what
+//! the set adds to it, which quota of which policy it describes ([`PolicyQuota`], interned so
+//! that outcomes naming it stay small, owned and `'static`) and what a dry-run policy would
+//! have done ([`DryRun`]); and the state of one quota as a decision left it ([`QuotaState`],
+//! for headers).
 
 use core::fmt;
 use core::time::Duration;
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 #[cfg(feature = "std")]
 use std::sync::Mutex;
 
-use super::Gauge;
+use super::{Gauge, InsufficientCapacity};
 use crate::quota::Quota;
 
 /// Quota `quota_index` of the policy named `policy`, at `policy_index` in its set.
@@ -179,83 +179,193 @@ impl QuotaState {
     }
 }
 
-/// What an outcome cites besides its bucket: nothing (`()`) for a single or keyed limiter,
-/// whose outcomes stay a few words; [`Cited`] for a policy set. Sealed: these two are all.
-pub trait Citation:
-    sealed::Sealed + Copy + Default + fmt::Debug + Eq + Send + Sync + 'static
-{
-    /// The quota the outcome describes (`None` for `()`).
-    fn by(&self) -> Option<&'static PolicyQuota>;
-    /// The first dry-run policy that would have refused (`None` for `()`).
-    fn dry_run(&self) -> Option<DryRun>;
-    /// Nanoseconds of jitter a refusing policy added to the wait (0 for `()`).
-    fn jitter(&self) -> u64;
+/// A policy set's admission: the admission of its tightest enforcing quota (the one with the
+/// fewest cells left; ties: the one that takes longest to refill, then the first), which it
+/// dereferences to for the bucket's figures ([`remaining`](super::Allowed::remaining),
+/// [`delay`](super::Allowed::delay), …), and what the set adds: which quota that is
+/// ([`by`](Self::by)) and what a dry-run policy would have done ([`dry_run`](Self::dry_run)).
+///
+/// When no enforcing policy applied to the request, [`by`](Self::by) is `None` and the gauge
+/// is [`Gauge::UNLIMITED`]. A shaping quota's delay (the longest of them) is the admission's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowed {
+    pub(crate) bucket: super::Allowed,
+    pub(crate) by: Option<&'static PolicyQuota>,
+    pub(crate) dry_run: Option<DryRun>,
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for () {}
-    impl Sealed for super::Cited {}
+impl Allowed {
+    /// The admission `bucket` of the quota `by` (`None`: no enforcing policy applied), and the
+    /// first dry-run policy that would have refused: what a
+    /// [`Backend`](crate::backend::Backend) answers.
+    #[inline(always)]
+    pub fn new(
+        bucket: super::Allowed,
+        by: Option<&'static PolicyQuota>,
+        dry_run: Option<DryRun>,
+    ) -> Self {
+        Self {
+            bucket,
+            by,
+            dry_run,
+        }
+    }
+
+    /// The tightest enforcing quota, which the admission's gauge describes (`None` if no
+    /// enforcing policy applied).
+    pub fn by(&self) -> Option<&'static PolicyQuota> {
+        self.by
+    }
+
+    /// The name of the policy [`by`](Self::by) names.
+    pub fn policy(&self) -> Option<&'static str> {
+        Some(self.by?.policy)
+    }
+
+    /// The first dry-run policy that would have refused this request.
+    pub fn dry_run(&self) -> Option<DryRun> {
+        self.dry_run
+    }
 }
 
-impl Citation for () {
-    #[inline(always)]
-    fn by(&self) -> Option<&'static PolicyQuota> {
-        None
-    }
+impl core::ops::Deref for Allowed {
+    type Target = super::Allowed;
 
-    #[inline(always)]
-    fn dry_run(&self) -> Option<DryRun> {
-        None
-    }
-
-    #[inline(always)]
-    fn jitter(&self) -> u64 {
-        0
+    /// The admission of the quota [`by`](Self::by) names: the bucket's figures.
+    fn deref(&self) -> &super::Allowed {
+        &self.bucket
     }
 }
 
-/// What a policy set's outcome cites: the quota it describes (the refusing one, or an
-/// admission's tightest), the first dry-run policy that would have refused, and the jitter a
-/// refusing policy added to its wait. Read through the outcome's
-/// [`by`](crate::Refused::by), [`dry_run`](crate::Refused::dry_run) and
-/// [`jitter`](crate::Refused::jitter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Cited {
+/// A policy set's refusal: the refusal of the quota that conforms last among those that would
+/// refuse, which it dereferences to for the bucket's figures
+/// ([`conforms_after`](super::Refused::conforms_after), [`cause`](super::Refused::cause), …),
+/// and what the set adds: which quota refused ([`by`](Self::by)), the jitter its policy adds
+/// to the wait ([`retry_after`](Self::retry_after) includes it), and what a dry-run policy
+/// would have done. (But see the [`policy` module docs](crate::policy) on a rare undo that
+/// must give way.)
+///
+/// [`by`](Self::by) is `None` only when no quota was asked: a backend that did not answer
+/// ([`Cause::Unavailable`](super::Cause::Unavailable)).
+#[must_use = "a refused request must not go ahead"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub(crate) bucket: super::Refused,
     pub(crate) by: Option<&'static PolicyQuota>,
     pub(crate) dry_run: Option<DryRun>,
     pub(crate) jitter: u64,
 }
 
-impl Cited {
-    /// A citation of the quota `by` (the refusing one, or an admission's tightest), the first
-    /// dry-run policy that would have refused, and the jitter, in ns, added to a refusal's
-    /// wait: what a backend attaches to its outcomes.
-    pub fn new(by: Option<&'static PolicyQuota>, dry_run: Option<DryRun>, jitter: u64) -> Self {
+impl Refused {
+    /// The refusal `bucket` by the quota `by` (`None` only for a backend that did not answer),
+    /// with the first dry-run policy that would also have refused and the jitter, in ns, the
+    /// refusing policy adds to the wait: what a [`Backend`](crate::backend::Backend) answers.
+    #[inline(always)]
+    pub fn new(
+        bucket: super::Refused,
+        by: Option<&'static PolicyQuota>,
+        dry_run: Option<DryRun>,
+        jitter: u64,
+    ) -> Self {
         Self {
+            bucket,
             by,
             dry_run,
             jitter,
         }
     }
-}
 
-impl Citation for Cited {
-    #[inline(always)]
-    fn by(&self) -> Option<&'static PolicyQuota> {
+    /// When to retry: [`conforms_after`](super::Refused::conforms_after) plus the refusing
+    /// policy's [`jitter`](Self::jitter). Saturates at `u64::MAX` ns.
+    pub fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after_nanos())
+    }
+
+    /// [`retry_after`](Self::retry_after) in nanoseconds.
+    pub fn retry_after_nanos(&self) -> u64 {
+        self.bucket.wait.saturating_add(self.jitter)
+    }
+
+    /// The random jitter the refusing policy added to [`retry_after`](Self::retry_after) (see
+    /// [`Policy::jitter`](crate::Policy::jitter)).
+    pub fn jitter(&self) -> Duration {
+        Duration::from_nanos(self.jitter)
+    }
+
+    /// The refusing quota, which the refusal's gauge describes (`None` only when no quota was
+    /// asked: [`Cause::Unavailable`](super::Cause::Unavailable)).
+    pub fn by(&self) -> Option<&'static PolicyQuota> {
         self.by
     }
 
-    #[inline(always)]
-    fn dry_run(&self) -> Option<DryRun> {
-        self.dry_run
+    /// The refusing policy's name.
+    pub fn policy(&self) -> Option<&'static str> {
+        Some(self.by?.policy)
     }
 
-    #[inline(always)]
-    fn jitter(&self) -> u64 {
-        self.jitter
+    /// The first dry-run policy that would also have refused (evaluated before the refusal).
+    pub fn dry_run(&self) -> Option<DryRun> {
+        self.dry_run
     }
 }
+
+impl core::ops::Deref for Refused {
+    type Target = super::Refused;
+
+    /// The refusal of the quota [`by`](Self::by) names: the bucket's figures (its
+    /// [`retry_after`](super::Refused::retry_after) leaves out the policy's jitter).
+    fn deref(&self) -> &super::Refused {
+        &self.bucket
+    }
+}
+
+impl core::error::Error for Refused {}
+
+/// Why a policy set's request got no cells, as one owned error: refused for now (naming the
+/// quota), or never possible. What the waits of a [`Policies`](crate::Policies) set return.
+#[must_use = "a request that got no cells must not go ahead"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// Refused for now: the refusal says when to retry. From a wait: the wait would be longer
+    /// than allowed, and nothing was taken.
+    Refused(Refused),
+    /// More cells than a quota holds: the request can never succeed.
+    Capacity(InsufficientCapacity),
+}
+
+impl Error {
+    /// The refusal, if the request was refused for now.
+    pub fn refused(&self) -> Option<&Refused> {
+        match self {
+            Self::Refused(refused) => Some(refused),
+            Self::Capacity(_) => None,
+        }
+    }
+}
+
+impl From<Refused> for Error {
+    fn from(refused: Refused) -> Self {
+        Self::Refused(refused)
+    }
+}
+
+impl From<InsufficientCapacity> for Error {
+    fn from(capacity: InsufficientCapacity) -> Self {
+        Self::Capacity(capacity)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refused(refused) => refused.fmt(f),
+            Self::Capacity(capacity) => capacity.fmt(f),
+        }
+    }
+}
+
+/// Transparent: the message is the inner error's.
+impl core::error::Error for Error {}
 
 /// What a dry-run policy would have done: refuse, for `retry_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use super::Policies;
 use crate::backend::{AtOnce, Backend, Decision, Failure, PolicyInfo, Source, States, Verdict};
 use crate::clock::Clock;
 use crate::outcome::Attempt;
-use crate::outcome::{Cited, InsufficientCapacity, QuotaState};
+use crate::outcome::{InsufficientCapacity, QuotaState};
 
 impl<R: ?Sized + 'static, C: Clock + Send + Sync + 'static> Backend<R> for Policies<R, C> {
     type Pending = AtOnce;
@@ -112,7 +112,7 @@ impl<R: ?Sized + 'static, C: Clock + Send + Sync + 'static> Backend<R> for Polic
         request: &R,
         n: u32,
         left: u64,
-    ) -> impl Future<Output = Attempt<Booked<'_, R, C>, Cited>> + Send {
+    ) -> impl Future<Output = Attempt<Booked<'_, R, C>>> + Send {
         ready(Policies::attempt(
             self,
             request,

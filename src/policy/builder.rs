@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use super::error::PolicyError;
+use super::error::BuildError;
 use super::key::{Extract, Key};
 use super::layer::{Buckets, Layer, Place};
 use super::rules::Rules;
@@ -101,7 +101,7 @@ impl<R: ?Sized> Policy<R> {
 
     /// Adds a quota, enforced with GCRA: a request must conform to every quota of the policy.
     pub fn quota(self, quota: Quota) -> Self {
-        self.algorithm(quota)
+        self.quota_with(quota)
     }
 
     /// Adds several quotas, each enforced with GCRA.
@@ -121,11 +121,11 @@ impl<R: ?Sized> Policy<R> {
     ///
     /// struct Login { user: String }
     /// let per_user = Policy::keyed("login", |r: &Login| &r.user)
-    ///     .algorithm(SlidingWindow::new(&"5/min".parse()?)?)
-    ///     .algorithm(FixedWindow::new(&"20/day".parse()?)?);
+    ///     .quota_with(SlidingWindow::new(&"5/min".parse()?)?)
+    ///     .quota_with(FixedWindow::new(&"20/day".parse()?)?);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn algorithm(mut self, algorithm: impl Into<AnyAlgorithm>) -> Self {
+    pub fn quota_with(mut self, algorithm: impl Into<AnyAlgorithm>) -> Self {
         self.quotas.push(algorithm.into());
         self
     }
@@ -232,10 +232,10 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
     /// The policy set.
     ///
     /// # Errors
-    /// [`PolicyError`]: no policy, a policy without a name or quotas, two policies with one
+    /// [`BuildError`]: no policy, a policy without a name or quotas, two policies with one
     /// name, more than [`MAX_QUOTAS`] quotas in all, a jitter whose minimum is above its maximum
     /// or beyond 292 years, or a keyed policy whose table cannot be built.
-    pub fn build(self) -> Result<Policies<R, C>, PolicyError>
+    pub fn build(self) -> Result<Policies<R, C>, BuildError>
     where
         C: Clone,
     {
@@ -269,8 +269,8 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
     /// from.
     ///
     /// # Errors
-    /// The [`PolicyError`] [`build`](Self::build) would return for a set invalid anywhere.
-    pub fn into_policies(self) -> Result<(Vec<Policy<R>>, C), PolicyError> {
+    /// The [`BuildError`] [`build`](Self::build) would return for a set invalid anywhere.
+    pub fn into_policies(self) -> Result<(Vec<Policy<R>>, C), BuildError> {
         let (checked, clock) = self.into_checked()?;
         Ok((
             checked.into_iter().map(|(policy, _)| policy).collect(),
@@ -281,31 +281,31 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
     /// The policies, each with its jitter in ns, and the clock, once every rule that holds on
     /// any backend is checked: at least one policy, each named (uniquely) and with quotas, at
     /// most [`MAX_QUOTAS`] in all, and jitters that fit.
-    pub(crate) fn into_checked(self) -> Result<(Checked<R>, C), PolicyError> {
+    pub(crate) fn into_checked(self) -> Result<(Checked<R>, C), BuildError> {
         if self.policies.is_empty() {
-            return Err(PolicyError::NoPolicies);
+            return Err(BuildError::NoPolicies);
         }
         let total: usize = self.policies.iter().map(|p| p.quotas.len()).sum();
         if total > MAX_QUOTAS {
-            return Err(PolicyError::TooManyQuotas { quotas: total });
+            return Err(BuildError::TooManyQuotas { quotas: total });
         }
         let mut checked: Checked<R> = Vec::with_capacity(self.policies.len());
         for (index, policy) in self.policies.into_iter().enumerate() {
             if policy.name.is_empty() {
-                return Err(PolicyError::NoName { index });
+                return Err(BuildError::NoName { index });
             }
             if checked.iter().any(|(p, _)| p.name == policy.name) {
-                return Err(PolicyError::DuplicateName {
+                return Err(BuildError::DuplicateName {
                     policy: policy.name,
                 });
             }
             if policy.quotas.is_empty() {
-                return Err(PolicyError::NoQuotas {
+                return Err(BuildError::NoQuotas {
                     policy: policy.name,
                 });
             }
             let Some(jitter) = jitter_nanos(policy.jitter) else {
-                return Err(PolicyError::Jitter {
+                return Err(BuildError::Jitter {
                     policy: policy.name,
                 });
             };
@@ -326,7 +326,7 @@ fn layer<R: ?Sized, C: Clock + Clone>(
     now: u64,
     clock: &C,
     hash_seed: Option<u64>,
-) -> Result<Layer<R, C>, PolicyError> {
+) -> Result<Layer<R, C>, BuildError> {
     let places = (policy.quotas.iter().enumerate())
         .map(|(q, quota)| Place {
             by: PolicyQuota::intern(&policy.name, index, q),
@@ -356,7 +356,7 @@ fn buckets<R: ?Sized, C: Clock + Clone>(
     now: u64,
     clock: &C,
     hash_seed: Option<u64>,
-) -> Result<Buckets<R, C>, PolicyError> {
+) -> Result<Buckets<R, C>, BuildError> {
     let Some(extract) = policy.extract else {
         let cells = policy.quotas.iter();
         let cells = cells.map(|q| CachePadded::new(Cell::new(q.initial_word(now))));
@@ -376,7 +376,7 @@ fn buckets<R: ?Sized, C: Clock + Clone>(
             Store::new(options, seed, clock.clone())
         })
         .collect::<Result<_, _>>()
-        .map_err(|error| PolicyError::Keyed {
+        .map_err(|error| BuildError::Keyed {
             policy: policy.name.clone(),
             error,
         })?;

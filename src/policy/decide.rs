@@ -17,15 +17,16 @@ use arrayvec::ArrayVec;
 use super::layer::{Bucket, Buckets, Layer, Place};
 use super::report::{Report, Summary, Undo, UndoLog};
 use super::Policies;
+use super::Refused;
 use crate::algorithm::{each, next_cell, Algorithm, AnyAlgorithm};
 use crate::cell::taking;
 use crate::clock::Clock;
 use crate::keyed::Tag;
 use crate::observe;
-use crate::outcome::{Cited, DryRun, Gauge, InsufficientCapacity, Refused};
+use crate::outcome::{DryRun, Gauge, InsufficientCapacity};
 
 /// A decision's answer: too many cells (never), or admitted (reported as `A`) or refused (now).
-pub(crate) type Answer<A> = Result<Result<A, Refused<Cited>>, InsufficientCapacity>;
+pub(crate) type Answer<A> = Result<Result<A, Refused>, InsufficientCapacity>;
 
 /// The clock, read once for the whole decision when first needed (after the first lookup).
 struct Reading<F> {
@@ -58,7 +59,7 @@ pub(super) struct Decision<'p, R: ?Sized, C: Clock, F> {
     /// The undo entries whose quota was left near its limit (the `metrics` feature).
     near: u32,
     /// How a decision that ends before its last quota ends (a refusal, too many cells).
-    pub(super) end: Option<Result<Refused<Cited>, InsufficientCapacity>>,
+    pub(super) end: Option<Result<Refused, InsufficientCapacity>>,
 }
 
 /// What a decision does after one quota (small, so that it stays in a register).
@@ -178,7 +179,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         rules: &[AnyAlgorithm],
         request: &R,
         report: &mut P,
-    ) -> Option<Result<Refused<Cited>, InsufficientCapacity>> {
+    ) -> Option<Result<Refused, InsufficientCapacity>> {
         let at = (index, layer, tag);
         // From its first quota's on: zipped with its quotas, which end first.
         let rules = rules.get(layer.first..).unwrap_or_default();
@@ -209,7 +210,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         rules: &[AnyAlgorithm],
         (request, report): (&R, &mut P),
         buckets: impl Iterator<Item = Bucket<'p, C>>,
-    ) -> Option<Result<Refused<Cited>, InsufficientCapacity>> {
+    ) -> Option<Result<Refused, InsufficientCapacity>> {
         let mark = self.undo.len();
         let quotas = layer.places.iter().zip(rules).zip(buckets);
         for (q, ((place, any), bucket)) in quotas.enumerate() {

@@ -1,4 +1,4 @@
-//! [`PolicyError`]: why a policy set could not be built, or a replacement was refused.
+//! [`BuildError`]: why a policy set could not be built, or a replacement was refused.
 
 use core::fmt;
 
@@ -9,7 +9,7 @@ use crate::quota::QuotaError;
 /// Why a policy set could not be built, or a replacement was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum PolicyError {
+pub enum BuildError {
     /// The set has no policy.
     NoPolicies,
     /// The policy at `index` has an empty name.
@@ -84,7 +84,7 @@ pub enum PolicyError {
     },
 }
 
-impl fmt::Display for PolicyError {
+impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoPolicies => f.write_str("a policy set needs at least one policy"),
@@ -131,4 +131,4 @@ impl fmt::Display for PolicyError {
     }
 }
 
-impl core::error::Error for PolicyError {}
+impl core::error::Error for BuildError {}

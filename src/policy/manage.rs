@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use super::error::PolicyError;
+use super::error::BuildError;
 use super::layer::{Buckets, Layer};
 use super::Policies;
 use crate::algorithm::{Algorithm, AnyAlgorithm};
@@ -33,17 +33,17 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// [module docs](super#replacing-quotas-at-run-time).
     ///
     /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name, [`PolicyError::QuotaCount`]
-    /// if `quotas` does not have as many quotas as the policy, [`PolicyError::Quota`] if an
-    /// algorithm rejects its new quota, and [`PolicyError::Incompatible`] if a window counter's
+    /// [`BuildError::UnknownPolicy`] if no policy has that name, [`BuildError::QuotaCount`]
+    /// if `quotas` does not have as many quotas as the policy, [`BuildError::Quota`] if an
+    /// algorithm rejects its new quota, and [`BuildError::Incompatible`] if a window counter's
     /// window length would change. Nothing is replaced unless everything is valid.
-    pub fn replace_quotas(&self, name: &str, quotas: &[Quota]) -> Result<(), PolicyError> {
+    pub fn replace_quotas(&self, name: &str, quotas: &[Quota]) -> Result<(), BuildError> {
         let (_, layer) = self.layer(name)?;
         count_matches(layer, quotas.len())?;
         self.rules.replace(|now| {
             let old = layer.algorithms(now).iter().zip(quotas);
             let new = old.enumerate().map(|(q, (old, quota))| {
-                old.with_quota(quota).map_err(|error| PolicyError::Quota {
+                old.with_quota(quota).map_err(|error| BuildError::Quota {
                     policy: name.into(),
                     quota: q,
                     error,
@@ -61,10 +61,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// [module docs](super#replacing-quotas-at-run-time).
     ///
     /// # Errors
-    /// [`PolicyError::UnknownPolicy`], [`PolicyError::QuotaCount`], and
-    /// [`PolicyError::Incompatible`] for an algorithm that cannot take over its buckets.
+    /// [`BuildError::UnknownPolicy`], [`BuildError::QuotaCount`], and
+    /// [`BuildError::Incompatible`] for an algorithm that cannot take over its buckets.
     /// Nothing is replaced unless everything is valid.
-    pub fn replace(&self, name: &str, algorithms: &[AnyAlgorithm]) -> Result<(), PolicyError> {
+    pub fn replace(&self, name: &str, algorithms: &[AnyAlgorithm]) -> Result<(), BuildError> {
         self.replace_all([(name, algorithms)])
     }
 
@@ -73,7 +73,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     pub(crate) fn replace_all<'a>(
         &self,
         changes: impl IntoIterator<Item = (&'a str, &'a [AnyAlgorithm])>,
-    ) -> Result<(), PolicyError> {
+    ) -> Result<(), BuildError> {
         let mut found = Vec::new();
         for (name, algorithms) in changes {
             let (_, layer) = self.layer(name)?;
@@ -86,8 +86,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// The quotas of the policy `name` now.
     ///
     /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
+    /// [`BuildError::UnknownPolicy`] if no policy has that name.
+    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, BuildError> {
         let algorithms = self.algorithms(name)?;
         Ok(algorithms.iter().map(|a| *a.quota()).collect())
     }
@@ -95,8 +95,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// The algorithms (quotas included) of the policy `name` now.
     ///
     /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, PolicyError> {
+    /// [`BuildError::UnknownPolicy`] if no policy has that name.
+    pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, BuildError> {
         let layer = self.layer(name)?.1;
         Ok(self.rules.with(|rules| layer.algorithms(rules).to_vec()))
     }
@@ -164,26 +164,23 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// The policy `name`, and its place in the set.
-    fn layer(&self, name: &str) -> Result<(usize, &Layer<R, C>), PolicyError> {
+    fn layer(&self, name: &str) -> Result<(usize, &Layer<R, C>), BuildError> {
         self.layers
             .iter()
             .enumerate()
             .find(|(_, layer)| &*layer.name == name)
-            .ok_or_else(|| PolicyError::UnknownPolicy {
+            .ok_or_else(|| BuildError::UnknownPolicy {
                 policy: name.into(),
             })
     }
 }
 
 /// `Ok` if a replacement of `layer`'s quotas gives as many as it has.
-fn count_matches<R: ?Sized, C: Clock>(
-    layer: &Layer<R, C>,
-    found: usize,
-) -> Result<(), PolicyError> {
+fn count_matches<R: ?Sized, C: Clock>(layer: &Layer<R, C>, found: usize) -> Result<(), BuildError> {
     if found == layer.places.len() {
         return Ok(());
     }
-    Err(PolicyError::QuotaCount {
+    Err(BuildError::QuotaCount {
         policy: layer.name.to_string(),
         expected: layer.places.len(),
         found,
@@ -195,12 +192,12 @@ fn count_matches<R: ?Sized, C: Clock>(
 fn swapped<'a, R: ?Sized + 'a, C: Clock + 'a>(
     now: &[AnyAlgorithm],
     changes: impl IntoIterator<Item = (&'a Layer<R, C>, &'a [AnyAlgorithm])>,
-) -> Result<Vec<AnyAlgorithm>, PolicyError> {
+) -> Result<Vec<AnyAlgorithm>, BuildError> {
     let mut list = now.to_vec();
     for (layer, new) in changes {
         for (q, (old, new)) in layer.algorithms(now).iter().zip(new).enumerate() {
             if !old.reads_buckets_of(new) {
-                return Err(PolicyError::Incompatible {
+                return Err(BuildError::Incompatible {
                     policy: layer.name.to_string(),
                     quota: q,
                     from: old.to_string(),

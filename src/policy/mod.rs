@@ -5,7 +5,7 @@
 //! Each policy has a key extractor (none for a global policy; a user, an endpoint, an IP
 //! address, or any combination, borrowed from the request: see [`Key`]) and one or more
 //! quotas, each with its algorithm: GCRA (a token bucket with lazy refill) unless another is
-//! chosen ([`Policy::algorithm`], or an algorithm's name after the quota in a configuration
+//! chosen ([`Policy::quota_with`], or an algorithm's name after the quota in a configuration
 //! file: `"20000/day fixed"`). A request is admitted only if every quota of every policy that
 //! applies admits it, and then it takes its cells from all of them; if any refuses, it takes
 //! nothing from any.
@@ -26,7 +26,7 @@
 //!     .policy(
 //!         Policy::keyed("per-user", |r: &Request| &r.user)
 //!             .quotas(["200/10s".parse()?, "5000/h".parse()?])
-//!             .algorithm(FixedWindow::new(&"20000/day".parse()?)?),
+//!             .quota_with(FixedWindow::new(&"20000/day".parse()?)?),
 //!     )
 //!     .policy(Policy::global("server").quota("100000/10s".parse()?))
 //!     .build()?;
@@ -69,12 +69,11 @@
 //! the policies from the one that refuses most often (the narrowest key) to the broadest.
 //!
 //! # What a decision reports
-//! The same outcome types as every limiter ([`crate::outcome`]), citing what a single limiter's
-//! do not ([`Cited`]: the quota, a dry run, the jitter), as `Allowed<Cited>` and
-//! `Refused<Cited>`:
+//! A set's own outcome types: a quota's outcome ([`crate::Allowed`], [`crate::Refused`]), which
+//! they dereference to, and what the set cites besides it (the quota, a dry run, the jitter):
 //! * [`Allowed`]: its gauge is the enforcing quota with the fewest cells left (ties: the
 //!   longer reset, then the first), and [`Allowed::by`] names it, for `X-RateLimit-*`-style
-//!   headers; a shaping quota's [`delay`](Allowed::delay) (the longest of them) is the
+//!   headers; a shaping quota's [`delay`](crate::Allowed::delay) (the longest of them) is the
 //!   request's.
 //! * [`Refused`]: names the refusing policy and quota ([`Refused::by`]), with a
 //!   [`retry_after`](Refused::retry_after) never earlier than the request's true conformance
@@ -152,12 +151,13 @@ mod wait;
 pub use builder::{PoliciesBuilder, Policy};
 #[cfg(feature = "serde")]
 pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
-pub use error::PolicyError;
+pub use error::BuildError;
 pub use key::{Extract, Key};
 pub use manage::PolicyStats;
 
 pub use crate::jitter::{refusal_jitter, seed_jitter};
 pub use crate::observe::QuotaMetrics;
+pub use crate::outcome::policy::{Allowed, Error, Refused};
 pub use crate::outcome::{DryRun, PolicyQuota, QuotaState};
 
 pub use wait::Booked;
@@ -166,7 +166,7 @@ use self::layer::Layer;
 use self::report::Tightest;
 use self::rules::Rules;
 use crate::clock::{Clock, QuantaClock};
-use crate::outcome::{Allowed, Cited, InsufficientCapacity, Refused};
+use crate::outcome::InsufficientCapacity;
 
 /// The most quotas a set holds, over all its policies: the undo log of a decision lives on the
 /// stack.
@@ -198,7 +198,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Performance
     /// One clock read, one hash per keyed policy, one CAS per quota (see the module docs).
     #[inline]
-    pub fn check(&self, request: &R) -> Result<Allowed<Cited>, Refused<Cited>> {
+    pub fn check(&self, request: &R) -> Result<Allowed, Refused> {
         // The clock is read just after the first bucket lookup, overlapping its cache miss.
         one_cell(self.decide(request, 1, || self.clock.now(), Tightest::default()))
     }
@@ -208,7 +208,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// As [`check`](Self::check).
     #[inline]
-    pub fn check_at(&self, request: &R, now: u64) -> Result<Allowed<Cited>, Refused<Cited>> {
+    pub fn check_at(&self, request: &R, now: u64) -> Result<Allowed, Refused> {
         one_cell(self.decide(request, 1, || now, Tightest::default()))
     }
 
@@ -218,13 +218,13 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// The outer `Err` is [`InsufficientCapacity`] when `n` exceeds the capacity of a quota of
     /// an enforcing policy that applies (it names the quota): the request can never succeed.
-    /// The inner `Err` is a [`Refused<Cited>`](Refused), naming the refusing policy and quota.
+    /// The inner `Err` is a [`Refused`], naming the refusing policy and quota.
     #[inline]
     pub fn check_n(
         &self,
         request: &R,
         n: u32,
-    ) -> Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity> {
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         if n == 0 {
             return Ok(Ok(self.state(request, self.clock.now())));
         }
@@ -241,7 +241,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         request: &R,
         n: u32,
         now: u64,
-    ) -> Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity> {
+    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         if n == 0 {
             return Ok(Ok(self.state(request, now)));
         }
@@ -249,7 +249,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// The quotas that apply to `request` as they are at `now`, taking nothing.
-    pub(super) fn state(&self, request: &R, now: u64) -> Allowed<Cited> {
+    pub(super) fn state(&self, request: &R, now: u64) -> Allowed {
         let mut tightest = Tightest::default();
         self.inspect_at(request, now, |state| {
             tightest.offer(state.by(), state.gauge())
@@ -291,8 +291,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
 /// least 1); were it reported anyway, a refusal that never conforms is the safe answer.
 #[inline(always)]
 fn one_cell(
-    answer: Result<Result<Allowed<Cited>, Refused<Cited>>, InsufficientCapacity>,
-) -> Result<Allowed<Cited>, Refused<Cited>> {
+    answer: Result<Result<Allowed, Refused>, InsufficientCapacity>,
+) -> Result<Allowed, Refused> {
     match answer {
         Ok(answer) => answer,
         Err(capacity) => {

@@ -7,12 +7,13 @@
 use super::decide::{Cold, Decision, Next};
 use super::layer::{Layer, Place};
 use super::Policies;
+use super::Refused;
 use crate::algorithm::{next_cell, Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
 use crate::jitter;
 use crate::keyed::Tag;
 use crate::observe;
-use crate::outcome::{Cited, DryRun, InsufficientCapacity, QuotaState, Refused};
+use crate::outcome::{DryRun, InsufficientCapacity, QuotaState};
 use crate::primitive::Ordering;
 
 impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
@@ -57,7 +58,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         &mut self,
         (index, q, tag): (usize, usize, Tag),
         mark: usize,
-        refused: Refused,
+        refused: crate::Refused,
         request: &R,
     ) -> Next {
         let set = self.set;
@@ -72,7 +73,7 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         let refused = set.reject(request, (self.n, now), (index, q, tag), refused);
         let dry_run = self.dry_run;
         self.end = Some(refused.map(|mut refused| {
-            refused.cited.dry_run = dry_run;
+            refused.dry_run = dry_run;
             refused
         }));
         Next::Done
@@ -131,8 +132,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         request: &R,
         (n, now): (u32, u64),
         (index, q, tag): (usize, usize, Tag),
-        refused: Refused,
-    ) -> Result<Refused<Cited>, InsufficientCapacity> {
+        refused: crate::Refused,
+    ) -> Result<Refused, InsufficientCapacity> {
         let worst = self.rules.with(|rules| {
             let mut worst = (&self.layers[index].places[q], refused);
             for (i, layer) in self.layers.iter().enumerate().skip(index) {
@@ -168,11 +169,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         // Relaxed: a statistic; nothing is ordered by it.
         layer.refused.fetch_add(1, Ordering::Relaxed);
         place.metrics.refused.increment(u64::from(n));
-        Ok(refused.cite(Cited {
-            by: Some(place.by),
-            dry_run: None,
-            jitter,
-        }))
+        Ok(Refused::new(refused, Some(place.by), None, jitter))
     }
 
     /// The decision quota `q` of `layer` would make of `n ≤ capacity` cells for the bucket
@@ -185,7 +182,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         algorithm: &AnyAlgorithm,
         n: u32,
         now: u64,
-    ) -> Result<(), Refused> {
+    ) -> Result<(), crate::Refused> {
         let word = layer.word(at, algorithm, now);
         let refused = algorithm.peek(word, now, n).err();
         if let Some(refused) = refused {

@@ -1,5 +1,5 @@
 //! What an admission of a policy set reports, chosen by its caller: [`Tightest`] (the
-//! `Allowed<Cited>` that [`Policies::check`](super::Policies::check) returns), [`Silent`] (a
+//! [`Allowed`] that [`Policies::check`](super::Policies::check) returns), [`Silent`] (a
 //! yes and nothing more), or [`Visit`] (every enforcing quota's state, for headers that list
 //! them all).
 //! A decision tells its report of each enforcing quota as the quota admits the request, so that
@@ -8,9 +8,10 @@
 use arrayvec::ArrayVec;
 
 use super::layer::Place;
+use super::Allowed;
 use super::MAX_QUOTAS;
 use crate::keyed::Tag;
-use crate::outcome::{tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota, QuotaState};
+use crate::outcome::{tightness, DryRun, Gauge, PolicyQuota, QuotaState};
 use crate::quota::Quota;
 
 /// One write to undo if a later quota refuses (or a wait gives its reservation back).
@@ -56,7 +57,7 @@ pub(crate) struct Summary<'a, 'p> {
 }
 
 /// The tightest enforcing quota (fewest cells left, then the longest reset, then the first):
-/// an `Allowed<Cited>` that describes it. Kept without a branch on "none yet" (it starts as the
+/// an [`Allowed`] that describes it. Kept without a branch on "none yet" (it starts as the
 /// loosest possible), so that a caller who ignores the report leaves only dead arithmetic.
 pub(crate) struct Tightest {
     by: Option<&'static PolicyQuota>,
@@ -92,17 +93,13 @@ impl Tightest {
     /// The admission describing the tightest quota offered (none: nothing applied), to go
     /// ahead after `delay`, with the first dry-run policy that would have refused.
     #[inline(always)]
-    pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed<Cited> {
-        Allowed::delayed(self.gauge, delay).cite(Cited {
-            by: self.by,
-            dry_run,
-            jitter: 0,
-        })
+    pub(crate) fn allowed(self, delay: u64, dry_run: Option<DryRun>) -> Allowed {
+        Allowed::new(crate::Allowed::delayed(self.gauge, delay), self.by, dry_run)
     }
 }
 
 impl<'p> Report<'p> for Tightest {
-    type Output = Allowed<Cited>;
+    type Output = Allowed;
 
     #[inline(always)]
     fn taken(&mut self, place: &'p Place, state: impl Fn() -> (Gauge, Quota), _: impl Fn() -> u64) {
@@ -110,7 +107,7 @@ impl<'p> Report<'p> for Tightest {
     }
 
     #[inline(always)]
-    fn finish(self, summary: Summary<'_, 'p>) -> Allowed<Cited> {
+    fn finish(self, summary: Summary<'_, 'p>) -> Allowed {
         self.allowed(summary.delay, summary.dry_run)
     }
 }

@@ -17,11 +17,14 @@
 //! step, are read from the list in force when they are made, which a replacement meanwhile
 //! may have changed.
 //!
-//! A thread keeps copies of the lists of the last 32 sets it copied (a `thread_local!` of
-//! this module, searched newest first, the oldest copy evicted first, however often it is
-//! used), freed when the thread exits. A thread that decides on more than 32 sets in turn
-//! takes the lock and copies on every decision that misses, several times the cost of a hit;
-//! a thread that is exiting (a decision made from a thread-local destructor) reads under the
+//! A thread keeps its copies in a table of 256 slots (a `thread_local!` of this module), a
+//! set's copy in the slot its id names (ids are handed out in turn, so up to 256 sets built
+//! one after another never share a slot), freed when the thread exits. Finding a copy is one
+//! load and one comparison, however many sets the thread decides on. Two sets whose ids share
+//! a slot (256 apart) evict each other's copy: a thread deciding on both in turn takes the
+//! lock and copies on every decision that misses, several times the cost of a hit. A copy of
+//! a dropped set stays in its slot until a set sharing it is copied, or the thread exits. A
+//! thread that is exiting (a decision made from a thread-local destructor) reads under the
 //! lock and copies every time.
 //!
 //! Built with `--cfg flowgate_loom`, threads hold no copy: every read takes the lock, so that
@@ -37,9 +40,9 @@ use crossbeam_utils::CachePadded;
 use crate::algorithm::AnyAlgorithm;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 
-/// How many sets' lists a thread keeps copies of.
+/// How many slots a thread's table of copies has (a power of two).
 #[cfg(not(flowgate_loom))]
-const KEPT: usize = 32;
+const SLOTS: usize = 256;
 
 /// A thread's copy of a list, counted by the decisions that hold it: on a cache line of its
 /// own, since each decision writes its count (another thread's copy next to it would make
@@ -57,8 +60,8 @@ struct Copy {
 
 #[cfg(not(flowgate_loom))]
 std::thread_local! {
-    /// This thread's copies, the most recently made last.
-    static COPIES: core::cell::RefCell<alloc::vec::Vec<Copy>> =
+    /// This thread's copies, a set's in slot `id % SLOTS` (empty until the first copy).
+    static COPIES: core::cell::RefCell<alloc::vec::Vec<Option<Copy>>> =
         const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
 }
 
@@ -116,8 +119,8 @@ impl Rules {
         let version = self.version.load(Ordering::Acquire);
         let copy = COPIES.try_with(|copies| {
             let copies = copies.try_borrow().ok()?;
-            let copy = copies.iter().rev().find(|copy| copy.set == self.id)?;
-            (copy.version == version).then(|| Held(Rc::clone(&copy.list)))
+            let copy = copies.get(self.slot())?.as_ref()?;
+            (copy.set == self.id && copy.version == version).then(|| Held(Rc::clone(&copy.list)))
         });
         match copy {
             Ok(Some(held)) => held,
@@ -131,22 +134,31 @@ impl Rules {
     #[cold]
     #[inline(never)]
     fn refresh(&self) -> Held {
+        #[cfg(test)]
+        tests::REFRESHES.with(|n| n.set(n.get() + 1));
         let (version, list) = lock(&self.now).clone();
         let list = Rc::new(CachePadded::new(Box::from(&list[..])));
         // An exiting thread keeps no copy; the copies are never borrowed while user code runs,
         // so the borrow is free unless the thread is exiting.
         let _ = COPIES.try_with(|copies| {
             if let Ok(mut copies) = copies.try_borrow_mut() {
-                copies.retain(|copy| copy.set != self.id);
-                if copies.len() >= KEPT {
-                    copies.remove(0);
+                if copies.is_empty() {
+                    copies.resize_with(SLOTS, || None);
                 }
                 let set = self.id;
                 let list = Rc::clone(&list);
-                copies.push(Copy { set, version, list });
+                copies[self.slot()] = Some(Copy { set, version, list });
             }
         });
         Held(list)
+    }
+
+    /// The slot of this thread's table of copies that holds this set's copy.
+    #[cfg(not(flowgate_loom))]
+    #[inline(always)]
+    fn slot(&self) -> usize {
+        // The low bits of the id: the cast keeps them.
+        self.id as usize % SLOTS
     }
 
     /// The list under the lock (a loom build keeps no copies).
@@ -172,6 +184,7 @@ impl Rules {
 
 #[cfg(all(test, not(flowgate_loom)))]
 mod tests {
+    use std::cell::Cell;
     use std::sync::OnceLock;
 
     use super::*;
@@ -181,6 +194,11 @@ mod tests {
 
     fn any(text: &str) -> AnyAlgorithm {
         text.parse().unwrap()
+    }
+
+    std::thread_local! {
+        /// How many times this thread copied a list.
+        pub(super) static REFRESHES: Cell<usize> = const { Cell::new(0) };
     }
 
     fn limit(rules: &Rules) -> u32 {
@@ -212,19 +230,49 @@ mod tests {
         assert_eq!(limit(&rules), 9, "a failed replacement changes nothing");
     }
 
-    /// A thread deciding on more sets than it keeps copies of: each set still reads its own
-    /// list (a copy found by another set's id, or a version compared without the id, fails).
+    /// A thread deciding on many sets in turn (more than the 32 it kept copies of before the
+    /// table, newest first and evicted oldest first, when every such decision took the lock
+    /// and copied again) copies each set's list once and finds it after; each set reads its
+    /// own list (a copy found by another set's id, or a version compared without the id,
+    /// fails).
     #[test]
-    fn more_sets_than_a_thread_keeps() {
-        let sets: Vec<Rules> = (1..=KEPT as u32 + 8)
+    fn many_sets_are_each_copied_once() {
+        let sets: Vec<Rules> = (1..=200u32)
             .map(|k| Rules::new(vec![any(&format!("{k}/s"))]))
             .collect();
+        // Other tests build sets meanwhile: keep the sets whose slot no other of them shares.
+        let alone: Vec<(u32, &Rules)> = (1..)
+            .zip(&sets)
+            .filter(|(_, r)| sets.iter().filter(|o| o.slot() == r.slot()).count() == 1)
+            .collect();
+        assert!(alone.len() > 100, "ids are handed out in turn");
+        for (k, rules) in &alone {
+            assert_eq!(limit(rules), *k);
+        }
+        let copied = REFRESHES.with(Cell::get);
         for _ in 0..3 {
-            for (k, rules) in (1..).zip(&sets) {
-                assert_eq!(limit(rules), k);
+            for (k, rules) in &alone {
+                assert_eq!(limit(rules), *k);
             }
         }
-        COPIES.with(|copies| assert_eq!(copies.borrow().len(), KEPT));
+        assert_eq!(REFRESHES.with(Cell::get), copied, "every copy found again");
+        let held = COPIES.with(|copies| copies.borrow().iter().flatten().count());
+        assert!((alone.len()..=SLOTS).contains(&held));
+    }
+
+    /// Two sets whose ids share a slot evict each other's copy, and each still reads its own
+    /// list.
+    #[test]
+    fn sets_that_share_a_slot_read_their_own_lists() {
+        let a = Rules::new(vec![any("1/s")]);
+        let b = Rules {
+            id: a.id + SLOTS as u64,
+            ..Rules::new(vec![any("2/s")])
+        };
+        assert_eq!(a.slot(), b.slot());
+        for _ in 0..3 {
+            assert_eq!((limit(&a), limit(&b)), (1, 2));
+        }
     }
 
     static NESTED: OnceLock<Policies<u64, ManualClock>> = OnceLock::new();

@@ -1,9 +1,10 @@
 //! [`Policies::check_up_to`]: as many cells as every quota that applies holds, up to a limit.
 
 use super::Policies;
+use super::{Allowed, Refused};
 use crate::algorithm::up_to;
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Cause, Cited, Refused};
+use crate::outcome::Cause;
 
 /// # Taking up to `n`
 impl<R: ?Sized, C: Clock> Policies<R, C> {
@@ -36,12 +37,8 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// ```
     ///
     /// # Errors
-    /// [`Refused<Cited>`](Refused), as [`check`](Self::check) refuses one cell.
-    pub fn check_up_to(
-        &self,
-        request: &R,
-        n: u32,
-    ) -> Result<(u32, Allowed<Cited>), Refused<Cited>> {
+    /// [`Refused`], as [`check`](Self::check) refuses one cell.
+    pub fn check_up_to(&self, request: &R, n: u32) -> Result<(u32, Allowed), Refused> {
         self.check_up_to_at(request, n, self.clock.now())
     }
 
@@ -49,12 +46,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     ///
     /// # Errors
     /// As [`check_up_to`](Self::check_up_to).
-    pub fn check_up_to_at(
-        &self,
-        request: &R,
-        n: u32,
-        now: u64,
-    ) -> Result<(u32, Allowed<Cited>), Refused<Cited>> {
+    pub fn check_up_to_at(&self, request: &R, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
         if n == 0 {
             return Ok((0, self.state(request, now)));
         }

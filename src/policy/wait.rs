@@ -1,6 +1,6 @@
 //! Waiting on a [`Policies`] set: as a single limiter waits (see the
 //! [`wait` module docs](crate::wait)), on every quota that applies at once. A refusal is waited
-//! out for its [`retry_after`](crate::Refused::retry_after), which covers every refusing quota
+//! out for its [`retry_after`](Refused::retry_after), which covers every refusing quota
 //! and carries the refusing policy's jitter; an admission with a delay (a shaping quota) is a
 //! reservation on every quota it took from, given back whole if the wait is abandoned.
 
@@ -11,9 +11,10 @@ use super::layer::Place;
 use super::report::UndoLog;
 use super::report::{Report, Summary, Tightest};
 use super::Policies;
+use super::{Allowed, Error, Refused};
 use crate::algorithm::{Algorithm, AnyAlgorithm};
 use crate::clock::Clock;
-use crate::outcome::{Allowed, Cited, Error, Gauge, Refused};
+use crate::outcome::Gauge;
 use crate::quota::Quota;
 use crate::wait::{as_is, block, judge, until, Attempt, GiveBack, WaitOptions};
 
@@ -35,7 +36,7 @@ impl<R: ?Sized, C: Clock> GiveBack for Booked<'_, R, C> {
 struct Reserving(Tightest);
 
 impl<'p> Report<'p> for Reserving {
-    type Output = (Allowed<Cited>, UndoLog<'p>);
+    type Output = (Allowed, UndoLog<'p>);
 
     #[inline(always)]
     fn taken(
@@ -56,59 +57,33 @@ impl<'p> Report<'p> for Reserving {
 /// # Waiting
 impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// Takes `n` cells from every quota that applies to `request`, sleeping (through the clock)
-    /// until all are available at once.
+    /// until all are available at once, within `options` (a bound, jitter on retries on top of
+    /// the policies' own).
     ///
     /// # Errors
     /// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity (naming it);
-    /// [`Error::Refused`] only past the clock's horizon, or when a shaping quota's queue is
-    /// full.
-    pub fn wait(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
-        self.wait_with(request, n, WaitOptions::new())
-    }
-
-    /// [`wait`](Self::wait) as `options` say (a bound, jitter on retries on top of the
-    /// policies' own).
-    ///
-    /// # Errors
-    /// As [`try_wait_for`](Self::try_wait_for).
-    pub fn wait_with(
-        &self,
-        request: &R,
-        n: u32,
-        options: WaitOptions,
-    ) -> Result<Allowed<Cited>, Error<Cited>> {
+    /// [`Error::Refused`] when the wait would exceed the bound (at once, taking nothing), past
+    /// the clock's horizon, or when a shaping quota's queue is full.
+    pub fn wait(&self, request: &R, n: u32, options: WaitOptions) -> Result<Allowed, Error> {
         block(self.clock(), options, |now, left| {
             self.attempt(request, n, now, left)
         })
     }
 
-    /// [`wait`](Self::wait) for at most `max_wait`: a wait known to be longer returns
-    /// [`Error::Refused`] at once, taking nothing.
+    /// [`wait`](Self::wait) without blocking a thread, sleeping through `sleep` (any async
+    /// timer: `tokio::time::sleep`, `async_io::Timer::after`, …). Cancellation-safe: between
+    /// attempts it holds nothing, and a reservation it sleeps on is given back if it is
+    /// dropped.
     ///
     /// # Errors
-    /// As [`wait`](Self::wait), and [`Error::Refused`] when the wait would exceed `max_wait`.
-    pub fn try_wait_for(
-        &self,
-        request: &R,
-        n: u32,
-        max_wait: Duration,
-    ) -> Result<Allowed<Cited>, Error<Cited>> {
-        self.wait_with(request, n, WaitOptions::new().at_most(max_wait))
-    }
-
-    /// [`wait_with`](Self::wait_with) without blocking a thread, sleeping through `sleep`.
-    /// Cancellation-safe: between attempts it holds nothing, and a reservation it sleeps on is
-    /// given back if it is dropped.
-    ///
-    /// # Errors
-    /// As [`try_wait_for`](Self::try_wait_for).
-    pub async fn until_ready_with<F: Future<Output = ()>>(
+    /// As [`wait`](Self::wait).
+    pub async fn until_ready<F: Future<Output = ()>>(
         &self,
         request: &R,
         n: u32,
         options: WaitOptions,
         sleep: impl FnMut(Duration) -> F,
-    ) -> Result<Allowed<Cited>, Error<Cited>> {
+    ) -> Result<Allowed, Error> {
         let attempt = |now, left| self.attempt(request, n, now, left);
         until(self.clock(), options, attempt, sleep).await
     }
@@ -119,7 +94,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         n: u32,
         now: u64,
         left: u64,
-    ) -> Attempt<Booked<'_, R, C>, Cited> {
+    ) -> Attempt<Booked<'_, R, C>> {
         if n == 0 {
             return as_is(self.check_n_at(request, 0, now));
         }
@@ -135,7 +110,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// Whether `refused` came from a shaping quota, whose refusal means its queue is full.
-    fn queue_full(&self, refused: &Refused<Cited>) -> bool {
+    fn queue_full(&self, refused: &Refused) -> bool {
         let Some(by) = refused.by() else {
             return false;
         };
@@ -143,33 +118,5 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         let algorithm = |rules: &[_]| layer.algorithms(rules).get(by.quota_index()).copied();
         let algorithm = self.rules.with(algorithm);
         algorithm.is_some_and(|a: AnyAlgorithm| a.max_delay_nanos() > 0)
-    }
-}
-
-/// # Waiting on tokio's timer (feature `tokio`)
-#[cfg(feature = "tokio")]
-impl<R: ?Sized, C: Clock> Policies<R, C> {
-    /// [`until_ready_with`](Self::until_ready_with) on `tokio::time::sleep`, with no bound.
-    ///
-    /// # Errors
-    /// As [`wait`](Self::wait).
-    pub async fn until_ready(&self, request: &R, n: u32) -> Result<Allowed<Cited>, Error<Cited>> {
-        self.until_ready_with(request, n, WaitOptions::new(), tokio::time::sleep)
-            .await
-    }
-
-    /// [`until_ready`](Self::until_ready) for at most `max_wait`.
-    ///
-    /// # Errors
-    /// As [`try_wait_for`](Self::try_wait_for).
-    pub async fn until_ready_within(
-        &self,
-        request: &R,
-        n: u32,
-        max_wait: Duration,
-    ) -> Result<Allowed<Cited>, Error<Cited>> {
-        let options = WaitOptions::new().at_most(max_wait);
-        self.until_ready_with(request, n, options, tokio::time::sleep)
-            .await
     }
 }

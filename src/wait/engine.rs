@@ -8,9 +8,8 @@ use core::time::Duration;
 use crate::cell::Receipt;
 use crate::clock::Clock;
 use crate::jitter;
-use crate::outcome::{
-    judge, Allowed, Attempt, Cited, Error, GiveBack, InsufficientCapacity, Refused,
-};
+use crate::outcome::policy;
+use crate::outcome::{judge, Admission, Allowed, Attempt, GiveBack, InsufficientCapacity, Refused};
 
 /// How a wait behaves: how long it may last, and the jitter its retries add.
 ///
@@ -40,7 +39,7 @@ impl WaitOptions {
     }
 
     /// Waits at most `max_wait`: a wait known to be longer ends at once with
-    /// [`Error::Refused`], taking nothing.
+    /// [`Error::Refused`](crate::Error::Refused), taking nothing.
     pub fn at_most(self, max_wait: Duration) -> Self {
         Self {
             max_wait: nanos(max_wait),
@@ -88,9 +87,9 @@ pub(crate) fn judge_reservation<G: GiveBack>(
     holder: impl FnOnce(Receipt) -> G,
     left: u64,
     shaping: bool,
-) -> Attempt<G> {
+) -> Attempt<G, Allowed, crate::Error> {
     let (answer, reserved) = match reservation {
-        Err(capacity) => return Attempt::Fail(Error::Capacity(capacity)),
+        Err(capacity) => return Attempt::Fail(capacity.into()),
         Ok(Err(refused)) => (Err(refused), None),
         Ok(Ok((allowed, receipt))) => (Ok(allowed), (!receipt.is_empty()).then(|| holder(receipt))),
     };
@@ -111,7 +110,7 @@ fn nanos(duration: Duration) -> u64 {
 ///
 /// ```
 /// use flowgate::policy::{Policies, Policy};
-/// use flowgate::wait::{until_ready_with, WaitOptions};
+/// use flowgate::wait::{until_ready, WaitOptions};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let limits = Policies::<str>::builder()
@@ -119,9 +118,9 @@ fn nanos(duration: Duration) -> u64 {
 ///     .build()?;
 /// let bounded = WaitOptions::new().at_most(core::time::Duration::from_millis(10));
 /// let sleep = |_| async {};
-/// assert!(until_ready_with(&limits, "alice", 2, bounded, sleep).await.is_ok());
+/// assert!(until_ready(&limits, "alice", 2, bounded, sleep).await.is_ok());
 /// // The next cell is 30 s away: past the bound, refused at once.
-/// assert!(until_ready_with(&limits, "alice", 1, bounded, sleep).await.is_err());
+/// assert!(until_ready(&limits, "alice", 1, bounded, sleep).await.is_err());
 /// # Ok(())
 /// # }
 /// # block_on(run()).unwrap();
@@ -131,18 +130,18 @@ fn nanos(duration: Duration) -> u64 {
 /// ```
 ///
 /// # Errors
-/// [`Error::Capacity`] if `n` exceeds an enforcing quota's capacity; [`Error::Refused`] when
+/// [`Error::Capacity`](policy::Error::Capacity) if `n` exceeds an enforcing quota's capacity; [`Error::Refused`](policy::Error::Refused) when
 /// the wait would exceed the bound, or a refusal never conforms (a failure policy's refusals
 /// included: they are waited out like any other).
 ///
 /// [`Backend`]: crate::backend::Backend
-pub async fn until_ready_with<R, B, F>(
+pub async fn until_ready<R, B, F>(
     backend: &B,
     request: &R,
     n: u32,
     options: WaitOptions,
     sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed<Cited>, Error<Cited>>
+) -> Result<policy::Allowed, policy::Error>
 where
     R: ?Sized,
     B: crate::backend::Backend<R>,
@@ -155,11 +154,11 @@ where
 
 /// The blocking loop: attempts (given the reading and what is left of `max_wait`) until one is
 /// ready or fails, sleeping through `clock` in between and before going ahead.
-pub(crate) fn block<C: Clock, G: GiveBack, X>(
+pub(crate) fn block<C: Clock, G: GiveBack, A: Admission>(
     clock: &C,
     options: WaitOptions,
-    mut attempt: impl FnMut(u64, u64) -> Attempt<G, X>,
-) -> Result<Allowed<X>, Error<X>> {
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G, A, A::Error>,
+) -> Result<A, A::Error> {
     let start = clock.now();
     let mut now = start;
     loop {
@@ -194,12 +193,12 @@ impl<G: GiveBack> Drop for Reservation<G> {
 
 /// The asynchronous loop: as [`block`], sleeping through `sleep`; a reservation is given back
 /// if the future is dropped while it sleeps on it.
-pub(crate) async fn until<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
+pub(crate) async fn until<C: Clock, G: GiveBack, A: Admission, F: Future<Output = ()>>(
     clock: &C,
     options: WaitOptions,
-    mut attempt: impl FnMut(u64, u64) -> Attempt<G, X>,
+    mut attempt: impl FnMut(u64, u64) -> Attempt<G, A, A::Error>,
     sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed<X>, Error<X>> {
+) -> Result<A, A::Error> {
     let start = clock.now();
     match attempt(start, options.max_wait) {
         // The uncontended case: nothing to sleep for, and the future stays small (the waiting
@@ -220,15 +219,20 @@ pub(crate) async fn until<C: Clock, G: GiveBack, X, F: Future<Output = ()>>(
 /// `first` attempt if it has one: each attempt (given the reading and what is left of
 /// `max_wait`) awaited, refusals slept out, and an admission's delay slept on with its
 /// reservation armed, given back if the future is dropped first. [`until`] once its first
-/// attempt asked for a sleep, and the wait over the seam ([`until_ready_with`]).
-async fn sleeping<G: GiveBack, X, A: Future<Output = Attempt<G, X>>, F: Future<Output = ()>>(
+/// attempt asked for a sleep, and the wait over the seam ([`until_ready`]).
+async fn sleeping<G, A, E, T, F>(
     now: impl Fn() -> u64,
     options: WaitOptions,
     start: u64,
-    mut first: Option<Attempt<G, X>>,
-    mut attempt: impl FnMut(u64, u64) -> A,
+    mut first: Option<Attempt<G, A, E>>,
+    mut attempt: impl FnMut(u64, u64) -> T,
     mut sleep: impl FnMut(Duration) -> F,
-) -> Result<Allowed<X>, Error<X>> {
+) -> Result<A, E>
+where
+    G: GiveBack,
+    T: Future<Output = Attempt<G, A, E>>,
+    F: Future<Output = ()>,
+{
     let mut reading = start;
     loop {
         // A clock that steps back counts as no time spent.

@@ -72,7 +72,7 @@ mod engine;
 pub(crate) use crate::outcome::{as_is, judge};
 pub use crate::outcome::{Attempt, GiveBack};
 pub(crate) use engine::{block, judge_reservation, until};
-pub use engine::{until_ready_with, WaitOptions};
+pub use engine::{until_ready, WaitOptions};
 
 #[cfg(doc)]
 use crate::clock::Clock;

@@ -74,7 +74,7 @@ pub(crate) fn local_limiter<R: ?Sized, C: Clock + Clone>(
                     error,
                 }
             })?;
-            local = local.algorithm(scaled);
+            local = local.quota_with(scaled);
         }
         builder = builder.policy(local);
     }

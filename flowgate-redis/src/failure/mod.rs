@@ -21,7 +21,7 @@ use crate::script::{Call, Reply, Script};
 use crate::settings::{OnFailure, RedisBackend};
 use crate::stats::Counters;
 use flowgate::backend::{Failure, Source, Verdict};
-use flowgate::outcome::{Cause, Cited, Gauge, Refused};
+use flowgate::outcome::{Cause, Gauge, Refused};
 
 /// A limiter's way to Redis: the connection, the breaker in front of it, the timeout, the
 /// failure policy, and the counters of everything that happens on the way.
@@ -186,10 +186,11 @@ impl Link {
             let wait = u64::try_from(retry_after.as_nanos())
                 .unwrap_or(u64::MAX)
                 .max(1);
-            let refused = Refused::new(Gauge::new(1, 1, 1, 0), wait).cite(Cited::default());
+            let refused = Refused::new(Gauge::new(1, 1, 1, 0), wait).because(Cause::Unavailable);
+            let refused = flowgate::policy::Refused::new(refused, None, None, 0);
             let source = Source::FailedClosed(failure);
             self.noted(source);
-            return Verdict::new(Err(refused.because(Cause::Unavailable)), source);
+            return Verdict::new(Err(refused), source);
         }
         self.counters.failed_open.add(1);
         self.noted(Source::FailedOpen(failure));

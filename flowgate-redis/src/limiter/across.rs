@@ -16,7 +16,8 @@ use crate::connection::{Cluster, Connection};
 use crate::failure::Link;
 use crate::script::{self, Plan, Prepared, Reply, Undo};
 use flowgate::backend::{Failure, Source, Verdict};
-use flowgate::outcome::{tightness, Allowed, Cited, Gauge};
+use flowgate::outcome::{tightness, Gauge};
+use flowgate::policy::Allowed;
 
 /// A decision across the slots of a cluster: the link to it, the policies, and the reading the
 /// calls decide at.
@@ -82,7 +83,8 @@ impl<'a, R: ?Sized> Slots<'a, R> {
                 }
                 if let Err(refused) = verdict.outcome() {
                     let dry_run = before.or(refused.dry_run());
-                    verdict = Verdict::new(Err(refused.with_dry_run(dry_run)), verdict.source());
+                    let refused = verdict::with_dry_run(refused, dry_run);
+                    verdict = Verdict::new(Err(refused), verdict.source());
                 }
                 let replies = [(range.start, reply)].into();
                 return Ok(Decided { verdict, replies });
@@ -194,7 +196,7 @@ impl<'a, R: ?Sized> Slots<'a, R> {
     /// The admission of every slot's take: the tightest enforcing quota's gauge, the longest
     /// delay, and the first dry-run policy that would have refused.
     fn merged(&self, admitted: &[(usize, Plan, Reply)], n: u32) -> Verdict {
-        let mut best: Option<Allowed<Cited>> = None;
+        let mut best: Option<Allowed> = None;
         let mut delay = 0;
         let mut dry_run = None;
         for (_, part, reply) in admitted {
@@ -212,8 +214,12 @@ impl<'a, R: ?Sized> Slots<'a, R> {
                 best = Some(allowed);
             }
         }
-        let allowed = best.unwrap_or(Allowed::new(Gauge::UNLIMITED).cite(Cited::default()));
-        Verdict::new(Ok(allowed.with(delay, dry_run)), Source::Buckets)
+        let unlimited = Allowed::new(flowgate::Allowed::new(Gauge::UNLIMITED), None, None);
+        let allowed = best.unwrap_or(unlimited);
+        Verdict::new(
+            Ok(verdict::with_delay(allowed, delay, dry_run)),
+            Source::Buckets,
+        )
     }
 
     /// Decides `plan`, whose policies live in different slots, for up to `n ≥ 1` cells: counts

@@ -29,7 +29,7 @@ use flowgate::algorithm::AnyAlgorithm;
 use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::clock::{Clock, QuantaClock};
 use flowgate::outcome::InsufficientCapacity;
-use flowgate::policy::{Policies, PolicyError};
+use flowgate::policy::{BuildError, Policies};
 use flowgate::quota::Quota;
 
 #[cfg(doc)]
@@ -144,8 +144,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// µs).
     ///
     /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, PolicyError> {
+    /// [`BuildError::UnknownPolicy`] if no policy has that name.
+    pub fn quotas(&self, name: &str) -> Result<Vec<Quota>, BuildError> {
         Ok(self.policy(name)?.quotas.iter().map(|m| m.quota).collect())
     }
 
@@ -154,8 +154,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     /// decides exactly as Redis does.
     ///
     /// # Errors
-    /// [`PolicyError::UnknownPolicy`] if no policy has that name.
-    pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, PolicyError> {
+    /// [`BuildError::UnknownPolicy`] if no policy has that name.
+    pub fn algorithms(&self, name: &str) -> Result<Vec<AnyAlgorithm>, BuildError> {
         Ok(self
             .policy(name)?
             .quotas
@@ -164,9 +164,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
             .collect())
     }
 
-    fn policy(&self, name: &str) -> Result<&Prepared<R>, PolicyError> {
+    fn policy(&self, name: &str) -> Result<&Prepared<R>, BuildError> {
         let policy = self.shared.policies.iter().find(|p| p.name == name);
-        policy.ok_or_else(|| PolicyError::UnknownPolicy {
+        policy.ok_or_else(|| BuildError::UnknownPolicy {
             policy: name.into(),
         })
     }
@@ -339,7 +339,7 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
                     .await
                     .unwrap_or_else(|_| Verdict::unlimited(Source::Buckets));
                 // The buckets as they are, as in process: no delay and no dry run for no cells.
-                let outcome = verdict.outcome().map(|allowed| allowed.with(0, None));
+                let outcome = verdict.outcome().map(|a| verdict::with_delay(a, 0, None));
                 return (0, Verdict::new(outcome, verdict.source()));
             }
             Ok(plan) => match self.decide_up_to(&plan, n).await {

@@ -22,7 +22,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::script::{Plan, Prepared};
 use flowgate::backend::{Source, Verdict};
-use flowgate::outcome::{Cause, Cited, Refused};
+use flowgate::outcome::Cause;
+use flowgate::policy::Refused;
 
 /// Shards of the map: decisions on different buckets rarely wait for each other.
 const SHARDS: usize = 16;
@@ -51,7 +52,7 @@ struct Entry {
     until: u64,
     cells: u32,
     /// The refusal Redis gave, and its policy's jitter (ns, uniform in the range).
-    refused: Refused<Cited>,
+    refused: Refused,
     jitter: (u64, u64),
 }
 
@@ -89,7 +90,7 @@ impl Shield {
         Some(Verdict::new(Err(refused), Source::Shield))
     }
 
-    fn refused(&self, plan: &Plan, n: u32, now: u64) -> Option<Refused<Cited>> {
+    fn refused(&self, plan: &Plan, n: u32, now: u64) -> Option<Refused> {
         // Relaxed: a hint that the map is empty; an entry added meanwhile is found next time.
         if self.held.load(Ordering::Relaxed) == 0 {
             return None;
@@ -117,8 +118,8 @@ impl Shield {
             } else if n >= entry.cells {
                 let wait = entry.conforms.saturating_sub(now).max(1);
                 let jitter = flowgate::policy::refusal_jitter(entry.jitter, wait);
-                let cited = Cited::new(entry.refused.by(), None, jitter);
-                return Some(Refused::new(entry.refused.gauge(), wait).cite(cited));
+                let bucket = flowgate::Refused::new(entry.refused.gauge(), wait);
+                return Some(Refused::new(bucket, entry.refused.by(), None, jitter));
             }
         }
         None

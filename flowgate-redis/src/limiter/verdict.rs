@@ -8,9 +8,8 @@ use crate::script::{Dry, Plan, Prepared, Reply};
 use crate::stats::Counters;
 use flowgate::algorithm::Algorithm;
 use flowgate::backend::{Source, Verdict};
-use flowgate::outcome::{
-    tightness, Allowed, Cited, DryRun, Gauge, PolicyQuota, QuotaState, Refused,
-};
+use flowgate::outcome::{tightness, DryRun, Gauge, PolicyQuota, QuotaState};
+use flowgate::policy::{Allowed, Refused};
 
 /// A decision Redis (or a lease) made, and the script's replies behind it, in the plan's
 /// order, each with the plan's bucket its first state stands for: one for the whole plan on
@@ -118,10 +117,23 @@ pub(crate) fn verdict<R: ?Sized>(
     };
     let dry_run = dry_of(policies, plan, n, reply);
     let outcome = match outcome {
-        Ok(allowed) => Ok(allowed.with(allowed.delay_nanos(), dry_run)),
-        Err(refused) => Err(refused.with_dry_run(dry_run)),
+        Ok(allowed) => Ok(Allowed::new(*allowed, allowed.by(), dry_run)),
+        Err(refused) => Err(with_dry_run(refused, dry_run)),
     };
     Verdict::new(outcome, Source::Buckets)
+}
+
+/// `allowed`, going ahead after `delay` ns, with `dry_run` the first dry-run policy that would
+/// have refused.
+pub(crate) fn with_delay(allowed: Allowed, delay: u64, dry_run: Option<DryRun>) -> Allowed {
+    let bucket = flowgate::Allowed::delayed(allowed.gauge(), delay);
+    Allowed::new(bucket, allowed.by(), dry_run)
+}
+
+/// `refused`, with `dry_run` the first dry-run policy that would also have refused.
+pub(crate) fn with_dry_run(refused: Refused, dry_run: Option<DryRun>) -> Refused {
+    let jitter = u64::try_from(refused.jitter().as_nanos()).unwrap_or(u64::MAX);
+    Refused::new(*refused, refused.by(), dry_run, jitter)
 }
 
 /// The refusal the script's reply reports: of every enforcing quota that refuses on the
@@ -136,8 +148,8 @@ fn refused<R: ?Sized>(
     n: u32,
     (states, now): (&[u64], Option<u64>),
     index: usize,
-) -> Refused<Cited> {
-    let mut worst: Option<(usize, Refused)> = None;
+) -> Refused {
+    let mut worst: Option<(usize, flowgate::Refused)> = None;
     for (bucket, &state) in states.iter().enumerate() {
         let (p, q) = plan.refs[bucket];
         if policies[p].dry_run {
@@ -156,13 +168,13 @@ fn refused<R: ?Sized>(
     let (bucket, refused) = worst.unwrap_or_else(|| {
         let (p, q) = plan.refs[index];
         let gauge = policies[p].quotas[q].gauge(states[index], now);
-        (index, Refused::new(gauge, u64::MAX))
+        (index, flowgate::Refused::new(gauge, u64::MAX))
     });
     let (p, q) = plan.refs[bucket];
     policies[p].metrics[q].refused(u64::from(n));
     let wait = refused.conforms_after_nanos();
     let jitter = flowgate::policy::refusal_jitter(policies[p].jitter, wait);
-    refused.cite(Cited::new(Some(by(policies, plan, bucket)), None, jitter))
+    Refused::new(refused, Some(by(policies, plan, bucket)), None, jitter)
 }
 
 /// The admission the script's reply reports: every quota that took its cells, counted,
@@ -174,7 +186,7 @@ fn admitted<R: ?Sized>(
     (n, granted): (u32, u32),
     (states, now): (&[u64], Option<u64>),
     dry: &Dry,
-) -> Allowed<Cited> {
+) -> Allowed {
     let cells = u64::from(n);
     let mut best: Option<(usize, Gauge)> = None;
     let mut delay = 0;
@@ -190,7 +202,7 @@ fn admitted<R: ?Sized>(
         let taken = if granted == n {
             micros.admitted(state, n, now)
         } else {
-            Allowed::new(micros.gauge(state, now))
+            flowgate::Allowed::new(micros.gauge(state, now))
         };
         // The longest delay any quota asked for (a shaping one), as in process.
         delay = delay.max(taken.delay_nanos());
@@ -211,12 +223,12 @@ fn admitted<R: ?Sized>(
             best = Some((bucket, g));
         }
     }
-    let allowed = Allowed::delayed(best.map_or(Gauge::UNLIMITED, |(_, g)| g), delay);
-    allowed.cite(Cited::new(
+    let allowed = flowgate::Allowed::delayed(best.map_or(Gauge::UNLIMITED, |(_, g)| g), delay);
+    Allowed::new(
+        allowed,
         best.map(|(bucket, _)| by(policies, plan, bucket)),
         None,
-        0,
-    ))
+    )
 }
 
 /// The quota of the plan's bucket `bucket`, as outcomes name it.
@@ -297,6 +309,6 @@ pub(crate) fn spent<R: ?Sized>(
     // A leased bucket is a schedule: its state is its debt.
     let gauge = policies[p].quotas[q].gauge(debt, None);
     let by = by(policies, plan, bucket);
-    let allowed = Allowed::new(gauge).cite(Cited::new(Some(by), None, 0));
+    let allowed = Allowed::new(flowgate::Allowed::new(gauge), Some(by), None);
     Some(Verdict::new(Ok(allowed), Source::Lease))
 }

@@ -54,7 +54,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::builder::{PoliciesBuilder, Policy};
-use super::error::PolicyError;
+use super::error::BuildError;
 use super::key::Key;
 use super::Policies;
 use crate::algorithm::AnyAlgorithm;
@@ -281,22 +281,22 @@ impl PoliciesConfig {
     }
 
     /// A builder's error, pointed at its policy.
-    pub fn blame(&self, error: PolicyError) -> ConfigError {
+    pub fn blame(&self, error: BuildError) -> ConfigError {
         let (policy, field) = match &error {
-            PolicyError::NoPolicies => (String::from("(none)"), "policies"),
-            PolicyError::NoName { index } => (format!("#{index}"), "name"),
-            PolicyError::DuplicateName { policy } | PolicyError::UnknownPolicy { policy } => {
+            BuildError::NoPolicies => (String::from("(none)"), "policies"),
+            BuildError::NoName { index } => (format!("#{index}"), "name"),
+            BuildError::DuplicateName { policy } | BuildError::UnknownPolicy { policy } => {
                 (format!("'{policy}'"), "name")
             }
-            PolicyError::NoQuotas { policy } | PolicyError::QuotaCount { policy, .. } => {
+            BuildError::NoQuotas { policy } | BuildError::QuotaCount { policy, .. } => {
                 (format!("'{policy}'"), "quotas")
             }
-            PolicyError::Quota { policy, .. } | PolicyError::Incompatible { policy, .. } => {
+            BuildError::Quota { policy, .. } | BuildError::Incompatible { policy, .. } => {
                 (format!("'{policy}'"), "quotas")
             }
-            PolicyError::TooManyQuotas { .. } => (String::from("(all)"), "quotas"),
-            PolicyError::Jitter { policy } => (format!("'{policy}'"), "jitter"),
-            PolicyError::Keyed { policy, .. } => (format!("'{policy}'"), "max_keys"),
+            BuildError::TooManyQuotas { .. } => (String::from("(all)"), "quotas"),
+            BuildError::Jitter { policy } => (format!("'{policy}'"), "jitter"),
+            BuildError::Keyed { policy, .. } => (format!("'{policy}'"), "max_keys"),
         };
         ConfigError {
             policy,
@@ -355,7 +355,7 @@ impl PolicyConfig {
             }
         };
         for algorithm in self.quotas(index)? {
-            policy = policy.algorithm(algorithm);
+            policy = policy.quota_with(algorithm);
         }
         policy = policy.dry_run(self.dry_run);
         if let Some([min, max]) = &self.jitter {
