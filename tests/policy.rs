@@ -658,3 +658,28 @@ fn check_up_to_counts_again_after_a_lowered_burst() {
     ARMED.store(true, Ordering::SeqCst);
     assert_eq!(set.check_up_to(&7, 10).unwrap().0, 3);
 }
+
+/// A decision that a key extractor's panic ends takes nothing: the first policy's cell, taken
+/// before the second policy's extractor panicked, is given back as the decision unwinds
+/// (without the give-back it stayed taken, and the next request was refused).
+#[test]
+fn a_panicking_key_extractor_takes_nothing() {
+    fn endpoint(request: &(u64, u64)) -> &u64 {
+        assert_ne!(request.1, 0, "no endpoint");
+        &request.1
+    }
+    let set = Policies::builder()
+        .clock(ManualClock::new())
+        .policy(Policy::keyed("per-user", |r: &(u64, u64)| &r.0).quota(q("1/h")))
+        .policy(Policy::keyed("per-endpoint", endpoint).quota(q("10/h")))
+        .build()
+        .unwrap();
+    let check = std::panic::AssertUnwindSafe(|| set.check(&(7, 0)).is_ok());
+    let panicked = std::panic::catch_unwind(check);
+    assert!(panicked.is_err(), "the extractor panicked");
+    assert!(
+        set.check(&(7, 1)).is_ok(),
+        "user 7's one cell is still there"
+    );
+    assert!(set.check(&(7, 1)).is_err());
+}

@@ -149,7 +149,20 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Deciding<'p, '_
                 };
             }
         }
-        Ok(Ok(decision.admitted(report)))
+        let admitted = decision.admitted(report);
+        // Admitted: nothing to give back when the decision is dropped.
+        decision.undo.clear();
+        Ok(Ok(admitted))
+    }
+}
+
+/// A decision that ends by a panic (a key extractor's, a key's `Hash`, a metrics recorder's)
+/// gives back what it took, as a refusal does: every other end empties the undo log first.
+impl<R: ?Sized, C: Clock, F> Drop for Decision<'_, R, C, F> {
+    fn drop(&mut self) {
+        if !self.undo.is_empty() {
+            self.set.undo(&mut self.undo, 0);
+        }
     }
 }
 

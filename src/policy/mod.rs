@@ -55,6 +55,9 @@
 //! next window's count), which is how chained limiters that "release" on failure can
 //! over-admit. The exact undo is the same for every one-word algorithm.
 //!
+//! A decision that a panic ends (a key extractor's, a key's `Hash`, a metrics recorder's)
+//! undoes what it took the same way, as it unwinds.
+//!
 //! An undo succeeds when no other request wrote the bucket after this one: the bucket is then
 //! exactly as if this request never came. If another request did write it (it was admitted or
 //! started its own decision on top of this one's cells), the undo gives way and the cells stay
