@@ -245,8 +245,11 @@ impl core::ops::Deref for Allowed {
 /// would have done. (But see the [`policy` module docs](crate::policy) on a rare undo that
 /// must give way.)
 ///
-/// [`by`](Self::by) is `None` only when no quota was asked: a backend that did not answer
-/// ([`Cause::Unavailable`](super::Cause::Unavailable)).
+/// [`by`](Self::by) names the quota whenever one refused. It is `None` when none was asked (a
+/// backend that did not answer: [`Cause::Unavailable`](super::Cause::Unavailable)), for a
+/// wait's refusal of a booking past its bound (the booking's delay is the longest of its
+/// quotas'), and from a limiter without policies that answers in these types (flowgate-redis's
+/// sliding log).
 #[must_use = "a refused request must not go ahead"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refused {
@@ -257,8 +260,7 @@ pub struct Refused {
 }
 
 impl Refused {
-    /// The refusal `bucket` by the quota `by` (`None` only for a backend that did not answer),
-    /// with the first dry-run policy that would also have refused and the jitter, in ns, the
+    /// The refusal `bucket` by the quota `by` (`None`: see [`Refused`]), with the first dry-run policy that would also have refused and the jitter, in ns, the
     /// refusing policy adds to the wait: what a [`Backend`](crate::backend::Backend) answers.
     #[inline(always)]
     pub fn new(
@@ -292,8 +294,8 @@ impl Refused {
         Duration::from_nanos(self.jitter)
     }
 
-    /// The refusing quota, which the refusal's gauge describes (`None` only when no quota was
-    /// asked: [`Cause::Unavailable`](super::Cause::Unavailable)).
+    /// The refusing quota, which the refusal's gauge describes (`None` when no quota refused:
+    /// see [`Refused`]).
     pub fn by(&self) -> Option<&'static PolicyQuota> {
         self.by
     }
