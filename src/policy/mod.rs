@@ -120,9 +120,10 @@
 //! algorithm's own check, one compare-and-swap, and one four-word undo entry. No lock, no
 //! allocation (a test counts them), except in a thread's first decision on a set and its first
 //! after a replacement, which take the lock and copy the list for the thread (two
-//! allocations). A thread keeps copies for the last 32 sets it copied: one that decides on more
-//! sets than that in turn pays the lock and the copy on every decision that misses, and so does
-//! a decision made while its thread exits (see `policy::rules`).
+//! allocations, and a third when the thread's table of copies grows). Up to 256 live sets each
+//! hold a slot of every thread's table of copies; beyond that, sets share slots, and a thread
+//! deciding in turn on two that share one pays the lock and the copy on every decision that
+//! misses, as does a decision made while its thread exits (see `policy::rules`).
 //! `BENCHMARKS.md` has the measured costs.
 //!
 //! # Memory
@@ -131,8 +132,9 @@
 //! allocated up front; [`Policy::max_keys`] sets the capacity, 65 536 keys by default), and
 //! evicts idle keys the same way. A global policy keeps one cache-padded word per quota. Each
 //! thread that decides keeps a copy of the set's algorithms (a 256-byte counted block and the
-//! list, about 88 bytes per quota), for at most 32 sets, kept until evicted or until the thread
-//! exits, even after the set is dropped.
+//! list, about 88 bytes per quota) in a table of 24 bytes per slot, as long as the highest slot
+//! of a set it decided on (at most 256 slots, 6 KiB), kept until another set's copy takes the
+//! slot or the thread exits, even after the set is dropped.
 //!
 //! [`AnyAlgorithm::reads_buckets_of`]: crate::algorithm::AnyAlgorithm::reads_buckets_of
 

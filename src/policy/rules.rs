@@ -7,8 +7,9 @@
 //! and then publishes that version. A decision loads the published version and, if its thread
 //! holds a copy of the list of that version, reads that copy: no lock, no atomic
 //! read-modify-write, nothing written that another thread reads. Otherwise it takes the lock
-//! once and copies the list it finds for its thread (two allocations: after each replacement,
-//! and after the thread's copy was evicted, below).
+//! once and copies the list it finds for its thread (two allocations, and a third when the
+//! thread's table grows: after each replacement, and after the thread's copy was evicted,
+//! below).
 //!
 //! A decision takes and gives back its cells under one list, the old or the new, never a
 //! mixture of the two, and a decision that starts after a replacement returned (in the
@@ -17,15 +18,16 @@
 //! step, are read from the list in force when they are made, which a replacement meanwhile
 //! may have changed.
 //!
-//! A thread keeps its copies in a table of 256 slots (a `thread_local!` of this module), a
-//! set's copy in the slot its id names (ids are handed out in turn, so up to 256 sets built
-//! one after another never share a slot), freed when the thread exits. Finding a copy is one
-//! load and one comparison, however many sets the thread decides on. Two sets whose ids share
-//! a slot (256 apart) evict each other's copy: a thread deciding on both in turn takes the
-//! lock and copies on every decision that misses, several times the cost of a hit. A copy of
-//! a dropped set stays in its slot until a set sharing it is copied, or the thread exits. A
-//! thread that is exiting (a decision made from a thread-local destructor) reads under the
-//! lock and copies every time.
+//! Each live set holds one of 256 slot numbers, the lowest free one when it is built, given
+//! back when it is dropped; a thread keeps its copy of a set's list in that slot of its table
+//! (a `thread_local!` of this module, as long as its highest slot used), freed when the thread
+//! exits. Finding a copy is one load and two comparisons (the set's id, the version), however
+//! many sets the thread decides on, and up to 256 live sets never share a slot. Beyond 256,
+//! a set shares the slot its id names: two sets sharing one evict each other's copy, and a
+//! thread deciding on both in turn takes the lock and copies on every decision that misses,
+//! several times the cost of a hit. A copy of a dropped set stays in its slot until another
+//! set's copy takes it, or the thread exits. A thread that is exiting (a decision made from a
+//! thread-local destructor) reads under the lock and copies every time.
 //!
 //! Built with `--cfg flowgate_loom`, threads hold no copy: every read takes the lock, so that
 //! the models explore a replacement against decisions through loom's lock (a thread's copy is
@@ -40,7 +42,7 @@ use crossbeam_utils::CachePadded;
 use crate::algorithm::AnyAlgorithm;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 
-/// How many slots a thread's table of copies has (a power of two).
+/// How many slots a thread's table of copies has at most (a multiple of 64).
 #[cfg(not(flowgate_loom))]
 const SLOTS: usize = 256;
 
@@ -60,7 +62,7 @@ struct Copy {
 
 #[cfg(not(flowgate_loom))]
 std::thread_local! {
-    /// This thread's copies, a set's in slot `id % SLOTS` (empty until the first copy).
+    /// This thread's copies, a set's in its slot (as long as the highest slot copied to).
     static COPIES: core::cell::RefCell<alloc::vec::Vec<Option<Copy>>> =
         const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
 }
@@ -89,6 +91,59 @@ pub(crate) struct Rules {
     /// The version of the list in `now`, once it is there.
     #[cfg_attr(flowgate_loom, allow(dead_code))]
     version: AtomicU64,
+    /// Where threads keep their copies of the list.
+    #[cfg(not(flowgate_loom))]
+    slot: Slot,
+}
+
+/// The slot numbers live sets hold, one bit each. No model explores them (a loom build keeps
+/// no copies), so not the loom shim's atomics.
+#[cfg(not(flowgate_loom))]
+static TAKEN: [core::sync::atomic::AtomicU64; SLOTS / 64] =
+    [const { core::sync::atomic::AtomicU64::new(0) }; SLOTS / 64];
+
+/// A set's slot in every thread's table of copies: held (given back when the set is dropped),
+/// or shared with other sets when all 256 are held.
+#[cfg(not(flowgate_loom))]
+struct Slot {
+    index: usize,
+    held: bool,
+}
+
+#[cfg(not(flowgate_loom))]
+impl Slot {
+    /// The lowest free slot, or the one `id` names when none is free.
+    fn take(id: u64) -> Self {
+        use core::sync::atomic::Ordering::Relaxed;
+        for (w, word) in TAKEN.iter().enumerate() {
+            // Relaxed: which slot a set holds only spreads the copies; a copy is used only by
+            // the set whose id it carries.
+            let mut bits = word.load(Relaxed);
+            while bits != u64::MAX {
+                let bit = (!bits).trailing_zeros();
+                // Relaxed, as above. A bit set meanwhile by another set: look again.
+                bits = word.fetch_or(1 << bit, Relaxed);
+                if bits & 1 << bit == 0 {
+                    let index = w * 64 + bit as usize;
+                    return Self { index, held: true };
+                }
+            }
+        }
+        // The low bits of the id: the cast keeps them.
+        let index = id as usize % SLOTS;
+        Self { index, held: false }
+    }
+}
+
+#[cfg(not(flowgate_loom))]
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.held {
+            let (word, bit) = (self.index / 64, self.index % 64);
+            // Relaxed: see `take`.
+            TAKEN[word].fetch_and(!(1 << bit), core::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 impl Rules {
@@ -96,11 +151,14 @@ impl Rules {
     pub(crate) fn new(list: Vec<AnyAlgorithm>) -> Self {
         // Ids only need to differ; no model explores them, so not the loom shim's atomic.
         static NEXT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+        // Relaxed: nothing is ordered by an id.
+        let id = NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         Self {
-            // Relaxed: nothing is ordered by an id.
-            id: NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
+            id,
             now: Mutex::new((0, list.into())),
             version: AtomicU64::new(0),
+            #[cfg(not(flowgate_loom))]
+            slot: Slot::take(id),
         }
     }
 
@@ -142,12 +200,13 @@ impl Rules {
         // so the borrow is free unless the thread is exiting.
         let _ = COPIES.try_with(|copies| {
             if let Ok(mut copies) = copies.try_borrow_mut() {
-                if copies.is_empty() {
-                    copies.resize_with(SLOTS, || None);
+                let slot = self.slot();
+                if copies.len() <= slot {
+                    copies.resize_with(slot + 1, || None);
                 }
                 let set = self.id;
                 let list = Rc::clone(&list);
-                copies[self.slot()] = Some(Copy { set, version, list });
+                copies[slot] = Some(Copy { set, version, list });
             }
         });
         Held(list)
@@ -157,8 +216,7 @@ impl Rules {
     #[cfg(not(flowgate_loom))]
     #[inline(always)]
     fn slot(&self) -> usize {
-        // The low bits of the id: the cast keeps them.
-        self.id as usize % SLOTS
+        self.slot.index
     }
 
     /// The list under the lock (a loom build keeps no copies).
@@ -230,46 +288,62 @@ mod tests {
         assert_eq!(limit(&rules), 9, "a failed replacement changes nothing");
     }
 
-    /// A thread deciding on many sets in turn (more than the 32 it kept copies of before the
-    /// table, newest first and evicted oldest first, when every such decision took the lock
-    /// and copied again) copies each set's list once and finds it after; each set reads its
-    /// own list (a copy found by another set's id, or a version compared without the id,
+    /// A thread deciding on many live sets in turn (more than the 32 it kept copies of before
+    /// the table, newest first and evicted oldest first, when every such decision took the
+    /// lock and copied again) copies each set's list once and finds it after; each set reads
+    /// its own list (a copy found by another set's id, or a version compared without the id,
     /// fails).
     #[test]
     fn many_sets_are_each_copied_once() {
-        let sets: Vec<Rules> = (1..=200u32)
+        let sets: Vec<Rules> = (1..=150u32)
             .map(|k| Rules::new(vec![any(&format!("{k}/s"))]))
             .collect();
-        // Other tests build sets meanwhile: keep the sets whose slot no other of them shares.
-        let alone: Vec<(u32, &Rules)> = (1..)
-            .zip(&sets)
-            .filter(|(_, r)| sets.iter().filter(|o| o.slot() == r.slot()).count() == 1)
-            .collect();
-        assert!(alone.len() > 100, "ids are handed out in turn");
-        for (k, rules) in &alone {
-            assert_eq!(limit(rules), *k);
+        for (k, rules) in (1..).zip(&sets) {
+            assert_eq!(limit(rules), k);
         }
         let copied = REFRESHES.with(Cell::get);
         for _ in 0..3 {
-            for (k, rules) in &alone {
-                assert_eq!(limit(rules), *k);
+            for (k, rules) in (1..).zip(&sets) {
+                assert_eq!(limit(rules), k);
             }
         }
         assert_eq!(REFRESHES.with(Cell::get), copied, "every copy found again");
-        let held = COPIES.with(|copies| copies.borrow().iter().flatten().count());
-        assert!((alone.len()..=SLOTS).contains(&held));
     }
 
-    /// Two sets whose ids share a slot evict each other's copy, and each still reads its own
-    /// list.
+    /// Two live sets whose ids are 256 apart (others built and dropped in between) hold slots
+    /// of their own, and a thread deciding on both in turn copies each once (with the slot named
+    /// by the id, sets 256 apart shared one, and each decision copied again).
+    #[test]
+    fn live_sets_never_share_a_slot() {
+        let a = Rules::new(vec![any("1/s")]);
+        // The first set built after `a` whose id is `a`'s plus a multiple of 256.
+        let b = loop {
+            let b = Rules::new(vec![any("2/s")]);
+            if b.id % SLOTS as u64 == a.id % SLOTS as u64 {
+                break b;
+            }
+        };
+        assert_ne!(a.slot(), b.slot());
+        assert_eq!((limit(&a), limit(&b)), (1, 2));
+        let copied = REFRESHES.with(Cell::get);
+        for _ in 0..100 {
+            assert_eq!((limit(&a), limit(&b)), (1, 2));
+        }
+        assert_eq!(REFRESHES.with(Cell::get), copied, "no copy made again");
+    }
+
+    /// Two sets sharing a slot (all 256 held) evict each other's copy, and each still reads
+    /// its own list.
     #[test]
     fn sets_that_share_a_slot_read_their_own_lists() {
         let a = Rules::new(vec![any("1/s")]);
         let b = Rules {
-            id: a.id + SLOTS as u64,
+            slot: Slot {
+                index: a.slot(),
+                held: false,
+            },
             ..Rules::new(vec![any("2/s")])
         };
-        assert_eq!(a.slot(), b.slot());
         for _ in 0..3 {
             assert_eq!((limit(&a), limit(&b)), (1, 2));
         }
