@@ -111,36 +111,46 @@ pub enum Error {
     Capacity(InsufficientCapacity),
 }
 
-impl Error {
-    /// The refusal, if the request was refused for now.
-    pub fn refused(&self) -> Option<&Refused> {
-        match self {
-            Self::Refused(refused) => Some(refused),
-            Self::Capacity(_) => None,
+/// What every decision's owned error does, for `$error` holding a `$refused` or an
+/// [`InsufficientCapacity`]: [`Error`] here, `policy::Error` in `policy.rs`.
+macro_rules! owned_error {
+    ($error:ty, $refused:ty) => {
+        impl $error {
+            /// The refusal, if the request was refused for now.
+            pub fn refused(&self) -> Option<&$refused> {
+                match self {
+                    Self::Refused(refused) => Some(refused),
+                    Self::Capacity(_) => None,
+                }
+            }
         }
-    }
-}
 
-impl From<Refused> for Error {
-    fn from(refused: Refused) -> Self {
-        Self::Refused(refused)
-    }
-}
-
-impl From<InsufficientCapacity> for Error {
-    fn from(capacity: InsufficientCapacity) -> Self {
-        Self::Capacity(capacity)
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Refused(refused) => refused.fmt(f),
-            Self::Capacity(capacity) => capacity.fmt(f),
+        impl From<$refused> for $error {
+            fn from(refused: $refused) -> Self {
+                Self::Refused(refused)
+            }
         }
-    }
-}
 
-/// Transparent: the message is the inner error's, so an error chain does not repeat it.
-impl core::error::Error for Error {}
+        impl From<InsufficientCapacity> for $error {
+            fn from(capacity: InsufficientCapacity) -> Self {
+                Self::Capacity(capacity)
+            }
+        }
+
+        impl core::fmt::Display for $error {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self {
+                    Self::Refused(refused) => refused.fmt(f),
+                    Self::Capacity(capacity) => capacity.fmt(f),
+                }
+            }
+        }
+
+        /// Transparent: the message is the inner error's, so an error chain does not repeat
+        /// it.
+        impl core::error::Error for $error {}
+    };
+}
+pub(super) use owned_error;
+
+owned_error!(Error, Refused);

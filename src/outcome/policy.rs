@@ -335,39 +335,7 @@ pub enum Error {
     Capacity(InsufficientCapacity),
 }
 
-impl Error {
-    /// The refusal, if the request was refused for now.
-    pub fn refused(&self) -> Option<&Refused> {
-        match self {
-            Self::Refused(refused) => Some(refused),
-            Self::Capacity(_) => None,
-        }
-    }
-}
-
-impl From<Refused> for Error {
-    fn from(refused: Refused) -> Self {
-        Self::Refused(refused)
-    }
-}
-
-impl From<InsufficientCapacity> for Error {
-    fn from(capacity: InsufficientCapacity) -> Self {
-        Self::Capacity(capacity)
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Refused(refused) => refused.fmt(f),
-            Self::Capacity(capacity) => capacity.fmt(f),
-        }
-    }
-}
-
-/// Transparent: the message is the inner error's.
-impl core::error::Error for Error {}
+super::error::owned_error!(Error, Refused);
 
 /// What a dry-run policy would have done: refuse, for `retry_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
