@@ -112,7 +112,8 @@ pub enum Error {
 }
 
 /// What every decision's owned error does, for `$error` holding a `$refused` or an
-/// [`InsufficientCapacity`]: [`Error`] here, `policy::Error` in `policy.rs`.
+/// [`InsufficientCapacity`]: [`Error`], and a policy set's `policy::Error` (defined in
+/// `policy.rs`, with its outcomes).
 macro_rules! owned_error {
     ($error:ty, $refused:ty) => {
         impl $error {
@@ -151,6 +152,5 @@ macro_rules! owned_error {
         impl core::error::Error for $error {}
     };
 }
-pub(super) use owned_error;
-
 owned_error!(Error, Refused);
+owned_error!(policy::Error, policy::Refused);

@@ -335,8 +335,6 @@ pub enum Error {
     Capacity(InsufficientCapacity),
 }
 
-super::error::owned_error!(Error, Refused);
-
 /// What a dry-run policy would have done: refuse, for `retry_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DryRun {
