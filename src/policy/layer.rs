@@ -1,16 +1,19 @@
 //! [`Layer`]: one policy of a set, and where its buckets live: one cell per quota for a global
 //! policy, one keyed [`Store`] per quota for a keyed one. Every quota decides through the
 //! crate's one compare-and-swap loop (a cell's, or a store's slot's) with its
-//! [`AnyAlgorithm`] (from the set's [`Rules`](super::rules::Rules)), like any limiter.
+//! [`AnyAlgorithm`] (from the set's [`Rules`](super::rules::Rules)), like any limiter; and how
+//! a checked [`Policy`] becomes one, its buckets created.
 
 use crossbeam_utils::CachePadded;
 
+use super::error::BuildError;
 use super::key::{Extract, Key};
+use super::named::Policy;
 use crate::algorithm::{each, Algorithm, AnyAlgorithm, Step};
 use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
-use crate::keyed::{One, Store, Tag};
-use crate::observe::QuotaMetrics;
+use crate::keyed::{self, One, Options, Store, Tag};
+use crate::observe::{QuotaMetrics, TableMetrics};
 use crate::outcome::{Allowed, PolicyQuota, Refused};
 use crate::primitive::AtomicU64;
 
@@ -244,4 +247,73 @@ mod tests {
         assert_eq!(wrote, None);
         assert_eq!(cells_left(&policies), 1, "no booked cell was freed");
     }
+}
+
+/// Policy `index` of a set (checked, with its jitter in ns; its quotas' algorithms from
+/// `first` on in the set's rules), with its buckets created at `now` on `clock`.
+pub(crate) fn layer<R: ?Sized, C: Clock + Clone>(
+    policy: Policy<R>,
+    (index, first, jitter): (usize, usize, (u64, u64)),
+    now: u64,
+    clock: &C,
+    hash_seed: Option<u64>,
+) -> Result<Layer<R, C>, BuildError> {
+    let places = (policy.quotas.iter().enumerate())
+        .map(|(q, quota)| Place {
+            by: PolicyQuota::intern(&policy.name, index, q),
+            dry_run: policy.dry_run,
+            metrics: QuotaMetrics::new(&policy.name, &quota.to_string()),
+        })
+        .collect();
+    let name = policy.name.as_str().into();
+    let dry_run = policy.dry_run;
+    let buckets = buckets(policy, now, clock, hash_seed)?;
+    Ok(Layer {
+        name,
+        dry_run,
+        jitter,
+        first,
+        places,
+        buckets,
+        refused: CachePadded::new(AtomicU64::new(0)),
+    })
+}
+
+/// Where `policy`'s buckets will live, created at `now`: a cell per quota, or a store per quota
+/// keyed by the policy's extractor (the stores of one policy share its key hash; their close
+/// nonces come from it too, as unknown outside the process as the hash).
+fn buckets<R: ?Sized, C: Clock + Clone>(
+    policy: Policy<R>,
+    now: u64,
+    clock: &C,
+    hash_seed: Option<u64>,
+) -> Result<Buckets<R, C>, BuildError> {
+    let Some(extract) = policy.extract else {
+        let cells = policy.quotas.iter();
+        let cells = cells.map(|q| CachePadded::new(Cell::new(q.initial_word(now))));
+        return Ok(Buckets::Global(cells.collect()));
+    };
+    let hasher = keyed::hasher(hash_seed);
+    let stores = (0..policy.quotas.len())
+        .map(|q| {
+            let options = Options {
+                max_keys: policy.max_keys,
+                shards: None,
+                when_full: policy.when_full,
+                new_keys: None,
+                metrics: TableMetrics::of_policy(&policy.name, &policy.quotas[q].to_string()),
+            };
+            let seed = hasher.hash_one((0x6e6f_6e63_6573_u64, q));
+            Store::new(options, seed, clock.clone())
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|error| BuildError::Keyed {
+            policy: policy.name.clone(),
+            error,
+        })?;
+    Ok(Buckets::Keyed {
+        extract,
+        hasher,
+        stores,
+    })
 }

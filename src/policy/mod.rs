@@ -147,18 +147,20 @@ mod error;
 mod key;
 mod layer;
 mod manage;
+mod named;
 mod refuse;
 mod report;
 mod rules;
 mod up_to;
 mod wait;
 
-pub use builder::{PoliciesBuilder, Policy};
+pub use builder::PoliciesBuilder;
 #[cfg(feature = "serde")]
 pub use config::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
 pub use error::BuildError;
 pub use key::{Extract, Key};
 pub use manage::PolicyStats;
+pub use named::Policy;
 
 pub use crate::jitter::{refusal_jitter, seed_jitter};
 pub use crate::observe::QuotaMetrics;

@@ -53,9 +53,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::builder::{PoliciesBuilder, Policy};
+use super::builder::PoliciesBuilder;
 use super::error::BuildError;
 use super::key::Key;
+use super::named::Policy;
 use super::Policies;
 use crate::algorithm::AnyAlgorithm;
 use crate::clock::Clock;
