@@ -23,11 +23,6 @@ fn allowed(c: &mut Criterion) {
     g.bench_function("flowgate", |b| {
         b.iter(|| assert!(black_box(l.check().is_ok())))
     });
-    let now = l.clock().now();
-    let l2 = flowgate_allowing();
-    g.bench_function("flowgate_check_at", |b| {
-        b.iter(|| assert!(black_box(l2.check_at(black_box(now)).is_ok())))
-    });
     let coarse = RateLimiter::with_clock(
         allowing_quota(),
         CoarseClock::new(Duration::from_millis(1)).unwrap(),

@@ -22,7 +22,6 @@ const CASES: &[&str] = &[
     "quanta_now",
     "flowgate_clock_now",
     "flowgate_check",
-    "flowgate_check_at",
     "flowgate_check_coarse",
     "flowgate_refused",
     "flowgate_check_n",
@@ -72,13 +71,6 @@ fn run(case: &str, n: u64) {
             let l = flowgate_allowing();
             hot_loop(n, || {
                 assert!(black_box(l.check().is_ok()));
-            })
-        }
-        "flowgate_check_at" => {
-            let l = flowgate_allowing();
-            let now = l.clock().now();
-            hot_loop(n, || {
-                assert!(black_box(l.check_at(black_box(now)).is_ok()));
             })
         }
         "flowgate_check_coarse" => {

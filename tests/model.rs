@@ -16,13 +16,13 @@ use proptest::prelude::*;
 mod common;
 use common::models::schedule::{Kind, Model};
 use common::models::Op;
-use common::{answer_of, Answer, Receipts};
+use common::{answer_of, Answer, Lagging, Receipts};
 
 /// Any of the schedule algorithms, behind one `check_n`/`peek`/... surface.
 enum Limiter {
-    Gcra(RateLimiter<ManualClock, Gcra>),
-    Leaky(RateLimiter<ManualClock, LeakyBucket>),
-    Credit(RateLimiter<ManualClock, Credit>),
+    Gcra(RateLimiter<Lagging, Gcra>),
+    Leaky(RateLimiter<Lagging, LeakyBucket>),
+    Credit(RateLimiter<Lagging, Credit>),
 }
 
 type Decision = Result<Result<Allowed, Refused>, InsufficientCapacity>;
@@ -38,7 +38,7 @@ macro_rules! each {
 }
 
 impl Limiter {
-    fn new(kind: Kind, q: &Quota, clock: &ManualClock) -> Self {
+    fn new(kind: Kind, q: &Quota, clock: &Lagging) -> Self {
         let c = clock.clone();
         match kind {
             Kind::Gcra => Self::Gcra(RateLimiter::with_algorithm(Gcra::new(q), c)),
@@ -56,8 +56,8 @@ impl Limiter {
     fn check_n(&self, n: u32) -> Decision {
         each!(self, l => l.check_n(n))
     }
-    fn reserve_at(&self, n: u32, at: u64) -> common::Reserved {
-        each!(self, l => l.reserve_at(n, at))
+    fn reserve(&self, n: u32) -> common::Reserved {
+        each!(self, l => l.reserve(n))
     }
     fn give_back(&self, receipt: Receipt) -> bool {
         each!(self, l => l.give_back(receipt))
@@ -151,7 +151,7 @@ proptest! {
 
     #[test]
     fn limiter_matches_the_model((kind, quota, start, ops) in scenario()) {
-        let clock = ManualClock::starting_at(start);
+        let clock = Lagging::starting_at(start);
         let limiter = Limiter::new(kind, &quota, &clock);
         let mut model = Model::new(kind, &quota, u128::from(start));
         let mut receipts = Receipts::new();
@@ -168,7 +168,8 @@ proptest! {
                 Op::CheckAt(n, behind) => {
                     let at = clock.get().saturating_sub(behind);
                     let before = model.clone();
-                    let reserved = limiter.reserve_at(n, at);
+                    clock.stale(at);
+                    let reserved = limiter.reserve(n);
                     let want = model.check(at.into(), now, n.into());
                     (receipts.note(reserved, before, &model), want)
                 }
@@ -255,7 +256,7 @@ proptest! {
 
     #[test]
     fn releases_never_above_the_configured_rate((kind, quota, ops) in shaped_run()) {
-        let clock = ManualClock::starting_at(1 << 20);
+        let clock = Lagging::starting_at(1 << 20);
         let limiter = Limiter::new(kind, &quota, &clock);
         let (Kind::Shaper(slack) | Kind::Credit(slack)) = kind else { unreachable!() };
         // (release time, cells) of every admission.

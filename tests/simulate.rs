@@ -316,7 +316,7 @@ fn a_policy_set_replays_through_a_closure_at_the_trace_readings() {
     let mut subjects = vec![simulate::from_fn("layers", move |r: &Request, now| {
         clock.set(now);
         // Policies decide with GCRA, which never delays: admitted now, or refused.
-        match policies.check_n_at(&r.key, r.cost, now) {
+        match policies.check_n(&r.key, r.cost) {
             Ok(Ok(_)) => Some(Duration::ZERO),
             _ => None,
         }

@@ -9,15 +9,15 @@ use proptest::prelude::*;
 
 mod common;
 use common::models::stepped::Model;
-use common::Op;
+use common::{Lagging, Op};
 
 enum Limiter {
-    Fixed(RateLimiter<ManualClock, FixedWindow>),
-    Interval(RateLimiter<ManualClock, IntervalRefill>),
+    Fixed(RateLimiter<Lagging, FixedWindow>),
+    Interval(RateLimiter<Lagging, IntervalRefill>),
 }
 
 impl Limiter {
-    fn new(q: &Quota, clock: &ManualClock) -> Self {
+    fn new(q: &Quota, clock: &Lagging) -> Self {
         if q.burst() == q.count() && q.count() % 2 == 0 {
             Self::Fixed(RateLimiter::with_algorithm(
                 FixedWindow::new(q).unwrap(),
@@ -30,10 +30,10 @@ impl Limiter {
             ))
         }
     }
-    fn reserve_at(&self, n: u32, at: u64) -> common::Reserved {
+    fn reserve(&self, n: u32) -> common::Reserved {
         match self {
-            Self::Fixed(l) => l.reserve_at(n, at),
-            Self::Interval(l) => l.reserve_at(n, at),
+            Self::Fixed(l) => l.reserve(n),
+            Self::Interval(l) => l.reserve(n),
         }
     }
     fn give_back(&self, receipt: Receipt) -> bool {
@@ -87,10 +87,10 @@ proptest! {
 
     #[test]
     fn stepped_algorithms_match_the_model((quota, start, ops) in scenario()) {
-        let clock = ManualClock::starting_at(start);
+        let clock = Lagging::starting_at(start);
         let limiter = Limiter::new(&quota, &clock);
         let mut model = Model::new(&quota, start.into());
-        common::drive(&clock, &ops, |n, at| limiter.reserve_at(n, at), |r| limiter.give_back(r), &mut model)?;
+        common::drive(&clock, &ops, |n| limiter.reserve(n), |r| limiter.give_back(r), &mut model)?;
     }
 }
 

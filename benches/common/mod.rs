@@ -463,7 +463,7 @@ impl GovernorQuotas {
     }
 }
 
-/// The same three layers as three flowgate limiters checked in turn with one clock reading:
+/// The same three layers as three flowgate limiters checked in turn, each reading the clock:
 /// what the policy's all-or-nothing decision costs over plain sequential checks (which leave
 /// earlier layers charged when a later one refuses).
 pub struct FlowgateLayers {
@@ -475,7 +475,6 @@ pub struct FlowgateLayers {
 impl FlowgateLayers {
     pub fn new() -> Self {
         use flowgate::Gcra;
-        // One clock, so that one reading serves the three limiters.
         let clock = QuantaClock::new();
         let gcra = Gcra::new(&keyed_quota());
         Self {
@@ -494,13 +493,11 @@ impl FlowgateLayers {
 
     #[inline]
     pub fn check(&self, call: &Call) -> bool {
-        use flowgate::clock::Clock;
-        let now = self.global.clock().now();
         self.per_user_endpoint
-            .check_key_at(&(call.user, call.endpoint), now)
+            .check_key(&(call.user, call.endpoint))
             .is_ok()
-            && self.per_endpoint.check_key_at(&call.endpoint, now).is_ok()
-            && self.global.check_at(now).is_ok()
+            && self.per_endpoint.check_key(&call.endpoint).is_ok()
+            && self.global.check().is_ok()
     }
 }
 

@@ -22,7 +22,6 @@ use arbitrary::Arbitrary;
 use flowgate::algorithm::{
     AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
 };
-use flowgate::clock::ManualClock;
 use flowgate::{Initial, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
 
@@ -30,7 +29,7 @@ use libfuzzer_sys::fuzz_target;
 mod models;
 
 use models::schedule::{self, Kind};
-use models::{answer_of, sliding_window, stepped, Answer, AnyModel, Op, Receipts};
+use models::{answer_of, sliding_window, stepped, Answer, AnyModel, Lagging, Op, Receipts};
 
 #[derive(Arbitrary, Debug)]
 struct Spec {
@@ -93,7 +92,7 @@ fuzz_target!(|input: Input| {
         Family::Sliding => Span::new(1 << 26, unit, input.start),
     };
     let start = span.at(input.start);
-    let clock = ManualClock::starting_at(start);
+    let clock = Lagging::starting_at(start);
     let limiter = RateLimiter::with_algorithm(algorithm, clock.clone());
     let fresh = |now: u64| match kind {
         Family::Schedule(kind) => {
@@ -124,7 +123,8 @@ fuzz_target!(|input: Input| {
             Op::CheckAt(n, behind) => {
                 let at = stale(behind);
                 let before = model.clone();
-                let reserved = limiter.reserve_at(n, at);
+                clock.stale(at);
+                let reserved = limiter.reserve(n);
                 let want = model.check(at, now, n);
                 (receipts.note(reserved, before, &model), want)
             }

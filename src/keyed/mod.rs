@@ -47,9 +47,9 @@
 //!
 //! * With [`Initial::Cells`](crate::Initial) a new bucket starts partly empty, so a forgotten
 //!   full bucket comes back with fewer cells than it had: never an extra cell.
-//! * A bucket forgotten at `t` and asked again with a reading before `t` (a stale `*_at` reading,
-//!   or a clock stepped back) starts full at that reading: like any stale reading on a single
-//!   limiter, up to `age / interval` cells early, at most one burst.
+//! * A bucket forgotten at `t` and asked again with a reading before `t` (a clock stepped
+//!   back) starts full at that reading: like any stale reading on a single limiter, up to
+//!   `age / interval` cells early, at most one burst.
 //! * A forgotten key that comes back is a new key: with a quota on new keys it needs a cell
 //!   from that quota, and a full table may refuse it ([`Cause::TableFull`](crate::Cause)), where
 //!   a table that had kept its idle bucket would have admitted it.
@@ -147,14 +147,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.decide(tag, algorithm, 1, || self.store.clock().now(), &mut None)
     }
 
-    /// [`check_key`](Self::check_key) at `now` (a reading of this limiter's clock).
-    #[inline]
-    pub fn check_key_at(&self, key: &K, now: u64) -> Result<Allowed, Refused> {
-        let (tag, algorithm) = self.locate(key);
-        // Every algorithm's capacity is at least 1, so one cell is within it.
-        self.decide(tag, algorithm, 1, || now, &mut None)
-    }
-
     /// Takes `n` cells from `key`'s bucket if they are all available now; otherwise takes
     /// nothing. `n = 0` takes nothing, creates no bucket, and reports the bucket's state.
     ///
@@ -169,20 +161,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         let now = || self.store.clock().now();
         Ok(self.check_key_n_with(key, n, now, &mut None)?.0)
-    }
-
-    /// [`check_key_n`](Self::check_key_n) at `now` (a reading of this limiter's clock).
-    ///
-    /// # Errors
-    /// As [`check_key_n`](Self::check_key_n).
-    #[inline]
-    pub fn check_key_n_at(
-        &self,
-        key: &K,
-        n: u32,
-        now: u64,
-    ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
-        Ok(self.check_key_n_with(key, n, || now, &mut None)?.0)
     }
 
     /// `n` cells of `key`'s bucket at the reading `now()`, noting in `wrote` what was written;
@@ -220,7 +198,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     ///
     /// # Errors
     /// As [`check_key_n`](Self::check_key_n).
-    pub fn peek_key_at(
+    pub(crate) fn peek_key_at(
         &self,
         key: &K,
         n: u32,
@@ -334,7 +312,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.store.stats()
     }
 
-    /// The limiter's clock, whose readings the `*_at` methods expect.
+    /// The limiter's clock: each decision reads it once.
     pub fn clock(&self) -> &C {
         self.store.clock()
     }

@@ -19,9 +19,4 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.store
             .sweep(budget, &self.tiers, || self.store.clock().now())
     }
-
-    /// [`sweep`](Self::sweep) judging idleness at `now` (a reading of this limiter's clock).
-    pub fn sweep_at(&self, budget: usize, now: u64) -> usize {
-        self.store.sweep(budget, &self.tiers, || now)
-    }
 }

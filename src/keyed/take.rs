@@ -36,7 +36,12 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     }
 
     /// [`check_key_up_to`](Self::check_key_up_to) at `now` (a reading of this limiter's clock).
-    pub fn check_key_up_to_at(&self, key: &K, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
+    pub(crate) fn check_key_up_to_at(
+        &self,
+        key: &K,
+        n: u32,
+        now: u64,
+    ) -> Result<(u32, Allowed), Refused> {
         if n == 0 {
             // Zero cells are within every capacity, and a request for none is never refused.
             return match self.peek_key_at(key, 0, now) {
@@ -93,7 +98,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     ///
     /// # Errors
     /// As [`check_key_n`](Self::check_key_n).
-    pub fn reserve_key_at(
+    pub(crate) fn reserve_key_at(
         &self,
         key: &K,
         n: u32,

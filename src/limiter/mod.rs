@@ -36,9 +36,8 @@ use crate::quota::Quota;
 /// is on the decision path.
 ///
 /// # Time
-/// All state is in nanoseconds since the Unix epoch, as the limiter's [`Clock`] reads it. The
-/// `*_at(now)` methods take a reading the caller already has (from [`RateLimiter::clock`] or a
-/// clone of it), so one reading can serve several limiters. See the
+/// All state is in nanoseconds since the Unix epoch, as the limiter's [`Clock`] reads it, once
+/// per decision. Tests drive time with a [`ManualClock`](crate::clock::ManualClock). See the
 /// [`clock` module](crate::clock) for what happens when readings go backwards, and
 /// the README's "Semantics" for overflow at the clock's horizon (the year 2554).
 #[derive(Debug)]
@@ -85,7 +84,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         &self.algorithm
     }
 
-    /// The limiter's clock, whose readings the `*_at` methods expect.
+    /// The limiter's clock: each decision reads it once.
     pub fn clock(&self) -> &C {
         &self.clock
     }
@@ -109,7 +108,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// of its own time, and admitting at an old time can pass up to `age / interval` cells
     /// early. (A stale reading never *frees* cells: see the [`clock` module](crate::clock).)
     #[inline(always)]
-    pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
+    pub(crate) fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
         // burst ≥ 1, so one cell is never more than the burst.
         self.answer(self.cell.update(|tat| self.algorithm.check(tat, now, 1)))
     }
@@ -132,7 +131,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     #[inline(always)]
-    pub fn check_n_at(
+    pub(crate) fn check_n_at(
         &self,
         n: u32,
         now: u64,
@@ -177,7 +176,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
 
     /// [`check_up_to`](Self::check_up_to) at `now` (a reading of this limiter's clock).
     #[inline]
-    pub fn check_up_to_at(&self, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
+    pub(crate) fn check_up_to_at(&self, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
         self.up_to(n, now, &mut None)
     }
 
@@ -231,7 +230,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
-    pub fn reserve_at(
+    pub(crate) fn reserve_at(
         &self,
         n: u32,
         now: u64,
@@ -275,7 +274,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
-    pub fn peek_at(
+    pub(crate) fn peek_at(
         &self,
         n: u32,
         now: u64,

@@ -210,15 +210,6 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         one_cell(self.decide(request, 1, || self.clock.now(), Tightest::default()))
     }
 
-    /// [`check`](Self::check) at `now` (a reading of this set's clock).
-    ///
-    /// # Errors
-    /// As [`check`](Self::check).
-    #[inline]
-    pub fn check_at(&self, request: &R, now: u64) -> Result<Allowed, Refused> {
-        one_cell(self.decide(request, 1, || now, Tightest::default()))
-    }
-
     /// Takes `n` cells from every quota of every policy that applies, or nothing. `n = 0` takes
     /// nothing and reports the quotas as they are.
     ///
@@ -243,7 +234,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     #[inline]
-    pub fn check_n_at(
+    pub(crate) fn check_n_at(
         &self,
         request: &R,
         n: u32,
@@ -272,7 +263,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     }
 
     /// [`inspect`](Self::inspect) at `now` (a reading of this set's clock).
-    pub fn inspect_at(&self, request: &R, now: u64, mut visit: impl FnMut(QuotaState)) {
+    pub(crate) fn inspect_at(&self, request: &R, now: u64, mut visit: impl FnMut(QuotaState)) {
         self.rules.with(|rules| {
             for layer in self.layers.iter() {
                 if layer.dry_run {
@@ -288,7 +279,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         });
     }
 
-    /// The set's clock, whose readings the `*_at` methods expect.
+    /// The set's clock: each decision reads it once.
     pub fn clock(&self) -> &C {
         &self.clock
     }

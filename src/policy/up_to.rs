@@ -46,7 +46,12 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     ///
     /// # Errors
     /// As [`check_up_to`](Self::check_up_to).
-    pub fn check_up_to_at(&self, request: &R, n: u32, now: u64) -> Result<(u32, Allowed), Refused> {
+    pub(crate) fn check_up_to_at(
+        &self,
+        request: &R,
+        n: u32,
+        now: u64,
+    ) -> Result<(u32, Allowed), Refused> {
         if n == 0 {
             return Ok((0, self.state(request, now)));
         }

@@ -7,8 +7,8 @@
 //! drawn is [`chart`] (an SVG of offered against admitted cells over time, one small panel per
 //! subject, all on the same scales).
 //!
-//! Every subject decides at explicit readings (`check_key_n_at` and friends), so no clock runs:
-//! a request at trace time `t` is decided at [`ORIGIN`] + `t`. A shaper's admitted request
+//! Every subject decides on a manual clock of its own, set to each request's time, so no clock
+//! runs: a request at trace time `t` is decided at [`ORIGIN`] + `t`. A shaper's admitted request
 //! proceeds after its delay, and is drawn when it proceeds.
 //!
 //! ```

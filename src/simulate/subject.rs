@@ -55,7 +55,7 @@ impl<A: Algorithm> Subject for Keyed<A> {
     fn decide(&mut self, request: &Request, now: u64) -> Option<Duration> {
         let limiter = self.limiter.as_ref()?;
         self.clock.set(now);
-        match limiter.check_key_n_at(&request.key, request.cost, now) {
+        match limiter.check_key_n(&request.key, request.cost) {
             Ok(Ok(allowed)) => Some(allowed.delay()),
             _ => None,
         }
@@ -99,7 +99,7 @@ impl Subject for Logs {
         }
         let log = self.logs.get(&request.key)?;
         self.clock.set(now);
-        match log.check_n_at(request.cost, now) {
+        match log.check_n(request.cost) {
             Ok(Ok(allowed)) => Some(allowed.delay()),
             _ => None,
         }

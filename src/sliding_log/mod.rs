@@ -156,7 +156,7 @@ impl<C: Clock> SlidingLog<C> {
         &self.quota
     }
 
-    /// The log's clock, whose readings the `*_at` methods expect.
+    /// The log's clock: each decision reads it once.
     pub fn clock(&self) -> &C {
         &self.clock
     }
@@ -216,7 +216,7 @@ impl<C: Clock> SlidingLog<C> {
 
     /// Takes one cell if the window has room at `now` (a reading of this log's clock).
     #[inline]
-    pub fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
+    pub(crate) fn check_at(&self, now: u64) -> Result<Allowed, Refused> {
         self.take(1, now)
     }
 
@@ -234,7 +234,7 @@ impl<C: Clock> SlidingLog<C> {
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
-    pub fn check_n_at(
+    pub(crate) fn check_n_at(
         &self,
         n: u32,
         now: u64,

@@ -6,7 +6,7 @@ pub mod models;
 
 use flowgate::{Allowed, InsufficientCapacity, Receipt, Refused};
 #[allow(unused_imports)] // Each test binary uses some of them.
-pub use models::{answer_of, answer_of_reserved, Answer, Receipts, WindowModel};
+pub use models::{answer_of, answer_of_reserved, Answer, Lagging, Receipts, WindowModel};
 
 /// The property tests' configuration: 10 000 cases, failures saved beside the test file (in
 /// `<test>.proptest-regressions`, committed) and replayed first.
@@ -26,7 +26,7 @@ pub enum Op {
     Advance(u64),
     Rewind(u64),
     Check(u32),
-    /// `reserve_at(n, now − behind)`: a stale reading while the clock reads `now`.
+    /// `reserve(n)` reading `now − behind` while the clock reads `now` ([`Lagging::stale`]).
     CheckAt(u32, u64),
     /// Gives back the `k`-th newest admission's receipt.
     GiveBack(u8),
@@ -35,12 +35,12 @@ pub enum Op {
 /// What a limiter under test reserves cells with.
 pub type Reserved = Result<Result<(Allowed, Receipt), Refused>, InsufficientCapacity>;
 
-/// Runs `ops` on `clock`, asking the limiter (through `reserve_at` and `give_back`) and `model`
+/// Runs `ops` on `clock`, asking the limiter (through `reserve` and `give_back`) and `model`
 /// the same things; fails on the first answer that differs.
 pub fn drive<M: WindowModel>(
-    clock: &flowgate::clock::ManualClock,
+    clock: &Lagging,
     ops: &[Op],
-    reserve_at: impl Fn(u32, u64) -> Reserved,
+    reserve: impl Fn(u32) -> Reserved,
     give_back: impl Fn(Receipt) -> bool,
     model: &mut M,
 ) -> Result<(), proptest::test_runner::TestCaseError> {
@@ -59,7 +59,8 @@ pub fn drive<M: WindowModel>(
                     _ => now,
                 };
                 let before = model.clone();
-                let reserved = reserve_at(n, at);
+                clock.stale(at);
+                let reserved = reserve(n);
                 let want = model.check(at.into(), now.into(), n.into());
                 (receipts.note(reserved, before, model), want)
             }

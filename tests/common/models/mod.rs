@@ -9,7 +9,57 @@ pub mod schedule;
 pub mod sliding_window;
 pub mod stepped;
 
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use flowgate::clock::{Clock, ManualClock};
 use flowgate::{Allowed, InsufficientCapacity, Receipt, Refused};
+
+/// A [`ManualClock`] whose next reading can be stale: after [`stale`](Self::stale)`(at)` the
+/// next `now()` answers `at` (a thread preempted between its clock read and its decision), and
+/// every later one, a clamp's fresh reading included, the manual clock's own. Dereferences to
+/// the manual clock, which sets and moves the time.
+#[derive(Debug, Clone, Default)]
+pub struct Lagging {
+    clock: ManualClock,
+    next: Arc<Mutex<Option<u64>>>,
+}
+
+impl Lagging {
+    pub fn starting_at(nanos: u64) -> Self {
+        Self {
+            clock: ManualClock::starting_at(nanos),
+            next: Arc::default(),
+        }
+    }
+
+    /// The next reading answers `at`.
+    pub fn stale(&self, at: u64) {
+        *self.next.lock().unwrap() = Some(at);
+    }
+}
+
+impl Clock for Lagging {
+    fn now(&self) -> u64 {
+        self.next
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap_or_else(|| self.clock.now())
+    }
+
+    fn sleep(&self, duration: std::time::Duration) {
+        self.clock.sleep(duration);
+    }
+}
+
+impl Deref for Lagging {
+    type Target = ManualClock;
+
+    fn deref(&self) -> &ManualClock {
+        &self.clock
+    }
+}
 
 /// One step of a differential run: what the property test (`tests/model.rs`) draws and the
 /// fuzz target (`fuzz/fuzz_targets/algorithms.rs`) decodes, each then applied to a limiter and
@@ -21,7 +71,7 @@ pub enum Op {
     Rewind(u64),
     Set(u64),
     Check(u32),
-    /// `check_n_at(n, now − behind)`: a stale reading while the clock reads `now`.
+    /// `reserve(n)` reading `now − behind` while the clock reads `now` ([`Lagging::stale`]).
     CheckAt(u32, u64),
     Peek(u32),
     /// Gives back the receipt of the `k`-th newest admission (modulo how many there were).
