@@ -21,9 +21,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
 use super::future::{Concluded, Conclusion};
+use super::headers::{RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_SOURCE};
 use super::inbound::MatchedRoute;
 use super::service::{judge, unkeyed, Judged};
-use super::{peer_addr, Inbound, RateLimitLayer, Shared, RATELIMIT, RATELIMIT_POLICY};
+use super::{peer_addr, Inbound, RateLimitLayer, Shared};
 use crate::backend::Backend;
 
 impl<B: Backend<Inbound>> RateLimitLayer<B> {
@@ -163,7 +164,7 @@ where
                         }
                     };
                     if let (Ok(response), Some(header)) = (&mut answer, header) {
-                        let one = HeaderMap::from_iter([(super::X_RATELIMIT_SOURCE, header)]);
+                        let one = HeaderMap::from_iter([(X_RATELIMIT_SOURCE, header)]);
                         copy_headers(&one, response.headers_mut());
                     }
                     answer

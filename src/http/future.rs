@@ -121,7 +121,7 @@ where
             if let Some(header) = header {
                 response
                     .headers_mut()
-                    .insert(super::X_RATELIMIT_SOURCE, header);
+                    .insert(super::headers::X_RATELIMIT_SOURCE, header);
             }
             Ok(response)
         })

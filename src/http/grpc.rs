@@ -9,11 +9,11 @@ use core::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 
 /// `grpc-status`.
-pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// `grpc-message`.
-pub const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 /// `grpc-status-details-bin`: a base64 `google.rpc.Status`.
-pub const GRPC_STATUS_DETAILS_BIN: HeaderName = HeaderName::from_static("grpc-status-details-bin");
+const GRPC_STATUS_DETAILS_BIN: HeaderName = HeaderName::from_static("grpc-status-details-bin");
 
 /// The type URL of `google.rpc.RetryInfo` in a `google.protobuf.Any`.
 const RETRY_INFO: &str = "type.googleapis.com/google.rpc.RetryInfo";

@@ -56,18 +56,18 @@ impl HeaderStyle {
 }
 
 /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10).
-pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(super) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10).
-pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(super) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `X-RateLimit-Limit`: the tightest quota's burst.
-pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`: cells left in the tightest quota.
-pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`: seconds (rounded up) until the tightest quota is full again.
-pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 /// `X-RateLimit-Source`: where a remote backend's decision came from (opt in:
 /// [`RateLimitLayer::source_header`](super::RateLimitLayer::source_header)).
-pub const X_RATELIMIT_SOURCE: HeaderName = HeaderName::from_static("x-ratelimit-source");
+pub(super) const X_RATELIMIT_SOURCE: HeaderName = HeaderName::from_static("x-ratelimit-source");
 
 /// Whole seconds, rounded up.
 pub(crate) fn ceil_secs(nanos: u64) -> u64 {

@@ -163,11 +163,7 @@ pub use actix::{ActixRateLimit, ActixRateLimitService};
 pub use cidr::{Cidr, CidrError};
 pub use client_ip::{ClientIp, ForwardedHeader, Unkeyed};
 pub use future::ResponseFuture;
-pub use grpc::{GRPC_MESSAGE, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN};
-pub use headers::{
-    HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET, X_RATELIMIT_SOURCE,
-};
+pub use headers::HeaderStyle;
 pub use inbound::{by_client_ip, peer_addr, Inbound};
 pub use refusal::Refusal;
 pub use service::RateLimitService;
@@ -315,7 +311,7 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     }
 
     /// Whether a response whose decision a remote backend made (admitted or refused) carries
-    /// [`X_RATELIMIT_SOURCE`]: where the decision came from, as [`Source`](crate::backend::Source)
+    /// `X-RateLimit-Source`: where the decision came from, as [`Source`](crate::backend::Source)
     /// writes it (`decided by the buckets`, `failed open: timed out`, …). Off by default. A
     /// set in process always decides by its buckets and writes no such header. Whether on or
     /// not, the inner service finds the `Source` of a remote admission in the request's

@@ -8,7 +8,8 @@
 //! subject, all on the same scales).
 //!
 //! Every subject decides on a manual clock of its own, set to each request's time, so no clock
-//! runs: a request at trace time `t` is decided at [`ORIGIN`] + `t`. A shaper's admitted request
+//! runs: a request at trace time `t` is decided one day past the epoch, plus `t` (so that fixed
+//! windows of any length dividing a day start with the trace). A shaper's admitted request
 //! proceeds after its delay, and is drawn when it proceeds.
 //!
 //! ```
@@ -45,11 +46,11 @@ pub use subject::{algorithm, every_algorithm, from_fn, sliding_log, Subject};
 
 /// The reading (ns) at which trace time zero is decided: one day, so that fixed windows of any
 /// length dividing a day (a second, a minute, an hour) start with the trace.
-pub const ORIGIN: u64 = 86_400 * 1_000_000_000;
+const ORIGIN: u64 = 86_400 * 1_000_000_000;
 
 /// Keys a built-in algorithm subject tracks at most (its keyed table's size, about 1.4 MB).
 /// Past it, a new key is refused unless an idle one can be forgotten, as in a real table.
-pub const MAX_KEYS: usize = 1 << 16;
+pub(crate) const MAX_KEYS: usize = 1 << 16;
 
 /// One request of a trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,18 +130,18 @@ fn bins_in(span: Duration, bin: Duration) -> usize {
 }
 
 /// The most bins a replay counts in: a wider span widens its bins (see [`replay`]).
-pub const MAX_BINS: usize = 100_000;
+const MAX_BINS: usize = 100_000;
 
 /// Replays `trace` (in any order: it is decided in time order, ties in trace order) through
 /// every subject, counting cells in bins of `bin` (at least 1 ms).
 ///
-/// There are at most [`MAX_BINS`] bins. They start at zero when the trace fits in that many,
+/// There are at most 100 000 bins. They start at zero when the trace fits in that many,
 /// and otherwise at the first request (its time rounded down to a whole bin:
 /// [`Replay::start`]), so that a trace stamped with Unix times costs no more than one stamped
 /// from zero; a trace whose span is still too long is counted in wider bins ([`Replay::bin`]
 /// says which). A shaper's cells that proceed later than
-/// the last of `MAX_BINS` bins are counted as admitted but not drawn. Requests are decided at
-/// [`ORIGIN`] plus their own time, whatever the bins.
+/// the last bin are counted as admitted but not drawn. Requests are decided at
+/// one day past the epoch plus their own time, whatever the bins.
 pub fn replay(trace: &[Request], subjects: &mut [Box<dyn Subject>], bin: Duration) -> Replay {
     let mut order: Vec<&Request> = trace.iter().collect();
     order.sort_by_key(|r| r.at);
@@ -226,7 +227,7 @@ fn nanos(n: u128) -> Duration {
 impl Replay {
     /// The summary table: per subject, requests admitted and refused, cells admitted, the most
     /// cells admitted in any span of `window`, and the longest delay.
-    pub fn table(&self, window: Duration) -> Table<'_> {
+    pub fn table(&self, window: Duration) -> impl fmt::Display + '_ {
         Table {
             replay: self,
             window,
@@ -235,8 +236,7 @@ impl Replay {
 }
 
 /// [`Replay::table`], printable.
-#[derive(Debug)]
-pub struct Table<'a> {
+struct Table<'a> {
     replay: &'a Replay,
     window: Duration,
 }

@@ -1,7 +1,7 @@
 //! Built-in traffic patterns, each a trace of [`Request`]s sorted by time. Deterministic: the
 //! patterns that draw at random take a seed. A pattern holds at most [`MAX_REQUESTS`]
 //! requests (a larger one is cut short at that count, keeping its spacing) and draws from at
-//! most [`MAX_KEYS`] keys, so that no argument can exhaust memory.
+//! most 1 000 000 keys, so that no argument can exhaust memory.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use crate::Quota;
 pub const MAX_REQUESTS: u64 = 2_000_000;
 
 /// The most keys [`zipf`] draws from.
-pub const MAX_KEYS: u32 = 1_000_000;
+const MAX_KEYS: u32 = 1_000_000;
 
 /// `rate` requests per second of one cell each from `key`, evenly spaced over `duration`
 /// (none if `rate` is not positive and finite).

@@ -13,14 +13,14 @@ pub trait Subject {
     /// Its name in tables and charts.
     fn name(&self) -> &str;
 
-    /// Decides `request` at reading `now` (ns; [`ORIGIN`](super::ORIGIN) + the request's
+    /// Decides `request` at reading `now` (ns; one day past the epoch plus the request's
     /// time): the delay after which it proceeds if admitted (zero unless the subject shapes),
     /// `None` if refused.
     fn decide(&mut self, request: &Request, now: u64) -> Option<Duration>;
 }
 
 /// A subject deciding with `algorithm`, one bucket per key (a [`KeyedRateLimiter`] of
-/// [`MAX_KEYS`] keys). A request above the algorithm's capacity is refused.
+/// 65 536 keys). A request above the algorithm's capacity is refused.
 pub fn algorithm<A: Algorithm + 'static>(
     name: impl Into<String>,
     algorithm: A,
