@@ -152,7 +152,7 @@ fn sweep(c: &mut Criterion) {
         b.iter_batched(
             || filled(true),
             |l| {
-                assert_eq!(l.sweep(l.slots()), keys);
+                assert_eq!(l.sweep(l.stats().slots), keys);
                 l
             },
             BatchSize::PerIteration,
@@ -160,9 +160,9 @@ fn sweep(c: &mut Criterion) {
     });
     let busy = filled(false);
     g.bench_function(BenchmarkId::new("flowgate_none_idle", keys), |b| {
-        b.iter(|| assert_eq!(busy.sweep(busy.slots()), 0))
+        b.iter(|| assert_eq!(busy.sweep(busy.stats().slots), 0))
     });
-    let slots = busy.slots();
+    let slots = busy.stats().slots;
     drop(busy);
     // The floor of an eviction by a close that fails racing checkers' CAS: one atomic
     // read-modify-write per key (common::floor::Sweep), over a table of flowgate's size.

@@ -18,11 +18,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .when_full(WhenFull::Refuse)
         .new_keys("2000/s".parse()?)
         .build()?;
+    let table = limiter.stats();
     println!(
         "table: {} keys max, {} slots, {} bytes\n",
-        limiter.max_keys(),
-        limiter.slots(),
-        limiter.memory_bytes()
+        table.max_keys, table.slots, table.memory_bytes
     );
 
     let clients: Vec<String> = (0..50).map(|i| format!("198.51.100.{i}")).collect();
@@ -48,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         if step % 25 == 24 {
-            limiter.sweep(limiter.slots());
+            limiter.sweep(limiter.stats().slots);
         }
     }
     let stats = limiter.stats();

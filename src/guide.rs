@@ -108,7 +108,7 @@
 //!     .when_full(WhenFull::Refuse)
 //!     .new_keys(Quota::per_second(1_000)?)
 //!     .build()?;
-//! assert!(limiter.memory_bytes() < 3 * 1024 * 1024, "about 2.1 MB for 100 000 keys");
+//! assert!(limiter.stats().memory_bytes < 3 * 1024 * 1024, "about 2.1 MB for 100 000 keys");
 //! assert_eq!(limiter.check_key("203.0.113.7")?.remaining(), 99);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

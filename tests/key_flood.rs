@@ -39,7 +39,7 @@ fn ten_million_keys_through_a_table_of_one_million() {
             .when_full(WhenFull::Refuse)
             .build()
             .unwrap();
-    let table = limiter.memory_bytes();
+    let table = limiter.stats().memory_bytes;
     assert!(table <= 20 * MAX_KEYS, "{table} bytes of table");
 
     // Phase 1: a new key every microsecond. A key is idle 100 ms (100 000 keys) after its one

@@ -320,8 +320,8 @@ fn bad_configurations_are_errors() {
 #[test]
 fn memory_is_within_20_bytes_per_key_at_a_million() {
     let limiter = KeyedRateLimiter::<u64>::new(Quota::per_second(1).unwrap(), 1_000_000).unwrap();
-    assert_eq!(limiter.max_keys(), 1_000_000);
-    let per_key = limiter.memory_bytes() as f64 / 1e6;
+    assert_eq!(limiter.stats().max_keys, 1_000_000);
+    let per_key = limiter.stats().memory_bytes as f64 / 1e6;
     // 16-byte slots at most 7/8 full (18.3 bytes), plus the shards' spread.
     assert!((18.2..=20.0).contains(&per_key), "{per_key} bytes per key");
 }
@@ -419,7 +419,7 @@ fn a_full_sweep_after_a_partial_one_forgets_every_idle_key() {
         }
         assert_eq!(limiter.sweep(8), 0); // nothing idle yet; moves the sweep's position
         clock.advance(Duration::from_secs(1));
-        assert_eq!(limiter.sweep(limiter.slots()), 12, "seed {seed}");
+        assert_eq!(limiter.sweep(limiter.stats().slots), 12, "seed {seed}");
         assert!(limiter.is_empty());
     }
 }

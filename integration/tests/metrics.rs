@@ -219,7 +219,7 @@ fn a_labelled_keyed_limiter_reports_its_keys() {
         Some(2.0)
     );
     clock.advance(Duration::from_secs(1));
-    assert_eq!(labelled.sweep(labelled.slots()), 2);
+    assert_eq!(labelled.sweep(labelled.stats().slots), 2);
     assert_eq!(
         totals.value(&snapshotter, "flowgate_keys", &label),
         Some(0.0)

@@ -65,7 +65,7 @@ fn check_vs_evict_vs_insert_on_one_key() {
         clock.advance(core::time::Duration::from_secs(3600));
         let sweeper = {
             let limiter = limiter.clone();
-            thread::spawn(move || limiter.sweep(limiter.slots()))
+            thread::spawn(move || limiter.sweep(limiter.stats().slots))
         };
         let checker = {
             let limiter = limiter.clone();

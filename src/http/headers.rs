@@ -103,8 +103,8 @@ pub(crate) struct Item {
 
 impl Item {
     fn is(&self, state: &QuotaState) -> bool {
-        self.policy_index == state.policy_index()
-            && self.quota_index == state.quota_index()
+        self.policy_index == state.by().policy_index()
+            && self.quota_index == state.by().quota_index()
             && self.quota == state.quota()
     }
 
@@ -197,7 +197,7 @@ impl<'s> QuotaHeaders<'s> {
             push_name(
                 &mut self.state,
                 state.policy(),
-                state.quota_index(),
+                state.by().quota_index(),
                 several,
             );
             self.state.push(b";r=");
@@ -217,7 +217,7 @@ impl<'s> QuotaHeaders<'s> {
                     push_name(
                         &mut self.policy,
                         state.policy(),
-                        state.quota_index(),
+                        state.by().quota_index(),
                         several,
                     );
                     let (q, w) = quota_and_window(state.quota());

@@ -77,7 +77,7 @@ impl<B> Shared<B> {
     fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState) {
         let several = self
             .several
-            .get(state.policy_index())
+            .get(state.by().policy_index())
             .copied()
             .unwrap_or(true);
         headers.push(state, several);

@@ -9,8 +9,8 @@
 //!   same 16 bytes as a `u64`, and inserting one allocates nothing.
 //! * Shards are at most 7/8 full, so a table holds about `8/7 × max_keys` slots: **18.3 bytes per
 //!   key of capacity**, plus 128 bytes per shard, allocated and zeroed by [`Builder::build`].
-//!   Resident memory is that from the start and never more ([`KeyedRateLimiter::memory_bytes`] gives the exact figure). Each shard also
-//!   has room for five standard deviations of the random spread of keys over shards (at a
+//!   Resident memory is that from the start and never more ([`KeyedStats::memory_bytes`] gives
+//!   the exact figure). Each shard also has room for five standard deviations of the random spread of keys over shards (at a
 //!   million keys 1.4 % more with 8 shards, 8 % with 256; a shard of 64 keys gets room for
 //!   112), so that one shard does not fill before the table does.
 //! * All shards' slots are one allocation. On Linux a table of at least 2 MiB (about 100 000
@@ -266,21 +266,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.len() == 0
     }
 
-    /// The most keys the table holds.
-    pub fn max_keys(&self) -> usize {
-        self.store.table().max_keys()
-    }
-
-    /// Slots in the table (a [`sweep`](Self::sweep) of this many visits them all).
-    pub fn slots(&self) -> usize {
-        self.store.table().slots()
-    }
-
-    /// Shards in the table.
-    pub fn shards(&self) -> usize {
-        self.store.table().shards().len()
-    }
-
     /// The shard `key` lives in (for diagnostics: shard balance, and tests of the hash seed).
     pub fn shard_of(&self, key: &K) -> usize {
         self.store.table().shard_index(self.locate(key).0)
@@ -301,13 +286,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         (table.shard_index(tag), table.home(tag))
     }
 
-    /// Bytes of the table: slots and shard headers, all allocated at construction (the limiter's
-    /// algorithms and clock are not counted).
-    pub fn memory_bytes(&self) -> usize {
-        self.store.table().memory_bytes()
-    }
-
-    /// What the table has done so far (takes each shard's lock in turn).
+    /// The table's sizes, and what it has done so far (takes each shard's lock in turn).
     pub fn stats(&self) -> KeyedStats {
         self.store.stats()
     }

@@ -44,7 +44,7 @@ where
                 // The channel only ever disconnects (the handle dropped): then stop.
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
                     let mut left = match limiter.upgrade() {
-                        Some(limiter) => limiter.slots(),
+                        Some(limiter) => limiter.store.table().slots(),
                         None => return,
                     };
                     while left > 0 {

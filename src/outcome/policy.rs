@@ -128,7 +128,7 @@ impl QuotaState {
         self.next
     }
 
-    /// Which quota of which policy this is.
+    /// Which quota of which policy this is: its policy's name and place, and the quota's place.
     pub fn by(&self) -> &'static PolicyQuota {
         self.by
     }
@@ -136,16 +136,6 @@ impl QuotaState {
     /// The policy's name.
     pub fn policy(&self) -> &'static str {
         self.by.policy
-    }
-
-    /// The policy's place in the set (0 is the first evaluated).
-    pub fn policy_index(&self) -> usize {
-        self.by.policy_index()
-    }
-
-    /// The quota's place in its policy's list.
-    pub fn quota_index(&self) -> usize {
-        self.by.quota_index()
     }
 
     /// The quota in force.

@@ -102,12 +102,22 @@ impl<A: Algorithm> Tiers for One<'_, A> {
     }
 }
 
-/// Counters of what a keyed table has done, summed over its shards.
+/// A keyed table's sizes, and counters of what it has done, summed over its shards.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KeyedStats {
     /// Keys held now.
     pub keys: usize,
+    /// The most keys the table holds.
+    pub max_keys: usize,
+    /// Slots in the table: a [`sweep`](crate::KeyedRateLimiter::sweep) of this many visits them
+    /// all.
+    pub slots: usize,
+    /// Shards in the table.
+    pub shards: usize,
+    /// Bytes of the table: slots and shard headers, all allocated at construction (the
+    /// limiter's algorithms and clock are not counted).
+    pub memory_bytes: usize,
     /// Keys inserted since the limiter was built.
     pub created: u64,
     /// Idle keys forgotten to make room or by sweeps.
@@ -340,7 +350,13 @@ impl<C: Clock> Store<C> {
 
     /// What the table has done so far (takes each shard's lock in turn).
     pub(crate) fn stats(&self) -> KeyedStats {
-        let mut stats = KeyedStats::default();
+        let mut stats = KeyedStats {
+            max_keys: self.table.max_keys(),
+            slots: self.table.slots(),
+            shards: self.table.shards().len(),
+            memory_bytes: self.table.memory_bytes(),
+            ..KeyedStats::default()
+        };
         for shard in self.table.shards() {
             let held = shard.lock();
             stats.keys += held.state.live;
