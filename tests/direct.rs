@@ -26,15 +26,15 @@ fn one_per_day_never_wraps() {
     let (l, clock) = limiter("1/day", 5);
     assert!(l.check().is_ok());
     let refused = l.check().unwrap_err();
-    assert_eq!(refused.retry_after_nanos(), DAY);
+    assert_eq!(refused.retry_after(), Duration::from_nanos(DAY));
     // n × interval would wrap 64 bits for n ≥ 213 504: every such n is "never", not admitted.
     for n in [2, 213_504, 1 << 31, u32::MAX] {
         let never = l.check_n(n).unwrap_err();
         assert_eq!((never.requested, never.burst), (n, 1));
     }
-    clock.advance_nanos(DAY - 1);
+    clock.advance(Duration::from_nanos(DAY - 1));
     assert!(l.check().is_err());
-    clock.advance_nanos(1);
+    clock.advance(Duration::from_nanos(1));
     assert!(l.check().is_ok());
 }
 
@@ -46,11 +46,17 @@ fn largest_burst_of_a_slow_quota() {
     assert_eq!((never.requested, never.burst), (max + 1, max));
     let all = l.check_n(max).unwrap().unwrap();
     assert_eq!(all.remaining(), 0);
-    assert_eq!(all.reset_after_nanos(), u64::from(max) * DAY);
+    assert_eq!(
+        all.reset_after(),
+        Duration::from_nanos(u64::from(max) * DAY)
+    );
     let refused = l.check().unwrap_err();
-    assert_eq!(refused.retry_after_nanos(), DAY);
-    assert_eq!(refused.reset_after_nanos(), u64::from(max) * DAY);
-    clock.advance_nanos(DAY);
+    assert_eq!(refused.retry_after(), Duration::from_nanos(DAY));
+    assert_eq!(
+        refused.reset_after(),
+        Duration::from_nanos(u64::from(max) * DAY)
+    );
+    clock.advance(Duration::from_nanos(DAY));
     assert_eq!(l.check().unwrap().remaining(), 0);
 }
 
@@ -58,7 +64,10 @@ fn largest_burst_of_a_slow_quota() {
 fn largest_burst_of_all() {
     let (l, _) = limiter(&format!("1000000000/s burst {}", u32::MAX), 0);
     assert_eq!(l.check_n(u32::MAX).unwrap().unwrap().remaining(), 0);
-    assert_eq!(l.check().unwrap_err().retry_after_nanos(), 1);
+    assert_eq!(
+        l.check().unwrap_err().retry_after(),
+        Duration::from_nanos(1)
+    );
 }
 
 #[test]
@@ -109,7 +118,7 @@ fn fast_rates_never_exceed_the_configured_rate() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            clock.advance_nanos(x & 3);
+            clock.advance(Duration::from_nanos(x & 3));
             let n = ((x >> 8) & 3) as u32 + 1;
             if let Ok(Ok(_)) = l.check_n(n) {
                 admitted += u64::from(n);
@@ -122,7 +131,7 @@ fn fast_rates_never_exceed_the_configured_rate() {
         }
         // And not absurdly below it either: the interval is rounded up by less than 1 ns.
         let elapsed = u128::from(clock.get());
-        let effective = elapsed / u128::from(l.quota().interval_nanos());
+        let effective = elapsed / l.quota().interval().as_nanos();
         assert!(
             u128::from(admitted) + 10 >= effective * 9 / 10,
             "rate {rate}: only {admitted}"
@@ -137,12 +146,12 @@ fn clock_near_the_horizon_refuses_and_never_panics() {
     assert!(l.check().is_ok());
     // The third cell would be booked past u64::MAX: refused, never conforming.
     let r = l.check().unwrap_err();
-    assert_eq!(r.retry_after_nanos(), u64::MAX);
+    assert_eq!(r.retry_after(), Duration::from_nanos(u64::MAX));
     clock.set(u64::MAX);
     for n in 1..=3 {
         assert_eq!(
-            l.check_n(n).unwrap().unwrap_err().retry_after_nanos(),
-            u64::MAX
+            l.check_n(n).unwrap().unwrap_err().retry_after(),
+            Duration::from_nanos(u64::MAX)
         );
     }
     assert!(l.check_n(0).unwrap().is_ok());
@@ -338,7 +347,7 @@ fn threads_on_a_frozen_clock_admit_exactly_the_burst() {
 fn threads_on_an_advancing_clock_stay_within_the_rate() {
     let clock = ManualClock::starting_at(1_000);
     let q: Quota = "1000/s burst 50".parse().unwrap();
-    let interval = q.interval_nanos();
+    let interval = u64::try_from(q.interval().as_nanos()).unwrap();
     let l = Arc::new(RateLimiter::with_clock(q, clock.clone()));
     let admitted = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..3)
@@ -358,7 +367,7 @@ fn threads_on_an_advancing_clock_stay_within_the_rate() {
         })
         .collect();
     for _ in 0..20_000 {
-        clock.advance_nanos(interval / 4);
+        clock.advance(Duration::from_nanos(interval / 4));
         std::thread::yield_now();
     }
     workers.into_iter().for_each(|h| h.join().unwrap());
@@ -538,14 +547,14 @@ fn retry_after_is_exact() {
     ] {
         let (l, clock) = limiter(quota, 123_456_789);
         while l.check_n(n).unwrap().is_ok() {}
-        let wait = l.check_n(n).unwrap().unwrap_err().retry_after_nanos();
-        assert!(wait > 0);
-        clock.advance_nanos(wait - 1);
+        let wait = l.check_n(n).unwrap().unwrap_err().retry_after();
+        assert!(wait > Duration::ZERO);
+        clock.advance(wait - Duration::from_nanos(1));
         assert!(
             l.check_n(n).unwrap().is_err(),
             "{quota}: admitted 1 ns early"
         );
-        clock.advance_nanos(1);
+        clock.advance(Duration::from_nanos(1));
         assert!(
             l.check_n(n).unwrap().is_ok(),
             "{quota}: refused at retry_after"

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 mod common;
 use common::models::schedule::{Kind, Model};
 use common::models::Op;
-use common::{answer_of, Answer, Lagging, Receipts};
+use common::{answer_of, nanos, Answer, Lagging, Receipts};
 
 /// Any of the schedule algorithms, behind one `check_n`/`peek`/... surface.
 enum Limiter {
@@ -141,7 +141,7 @@ fn scenario() -> impl Strategy<Value = (Kind, Quota, u64, Vec<Op>)> {
             Just(kind),
             Just(q),
             start,
-            prop::collection::vec(op(q.interval_nanos()), 1..60),
+            prop::collection::vec(op(nanos(q.interval())), 1..60),
         )
     })
 }
@@ -157,7 +157,7 @@ proptest! {
         let mut receipts = Receipts::new();
         for (i, op) in ops.iter().enumerate() {
             match *op {
-                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
                 Op::Rewind(d) => clock.set(clock.get().saturating_sub(d)),
                 Op::Set(t) => clock.set(t),
                 _ => {}
@@ -196,7 +196,7 @@ proptest! {
 /// (the configured rate, exactly, in rational arithmetic).
 fn forward_run() -> impl Strategy<Value = (Quota, Vec<(u64, u32)>)> {
     quota().prop_flat_map(|q| {
-        let step = q.interval_nanos().saturating_mul(2);
+        let step = nanos(q.interval()).saturating_mul(2);
         let ops = prop::collection::vec((0..=step, 1u32..=q.burst().min(8)), 1..200);
         (Just(q), ops)
     })
@@ -212,7 +212,7 @@ proptest! {
         // (time, cells) of every admission.
         let mut admitted: Vec<(u128, u128)> = Vec::new();
         for &(step, n) in &ops {
-            clock.advance_nanos(step);
+            clock.advance(Duration::from_nanos(step));
             if let Ok(Ok(_)) = limiter.check_n(n) {
                 admitted.push((clock.get().into(), n.into()));
             }
@@ -245,7 +245,7 @@ fn shaped_run() -> impl Strategy<Value = (Kind, Quota, Vec<(u64, u32)>)> {
         slack.prop_map(Kind::Credit)
     ];
     (kind, quota()).prop_flat_map(|(kind, q)| {
-        let step = q.interval_nanos().saturating_mul(2);
+        let step = nanos(q.interval()).saturating_mul(2);
         let ops = prop::collection::vec((0..=step, 1u32..=q.burst().min(8)), 1..200);
         (Just(kind), Just(q), ops)
     })
@@ -262,10 +262,10 @@ proptest! {
         // (release time, cells) of every admission.
         let mut released: Vec<(u128, u128)> = Vec::new();
         for &(step, n) in &ops {
-            clock.advance_nanos(step);
+            clock.advance(Duration::from_nanos(step));
             if let Ok(Ok(a)) = limiter.check_n(n) {
-                prop_assert!(a.delay_nanos() <= slack, "delay {} beyond slack {}", a.delay_nanos(), slack);
-                released.push((u128::from(clock.now()) + u128::from(a.delay_nanos()), n.into()));
+                prop_assert!(nanos(a.delay()) <= slack, "delay {} beyond slack {}", nanos(a.delay()), slack);
+                released.push((u128::from(clock.now()) + a.delay().as_nanos(), n.into()));
             }
         }
         let (count, period) = (u128::from(quota.count()), quota.period().as_nanos());
@@ -322,8 +322,8 @@ fn take_agrees_with_check<A: Algorithm>(algorithm: &A, word: u64, now: u64, n: u
     use flowgate::algorithm::Step;
     let n = n.clamp(1, algorithm.capacity());
     let expected = match algorithm.check(word, now, n) {
-        Step::Write(new, Ok(allowed)) => Some((Some(new), allowed.delay_nanos())),
-        Step::Keep(Ok(allowed)) => Some((None, allowed.delay_nanos())),
+        Step::Write(new, Ok(allowed)) => Some((Some(new), nanos(allowed.delay()))),
+        Step::Keep(Ok(allowed)) => Some((None, nanos(allowed.delay()))),
         Step::Write(_, Err(_)) | Step::Keep(Err(_)) => None,
     };
     let taken = match algorithm.take(word, now, n) {

@@ -72,7 +72,7 @@ fn one_user_meets_the_ten_second_then_the_hourly_then_the_daily_limit() {
                 refused_by[i] += 1;
                 first_refusal_by[i].get_or_insert(now);
                 // Still refused a nanosecond before the retry-after (taking nothing).
-                let retry = now + refused.retry_after_nanos();
+                let retry = now + u64::try_from(refused.retry_after().as_nanos()).unwrap();
                 clock.stale(retry - 1);
                 assert!(policies.check(&alice).is_err());
             }
@@ -121,12 +121,12 @@ fn the_retry_after_is_exact_and_covers_every_refusing_quota() {
     assert!(policies.check(&bob).is_ok());
     let refused = policies.check(&bob).unwrap_err();
     assert_eq!(refused.policy(), Some("fast"));
-    assert_eq!(refused.retry_after_nanos(), 50 * MS);
+    assert_eq!(refused.retry_after(), Duration::from_nanos(50 * MS));
     // Take the last "slow" cell through another user: now both refuse, "slow" for longer.
     assert!(policies.check(&user("carol")).is_ok());
     let refused = policies.check(&bob).unwrap_err();
     assert_eq!(refused.policy(), Some("slow"));
-    let wait = refused.retry_after_nanos();
+    let wait = u64::try_from(refused.retry_after().as_nanos()).unwrap();
     assert_eq!(wait, 1_000 * MS / 3 + 1);
     clock.set(wait - 1);
     assert!(policies.check(&bob).is_err());
@@ -157,9 +157,9 @@ fn a_server_wide_refusal_takes_nothing_from_the_users_quotas() {
     assert_eq!(before.len(), 4, "three per-user quotas and the server's");
     let refused = policies.check(&dave).unwrap_err();
     assert_eq!(refused.policy(), Some("server"));
-    assert_eq!(refused.retry_after_nanos(), 100 * 1000); // 10 s / 100 000
-                                                         // Nothing stays taken: not from the server's quota, which refused, nor from any of the
-                                                         // user's three, which admitted before the server refused and were undone.
+    assert_eq!(refused.retry_after(), Duration::from_secs(10) / 100_000);
+    // Nothing stays taken: not from the server's quota, which refused, nor from any of the
+    // user's three, which admitted before the server refused and were undone.
     assert_eq!(states(&dave), before);
     // The user's own quotas are untouched: 200 as soon as the server refills (and dave's
     // first cell with it).

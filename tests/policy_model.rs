@@ -8,11 +8,14 @@
 mod common;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use flowgate::clock::ManualClock;
 use flowgate::policy::{Policies, Policy};
 use flowgate::{Algorithm, Gcra, Quota};
 use proptest::prelude::*;
+
+use common::nanos;
 
 type Request = (u8, u8);
 
@@ -80,7 +83,7 @@ impl Model {
                 if let Some(clamped) = gcra.catch_up(word, now, 0) {
                     self.words.insert((l, k, q), clamped);
                 }
-                Err(refused.retry_after_nanos())
+                Err(nanos(refused.retry_after()))
             }
         }
     }
@@ -99,7 +102,7 @@ impl Model {
     fn gauge(&self, l: usize, k: (u8, u8), q: usize, now: u64) -> (usize, usize, u32, u32, u64) {
         let gcra = Gcra::new(&self.layers[l].quotas[q]);
         let s = gcra.state(self.word(l, k, q, now), now);
-        (l, q, s.remaining(), s.limit(), s.reset_after_nanos())
+        (l, q, s.remaining(), s.limit(), nanos(s.reset_after()))
     }
 
     fn check(&mut self, request: Request, n: u32, now: u64) -> Outcome {
@@ -233,7 +236,7 @@ fn outcome_of(
                     t.quota_index(),
                     a.remaining(),
                     a.limit(),
-                    a.reset_after_nanos(),
+                    nanos(a.reset_after()),
                 )
             }),
             dry(a.dry_run()),
@@ -241,7 +244,7 @@ fn outcome_of(
         Ok(Err(r)) => Outcome::Refused(
             r.by().unwrap().policy_index(),
             r.by().unwrap().quota_index(),
-            r.retry_after_nanos(),
+            nanos(r.retry_after()),
             r.remaining(),
             r.limit(),
             dry(r.dry_run()),
@@ -329,7 +332,7 @@ proptest! {
                     };
                     prop_assert_eq!(got, expected, "up to: {:?} n={} at {}", request, n, now);
                 }
-                Op::Advance(nanos) => clock.advance_nanos(nanos),
+                Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
                 Op::Replace(l, quotas) => {
                     policies.replace_quotas(names[l], &quotas).unwrap();
                     model.layers[l].quotas = quotas;

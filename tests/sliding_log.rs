@@ -2,6 +2,7 @@
 //! bound under threads, and clock steps.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use flowgate::clock::{Clock, ManualClock};
 use flowgate::{Initial, Quota, QuotaError, SlidingLog};
@@ -111,7 +112,7 @@ proptest! {
         let log = SlidingLog::with_clock(quota, clock.clone()).unwrap();
         let mut model = Model::new(&quota, start.into());
         for (i, &(step, n)) in ops.iter().enumerate() {
-            clock.advance_nanos(step);
+            clock.advance(Duration::from_nanos(step));
             let now = clock.get();
             prop_assert_eq!(
                 answer_of(log.check_n(n)),
@@ -180,7 +181,7 @@ fn exact_bound_under_threads() {
                 let mut admitted = Vec::new();
                 for i in 0..20_000u64 {
                     if t == 0 && i % 8 == 0 {
-                        clock.0.advance_nanos(37);
+                        clock.0.advance(Duration::from_nanos(37));
                     }
                     let n = 1 + (i % 3 == 0) as u32;
                     if let Ok(Ok(_)) = log.check_n(n) {
@@ -222,7 +223,7 @@ fn a_backward_step_locks_out_at_most_one_window() {
     clock.set(10 * s); // 90 s back
     let refused = log.check().unwrap_err();
     assert!(
-        refused.retry_after_nanos() > s,
+        refused.retry_after() > Duration::from_nanos(s),
         "judged against the recorded times"
     );
     // The refusal moved the recorded times back to the fresh reading.

@@ -2,6 +2,8 @@
 //! refill) against a reference model with absolute window numbers in 128-bit arithmetic
 //! (`tests/common/models/stepped.rs`).
 
+use std::time::Duration;
+
 use flowgate::algorithm::{FixedWindow, IntervalRefill};
 use flowgate::clock::ManualClock;
 use flowgate::{Initial, Quota, QuotaError, RateLimiter, Receipt};
@@ -129,7 +131,7 @@ fn aliasing_after_two_to_the_thirty_nine_windows_is_conservative() {
     // Seen as the stored window, still full: refused, never an extra cell.
     assert!(limiter.check().is_err());
     // The refusal moved the count to the current window; the next window is fresh.
-    clock.advance_nanos(ms);
+    clock.advance(Duration::from_millis(1));
     assert!(limiter.check_n(2).unwrap().is_ok());
 }
 
@@ -162,7 +164,7 @@ fn interval_refill_arrives_in_batches() {
     assert_eq!(limiter.available(), 0);
     let refused = limiter.check_n(4).unwrap().unwrap_err();
     // 4 cells need two batches: the boundaries at 100 ms and 200 ms.
-    assert_eq!(refused.retry_after_nanos(), 101 * ms);
+    assert_eq!(refused.retry_after(), Duration::from_millis(101));
     clock.set(100 * ms);
     assert_eq!(limiter.available(), 3);
     clock.set(1_000 * ms);

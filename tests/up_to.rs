@@ -141,7 +141,7 @@ proptest! {
             let now = clock.get();
             let (got, want) = match *op {
                 Op::Advance(d) => {
-                    clock.advance_nanos(d);
+                    clock.advance(Duration::from_nanos(d));
                     continue;
                 }
                 Op::Check(n) => {
@@ -190,7 +190,7 @@ proptest! {
         for (op, key) in ops.iter().zip(&keys) {
             let single = &singles[usize::from(*key)];
             match *op {
-                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
                 Op::Check(n) => prop_assert_eq!(
                     answer_of(keyed.check_key_n(key, n)),
                     answer_of(single.check_n(n))

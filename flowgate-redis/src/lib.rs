@@ -122,3 +122,9 @@ use flowgate::outcome::{Allowed, InsufficientCapacity};
 use flowgate::policy::{Key, Policies, PoliciesBuilder, Policy};
 #[cfg(doc)]
 use flowgate::Refused;
+
+/// `duration` in whole nanoseconds, saturating at `u64::MAX`: exact for what flowgate reports
+/// (its waits and resets end at its clock's horizon, `u64::MAX` ns), capped for a configured one.
+pub(crate) fn nanos(duration: core::time::Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}

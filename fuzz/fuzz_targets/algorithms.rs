@@ -80,7 +80,7 @@ fuzz_target!(|input: Input| {
         return;
     };
     let unit = match kind {
-        Family::Schedule(_) => quota.interval_nanos(),
+        Family::Schedule(_) => u64::try_from(quota.interval().as_nanos()).unwrap_or(u64::MAX),
         Family::Stepped | Family::Sliding => quota.period().as_nanos() as u64,
     };
     let span = match kind {

@@ -395,11 +395,7 @@ async fn conform<R, Q>(
             }
             (Ok(verdict), Ok(Err(rejection))) => {
                 let r = refused(&verdict);
-                assert_eq!(
-                    r.retry_after_nanos(),
-                    rejection.retry_after_nanos(),
-                    "{context}"
-                );
+                assert_eq!(r.retry_after(), rejection.retry_after(), "{context}");
                 let by = rejection.by().expect("a policy refused");
                 assert_eq!(r.gauge(), rejection.gauge(), "{context}");
                 assert!(std::ptr::eq(r.by().unwrap(), by), "{context}");

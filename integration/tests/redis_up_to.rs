@@ -316,11 +316,7 @@ async fn agree(
             }
             (Err(remote), Err(local)) => {
                 assert_eq!(count, 0, "{context}");
-                assert_eq!(
-                    remote.retry_after_nanos(),
-                    local.retry_after_nanos(),
-                    "{context}"
-                );
+                assert_eq!(remote.retry_after(), local.retry_after(), "{context}");
                 assert_eq!(remote.gauge(), local.gauge(), "{context}");
                 assert_eq!(remote.policy(), local.policy(), "{context}");
                 assert_eq!(remote.dry_run(), local.dry_run(), "{context}");

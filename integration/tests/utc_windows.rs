@@ -42,6 +42,11 @@ fn next_midnight(now: u64, offset: i64) -> u64 {
     now + (DAY - local % DAY)
 }
 
+/// `d` in whole nanoseconds (a wait is at most `u64::MAX` ns).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).expect("a flowgate wait fits in u64 ns")
+}
+
 /// One decision of `n` cells on both backends at the clock's reading: the same answer (admitted
 /// or refused, the gauge, the wait), which it returns as `Ok(remaining)` or `Err(retry_after)`.
 async fn both(
@@ -62,9 +67,9 @@ async fn both(
         }
         (Err(remote), Err(local)) => {
             assert_eq!(remote.gauge(), local.gauge(), "{context}");
-            let wait = local.retry_after_nanos();
-            assert_eq!(remote.retry_after_nanos(), wait, "{context}");
-            Err(wait)
+            let wait = local.retry_after();
+            assert_eq!(remote.retry_after(), wait, "{context}");
+            Err(nanos(wait))
         }
         (remote, local) => panic!("{context}: Redis {remote:?}, in process {local:?}"),
     }
@@ -152,8 +157,8 @@ async fn the_default_clock_and_the_servers_time_end_a_day_at_the_same_midnight()
         let (remote, in_process) = refusals.expect("a day's second request refused");
         let expected = next_midnight(unix(), offset) - unix();
         for (backend, wait) in [
-            ("Redis", remote.retry_after_nanos()),
-            ("in process", in_process.retry_after_nanos()),
+            ("Redis", nanos(remote.retry_after())),
+            ("in process", nanos(in_process.retry_after())),
         ] {
             // Modulo a day: midnight may pass between the decision and the expectation.
             let gap = wait.abs_diff(expected) % DAY;

@@ -76,7 +76,7 @@ pub fn run() -> Result<u32, Failure> {
     let parsed: Quota = "100/s burst 5".parse().map_err(|_| "the grammar parses")?;
     check(parsed.burst() == 5, "burst 5 parsed")?;
     check(
-        Quota::from_rate(0.5).map(|q| q.interval_nanos()) == Ok(2_000_000_000),
+        Quota::from_rate(0.5).map(|q| q.interval()) == Ok(Duration::from_secs(2)),
         "0.5/s is one cell every 2 s",
     )?;
     check(Quota::per_second(0).is_err(), "0/s is refused")?;

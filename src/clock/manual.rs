@@ -52,12 +52,8 @@ impl ManualClock {
 
     /// Moves the reading forwards by `by`, saturating at `u64::MAX`.
     pub fn advance(&self, by: Duration) {
-        self.advance_nanos(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX));
-    }
-
-    /// Moves the reading forwards by `nanos`, saturating at `u64::MAX`.
-    pub fn advance_nanos(&self, nanos: u64) {
-        self.set(self.get().saturating_add(nanos));
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.set(self.get().saturating_add(by));
     }
 
     /// Moves the reading backwards by `by`, saturating at 0: a clock step back.

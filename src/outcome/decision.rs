@@ -54,7 +54,7 @@ impl Allowed {
     }
 
     /// [`delay`](Self::delay) in nanoseconds.
-    pub fn delay_nanos(&self) -> u64 {
+    pub(crate) fn delay_nanos(&self) -> u64 {
         self.delay
     }
 
@@ -72,11 +72,6 @@ impl Allowed {
     /// Time until the bucket is full again if nothing else is taken.
     pub fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.gauge.reset)
-    }
-
-    /// [`reset_after`](Self::reset_after) in nanoseconds.
-    pub fn reset_after_nanos(&self) -> u64 {
-        self.gauge.reset
     }
 
     /// The bucket's state after this request.
@@ -144,11 +139,6 @@ impl Refused {
         Duration::from_nanos(self.wait)
     }
 
-    /// [`retry_after`](Self::retry_after) in nanoseconds.
-    pub fn retry_after_nanos(&self) -> u64 {
-        self.wait
-    }
-
     /// The earliest time, from the decision, at which the same request conforms (every quota of
     /// every enforcing policy, for a policy set), if nothing else is taken in between: exact to
     /// the nanosecond for a clock that runs forwards, never zero. `u64::MAX` nanoseconds means
@@ -159,18 +149,13 @@ impl Refused {
     }
 
     /// [`conforms_after`](Self::conforms_after) in nanoseconds.
-    pub fn conforms_after_nanos(&self) -> u64 {
+    pub(crate) fn conforms_after_nanos(&self) -> u64 {
         self.wait
     }
 
     /// Time until the bucket is full again.
     pub fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.gauge.reset)
-    }
-
-    /// [`reset_after`](Self::reset_after) in nanoseconds.
-    pub fn reset_after_nanos(&self) -> u64 {
-        self.gauge.reset
     }
 
     /// Cells available at once now (fewer than the request needed; 0 when the request can
@@ -201,6 +186,7 @@ mod tests {
     use super::{Allowed, Refused};
     use crate::outcome::{Cause, Gauge, InsufficientCapacity};
     use core::mem::size_of;
+    use core::time::Duration;
 
     /// What a single or keyed limiter answers stays seven words, all whole (see `Why`): a
     /// caller that keeps the whole result stores seven words, not ten
@@ -258,8 +244,8 @@ mod tests {
         assert_eq!(refused.retry_after_nanos(), 59);
         assert_eq!(refused.conforms_after_nanos(), 50);
         assert_eq!(
-            (refused.gauge(), (*refused).retry_after_nanos()),
-            (gauge, 50)
+            (refused.gauge(), (*refused).retry_after()),
+            (gauge, Duration::from_nanos(50))
         );
         let allowed = super::super::policy::Allowed::new(Allowed::delayed(gauge, 4), None, None);
         assert_eq!(*allowed, Allowed::delayed(gauge, 4));

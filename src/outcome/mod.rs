@@ -38,6 +38,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use core::time::Duration;
+
 mod attempt;
 mod decision;
 mod display;
@@ -103,8 +105,13 @@ impl Gauge {
         self.limit as u32
     }
 
-    /// Nanoseconds until the bucket is fully available again if nothing else is taken.
-    pub fn reset_after_nanos(&self) -> u64 {
+    /// Time until the bucket is fully available again if nothing else is taken.
+    pub fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset)
+    }
+
+    /// [`reset_after`](Self::reset_after) in nanoseconds.
+    pub(crate) fn reset_after_nanos(&self) -> u64 {
         self.reset
     }
 

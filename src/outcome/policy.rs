@@ -123,8 +123,9 @@ impl QuotaState {
         Duration::from_nanos(self.next)
     }
 
-    /// [`next_cell_after`](Self::next_cell_after) in nanoseconds.
-    pub fn next_cell_after_nanos(&self) -> u64 {
+    /// [`next_cell_after`](Self::next_cell_after) in nanoseconds (the HTTP headers').
+    #[cfg(feature = "tower")]
+    pub(crate) fn next_cell_after_nanos(&self) -> u64 {
         self.next
     }
 
@@ -158,8 +159,9 @@ impl QuotaState {
         Duration::from_nanos(self.gauge.reset_after_nanos())
     }
 
-    /// [`reset_after`](Self::reset_after) in nanoseconds.
-    pub fn reset_after_nanos(&self) -> u64 {
+    /// [`reset_after`](Self::reset_after) in nanoseconds (the HTTP headers').
+    #[cfg(feature = "tower")]
+    pub(crate) fn reset_after_nanos(&self) -> u64 {
         self.gauge.reset_after_nanos()
     }
 
@@ -274,7 +276,7 @@ impl Refused {
     }
 
     /// [`retry_after`](Self::retry_after) in nanoseconds.
-    pub fn retry_after_nanos(&self) -> u64 {
+    pub(crate) fn retry_after_nanos(&self) -> u64 {
         self.bucket.wait.saturating_add(self.jitter)
     }
 

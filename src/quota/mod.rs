@@ -239,7 +239,7 @@ impl Quota {
     }
 
     /// The emission interval in nanoseconds.
-    pub fn interval_nanos(&self) -> u64 {
+    pub(crate) fn interval_nanos(&self) -> u64 {
         self.interval
     }
 
@@ -249,7 +249,7 @@ impl Quota {
     }
 
     /// `burst × interval` in nanoseconds: the time an empty bucket takes to become full.
-    pub fn window_nanos(&self) -> u64 {
+    pub(crate) fn window_nanos(&self) -> u64 {
         // Cannot overflow: checked against MAX_WINDOW_NANOS at construction.
         u64::from(self.burst) * self.interval
     }

@@ -4,6 +4,8 @@
 
 pub mod models;
 
+use std::time::Duration;
+
 use flowgate::{Allowed, InsufficientCapacity, Receipt, Refused};
 #[allow(unused_imports)] // Each test binary uses some of them.
 pub use models::{answer_of, answer_of_reserved, Answer, Lagging, Receipts, WindowModel};
@@ -18,6 +20,12 @@ pub fn config() -> proptest::test_runner::Config {
         )),
         ..proptest::test_runner::Config::default()
     }
+}
+
+/// `d` in whole nanoseconds: what the models compute in (every duration flowgate reports is
+/// at most `u64::MAX` ns).
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).expect("a flowgate duration fits in u64 ns")
 }
 
 /// A step of a window algorithm's scenario: move the clock, or act at its reading.
@@ -47,7 +55,7 @@ pub fn drive<M: WindowModel>(
     let mut receipts = Receipts::new();
     for (i, op) in ops.iter().enumerate() {
         match *op {
-            Op::Advance(d) => clock.advance_nanos(d),
+            Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
             Op::Rewind(d) => clock.set(clock.get().saturating_sub(d)),
             _ => {}
         }

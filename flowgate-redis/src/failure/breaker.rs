@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::connection::{Connection, Master as Node};
 use crate::events::{self, Fallbacks};
+use crate::nanos;
 use crate::settings::RedisBackend;
 use crate::stats::breaker_gauge;
 use crate::stats::Gauge;
@@ -361,10 +362,6 @@ impl Circuit {
             self.fallbacks.flush(&self.server);
         }
     }
-}
-
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

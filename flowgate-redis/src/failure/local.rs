@@ -23,7 +23,7 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaErr
         | AnyAlgorithm::SlidingWindow(_) => Quota::new(times(quota.count()), quota.period())
             .and_then(|q| q.with_burst(times(quota.burst()).max(times(quota.count())))),
         _ => {
-            let interval = (quota.interval_nanos() as f64 / share).ceil();
+            let interval = (quota.interval().as_nanos() as f64 / share).ceil();
             // 2^64 ns and more: an `as` cast would saturate to a quota that is not the share.
             if interval >= 18_446_744_073_709_551_616.0 {
                 return Err(QuotaError::PeriodTooLong);

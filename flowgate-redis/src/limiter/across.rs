@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::verdict::{self, Decided};
 use crate::connection::{Cluster, Connection};
 use crate::failure::Link;
+use crate::nanos;
 use crate::script::{self, Plan, Prepared, Reply, Undo};
 use flowgate::backend::{Failure, Source, Verdict};
 use flowgate::outcome::{tightness, Gauge};
@@ -203,12 +204,12 @@ impl<'a, R: ?Sized> Slots<'a, R> {
             let Ok(allowed) = verdict::verdict(self.policies, part, n, reply).outcome() else {
                 continue;
             };
-            delay = delay.max(allowed.delay_nanos());
+            delay = delay.max(nanos(allowed.delay()));
             dry_run = dry_run.or(allowed.dry_run());
             let tighter = allowed.by().is_some()
                 && best.as_ref().is_none_or(|b| {
-                    tightness(allowed.remaining(), allowed.reset_after_nanos())
-                        < tightness(b.remaining(), b.reset_after_nanos())
+                    tightness(allowed.remaining(), nanos(allowed.reset_after()))
+                        < tightness(b.remaining(), nanos(b.reset_after()))
                 });
             if tighter || best.is_none() {
                 best = Some(allowed);

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::nanos;
 use crate::script::{Plan, Prepared};
 use flowgate::backend::{Source, Verdict};
 use flowgate::outcome::Cause;
@@ -137,7 +138,7 @@ impl Shield {
         let (Err(refused), Source::Buckets) = (verdict.outcome(), verdict.source()) else {
             return;
         };
-        let wait = refused.conforms_after_nanos();
+        let wait = nanos(refused.conforms_after());
         let Some(by) = refused.by().filter(|_| refused.cause() == Cause::Quota) else {
             return;
         };

@@ -4,6 +4,7 @@
 
 use smallvec::SmallVec;
 
+use crate::nanos;
 use crate::script::{Dry, Plan, Prepared, Reply};
 use crate::stats::Counters;
 use flowgate::algorithm::Algorithm;
@@ -65,7 +66,7 @@ pub(crate) fn states<R: ?Sized>(
                 if let Some(by) = allowed.by() {
                     let micros = &policies[by.policy_index()].quotas[by.quota_index()];
                     // A lease's bucket is a schedule, whose reset is its debt, in ns.
-                    let debt = allowed.reset_after_nanos() / 1_000;
+                    let debt = nanos(allowed.reset_after()) / 1_000;
                     let next = micros.next_cell(debt, None);
                     visit(QuotaState::new(by, micros.quota, allowed.gauge()).next_after(next));
                 }
@@ -132,7 +133,7 @@ pub(crate) fn with_delay(allowed: Allowed, delay: u64, dry_run: Option<DryRun>) 
 
 /// `refused`, with `dry_run` the first dry-run policy that would also have refused.
 pub(crate) fn with_dry_run(refused: Refused, dry_run: Option<DryRun>) -> Refused {
-    let jitter = u64::try_from(refused.jitter().as_nanos()).unwrap_or(u64::MAX);
+    let jitter = nanos(refused.jitter());
     Refused::new(*refused, refused.by(), dry_run, jitter)
 }
 
@@ -160,7 +161,7 @@ fn refused<R: ?Sized>(
         };
         let later = worst
             .as_ref()
-            .is_none_or(|(_, w)| refused.conforms_after_nanos() > w.conforms_after_nanos());
+            .is_none_or(|(_, w)| refused.conforms_after() > w.conforms_after());
         if later {
             worst = Some((bucket, refused));
         }
@@ -172,7 +173,7 @@ fn refused<R: ?Sized>(
     });
     let (p, q) = plan.refs[bucket];
     policies[p].metrics[q].refused(u64::from(n));
-    let wait = refused.conforms_after_nanos();
+    let wait = nanos(refused.conforms_after());
     let jitter = flowgate::policy::refusal_jitter(policies[p].jitter, wait);
     Refused::new(refused, Some(by(policies, plan, bucket)), None, jitter)
 }
@@ -205,7 +206,7 @@ fn admitted<R: ?Sized>(
             flowgate::Allowed::new(micros.gauge(state, now))
         };
         // The longest delay any quota asked for (a shaping one), as in process.
-        delay = delay.max(taken.delay_nanos());
+        delay = delay.max(nanos(taken.delay()));
         let g = taken.gauge();
         let metrics = &policies[p].metrics[q];
         metrics.admitted(cells);
@@ -216,8 +217,8 @@ fn admitted<R: ?Sized>(
             continue;
         }
         let tighter = best.is_none_or(|(_, b)| {
-            tightness(g.remaining(), g.reset_after_nanos())
-                < tightness(b.remaining(), b.reset_after_nanos())
+            tightness(g.remaining(), nanos(g.reset_after()))
+                < tightness(b.remaining(), nanos(b.reset_after()))
         });
         if tighter {
             best = Some((bucket, g));
@@ -280,7 +281,7 @@ fn dry_run<R: ?Sized>(
     }
     let micros = &policy.quotas[q];
     let wait = match micros.refused(states[bucket], n, now) {
-        Some(refused) if n <= micros.algorithm.capacity() => refused.conforms_after_nanos(),
+        Some(refused) if n <= micros.algorithm.capacity() => nanos(refused.conforms_after()),
         _ => u64::MAX,
     };
     Some(DryRun::new(policy.by[q], wait))

@@ -6,6 +6,7 @@
 use core::time::Duration;
 
 use crate::error::RedisConfigError;
+use crate::nanos;
 use flowgate::algorithm::{
     Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, LeakyBucket, SlidingWindow, Step,
 };
@@ -223,14 +224,14 @@ fn schedule(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
     let quota = algorithm.quota();
     // A shaper's queue or credit's debt: the delay its admissions may carry (0 for GCRA).
     let slack = algorithm.max_delay_nanos() / 1_000;
-    let interval = quota.interval_nanos().div_ceil(1_000);
+    let interval = nanos(quota.interval()).div_ceil(1_000);
     let window = interval.checked_mul(u64::from(quota.burst()))?;
     if window.saturating_add(slack) > MAX_WINDOW_MICROS {
         return None;
     }
     // The quota as written when its interval is whole µs (headers then advertise it as
     // written); otherwise the same count over a period stretched to the rounded interval.
-    let enforced = if quota.interval_nanos() == interval * 1_000 {
+    let enforced = if quota.interval() == Duration::from_micros(interval) {
         *quota
     } else {
         let period = interval * 1_000 * u64::from(quota.count());
@@ -332,7 +333,7 @@ mod tests {
             slack: 0,
         };
         assert_eq!(gcra.bucket, third);
-        assert_eq!(gcra.quota.interval_nanos(), 333_334_000);
+        assert_eq!(gcra.quota.interval(), Duration::from_micros(333_334));
         let shaper = micros("10/s burst 1 shaper 2500500ns").unwrap();
         assert!(matches!(
             shaper.bucket,

@@ -103,14 +103,14 @@ pub fn answer_of(r: Result<Result<Allowed, Refused>, InsufficientCapacity>) -> A
         Ok(Ok(a)) => Answer::Allowed(
             a.remaining().into(),
             a.limit().into(),
-            a.reset_after_nanos().into(),
-            a.delay_nanos().into(),
+            a.reset_after().as_nanos(),
+            a.delay().as_nanos(),
         ),
         Ok(Err(r)) => Answer::Refused(
             r.remaining().into(),
             r.limit().into(),
-            r.retry_after_nanos().into(),
-            r.reset_after_nanos().into(),
+            r.retry_after().as_nanos(),
+            r.reset_after().as_nanos(),
         ),
         Err(e) => Answer::Never(e.requested.into(), e.burst.into()),
     }
