@@ -123,8 +123,10 @@ fn a_two_layer_chain_undoes_the_first_layer() {
 }
 
 /// A quota replaced while a request is decided: every read of the set's algorithms (a
-/// decision's, `quotas()`) sees one list whole, the old or the new, and a refusal is made under
-/// the quota that refuses (the 1-cell one, never the 3-cell one that would admit). The two
+/// decision's, `quotas()`) sees one list whole, the old or the new, a refusal is made under
+/// the quota that refuses (the 1-cell one, never the 3-cell one that would admit), and a
+/// decision after the replacement returned reads the new list, though the thread kept a copy
+/// of the old one. The two
 /// quotas differ in rate, burst and capacity, so that a mixture shows as a quota that is
 /// neither.
 #[test]
@@ -156,6 +158,12 @@ fn a_replacement_racing_decisions_is_seen_whole() {
         }
         writer.join().unwrap();
         assert_eq!(policies.quotas("g").unwrap(), [three]);
+        // This thread copied the list before the replacement returned: it decides under the
+        // new one now (a copy kept across a replacement would still say 1).
+        let limit = policies
+            .check(&())
+            .map_or_else(|r| r.limit(), |a| a.limit());
+        assert_eq!(limit, three.burst(), "decided under a stale copy");
     });
 }
 

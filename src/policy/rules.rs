@@ -29,9 +29,9 @@
 //! set's copy takes it, or the thread exits. A thread that is exiting (a decision made from a
 //! thread-local destructor) reads under the lock and copies every time.
 //!
-//! Built with `--cfg flowgate_loom`, threads hold no copy: every read takes the lock, so that
-//! the models explore a replacement against decisions through loom's lock (a thread's copy is
-//! that thread's alone, and needs no model).
+//! Built with `--cfg flowgate_loom`, the version, the lock and the threads' tables are loom's,
+//! so that the models explore this protocol itself: a copy kept across a replacement, the
+//! version published after the list.
 
 use alloc::rc::Rc;
 use alloc::sync::Arc;
@@ -43,7 +43,6 @@ use crate::algorithm::AnyAlgorithm;
 use crate::primitive::{lock, AtomicU64, Mutex, Ordering};
 
 /// How many slots a thread's table of copies has at most (a multiple of 64).
-#[cfg(not(flowgate_loom))]
 const SLOTS: usize = 256;
 
 /// A thread's copy of a list, counted by the decisions that hold it: on a cache line of its
@@ -52,7 +51,6 @@ const SLOTS: usize = 256;
 type Shared = Rc<CachePadded<Box<[AnyAlgorithm]>>>;
 
 /// A thread's copy of a set's list.
-#[cfg(not(flowgate_loom))]
 struct Copy {
     /// The set's [`Rules::id`].
     set: u64,
@@ -60,11 +58,17 @@ struct Copy {
     list: Shared,
 }
 
+/// This thread's copies, a set's in its slot (as long as the highest slot copied to).
+type Copies = core::cell::RefCell<alloc::vec::Vec<Option<Copy>>>;
+
 #[cfg(not(flowgate_loom))]
 std::thread_local! {
-    /// This thread's copies, a set's in its slot (as long as the highest slot copied to).
-    static COPIES: core::cell::RefCell<alloc::vec::Vec<Option<Copy>>> =
-        const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
+    static COPIES: Copies = const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
+}
+
+#[cfg(flowgate_loom)]
+crate::primitive::thread_local! {
+    static COPIES: Copies = core::cell::RefCell::new(alloc::vec::Vec::new());
 }
 
 /// The list in force as a decision reads it: its thread's copy, held for the decision (a
@@ -84,33 +88,28 @@ impl Deref for Held {
 pub(crate) struct Rules {
     /// Which set's rules these are, among every set of the process (a thread's copies are
     /// found by it).
-    #[cfg_attr(flowgate_loom, allow(dead_code))]
     id: u64,
     /// The list in force, with its version: what a replacement swaps, under the lock.
     now: Mutex<(u64, Arc<[AnyAlgorithm]>)>,
     /// The version of the list in `now`, once it is there.
-    #[cfg_attr(flowgate_loom, allow(dead_code))]
     version: AtomicU64,
     /// Where threads keep their copies of the list.
-    #[cfg(not(flowgate_loom))]
     slot: Slot,
 }
 
-/// The slot numbers live sets hold, one bit each. No model explores them (a loom build keeps
-/// no copies), so not the loom shim's atomics.
-#[cfg(not(flowgate_loom))]
+/// The slot numbers live sets hold, one bit each. Not the loom shim's atomics: a slot only
+/// spreads the copies (a copy is used only by the set whose id it carries), and a loom atomic
+/// cannot live in a static.
 static TAKEN: [core::sync::atomic::AtomicU64; SLOTS / 64] =
     [const { core::sync::atomic::AtomicU64::new(0) }; SLOTS / 64];
 
 /// A set's slot in every thread's table of copies: held (given back when the set is dropped),
 /// or shared with other sets when all 256 are held.
-#[cfg(not(flowgate_loom))]
 struct Slot {
     index: usize,
     held: bool,
 }
 
-#[cfg(not(flowgate_loom))]
 impl Slot {
     /// The lowest free slot, or the one `id` names when none is free.
     fn take(id: u64) -> Self {
@@ -135,7 +134,6 @@ impl Slot {
     }
 }
 
-#[cfg(not(flowgate_loom))]
 impl Drop for Slot {
     fn drop(&mut self) {
         if self.held {
@@ -157,7 +155,6 @@ impl Rules {
             id,
             now: Mutex::new((0, list.into())),
             version: AtomicU64::new(0),
-            #[cfg(not(flowgate_loom))]
             slot: Slot::take(id),
         }
     }
@@ -170,7 +167,6 @@ impl Rules {
     }
 
     /// The list in force (see the module docs for what "in force" means to a decision).
-    #[cfg(not(flowgate_loom))]
     #[inline(always)]
     pub(crate) fn read(&self) -> Held {
         // Acquire: pairs with `replace`'s Release store; a version seen here is in `now`.
@@ -188,7 +184,6 @@ impl Rules {
 
     /// [`read`](Self::read) of the list under the lock, copied for this thread (unless it is
     /// exiting).
-    #[cfg(not(flowgate_loom))]
     #[cold]
     #[inline(never)]
     fn refresh(&self) -> Held {
@@ -213,16 +208,9 @@ impl Rules {
     }
 
     /// The slot of this thread's table of copies that holds this set's copy.
-    #[cfg(not(flowgate_loom))]
     #[inline(always)]
     fn slot(&self) -> usize {
         self.slot.index
-    }
-
-    /// The list under the lock (a loom build keeps no copies).
-    #[cfg(flowgate_loom)]
-    pub(crate) fn read(&self) -> Held {
-        Held(Rc::new(CachePadded::new(Box::from(&lock(&self.now).1[..]))))
     }
 
     /// Replaces the list with what `change` makes of the one in force (nothing if it fails).

@@ -6,9 +6,9 @@
 //! [loom](https://docs.rs/loom)'s, so the model tests in `loom-tests/` explore every interleaving
 //! of the real code. Nothing else names `loom`, and only state that no model needs to explore
 //! takes `core::sync::atomic` or `std::sync::Mutex` directly, each with a line saying why: the
-//! Redis limiter's statistics (`redis/stats.rs`), its lease map's lock (`redis/lease.rs`; the
-//! lease word itself is modelled), and the interned names of policy quotas
-//! (`outcome/policy.rs`).
+//! interned names of policy quotas (`outcome/policy.rs`), and the ids and slot numbers of policy
+//! sets (`policy/rules.rs`; the version and the threads' copies are modelled). Thread-locals
+//! that a model must see per loom thread come from here too ([`thread_local`]).
 //!
 //! Every compare-and-swap in the crate goes through [`compare_exchange_weak`], so that the loom
 //! build can inject the spurious failures that real hardware (LL/SC on ARM, POWER, RISC-V) is
@@ -55,6 +55,8 @@ mod imp {
 
     pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
     pub(crate) use loom::sync::{Mutex, MutexGuard};
+    /// Thread-locals whose threads are loom's (the policy rules' tables of copies).
+    pub(crate) use loom::thread_local;
 
     loom::thread_local! {
         static SPURIOUS: Cell<u32> = Cell::new(0);
