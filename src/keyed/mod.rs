@@ -291,7 +291,7 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         self.store.stats()
     }
 
-    /// The limiter's clock: each decision reads it once.
+    /// The limiter's clock, which its decisions read.
     pub fn clock(&self) -> &C {
         self.store.clock()
     }

@@ -84,7 +84,7 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
         &self.algorithm
     }
 
-    /// The limiter's clock: each decision reads it once.
+    /// The limiter's clock, which its decisions read.
     pub fn clock(&self) -> &C {
         &self.clock
     }

@@ -279,7 +279,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         });
     }
 
-    /// The set's clock: each decision reads it once.
+    /// The set's clock, which its decisions read.
     pub fn clock(&self) -> &C {
         &self.clock
     }

@@ -7,10 +7,11 @@
 //! drawn is [`chart`] (an SVG of offered against admitted cells over time, one small panel per
 //! subject, all on the same scales).
 //!
-//! Every subject decides on a manual clock of its own, set to each request's time, so no clock
-//! runs: a request at trace time `t` is decided one day past the epoch, plus `t` (so that fixed
-//! windows of any length dividing a day start with the trace). A shaper's admitted request
-//! proceeds after its delay, and is drawn when it proceeds.
+//! Every built-in subject decides on a manual clock of its own, set to each request's time (a
+//! `from_fn` subject is given that time), so no clock runs: a request at trace time `t` is
+//! decided one day past the epoch, plus `t` (so that fixed windows of any length dividing a
+//! day start with the trace). A shaper's admitted request proceeds after its delay, and is
+//! drawn when it proceeds.
 //!
 //! ```
 //! use std::time::Duration;

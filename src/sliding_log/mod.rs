@@ -156,7 +156,7 @@ impl<C: Clock> SlidingLog<C> {
         &self.quota
     }
 
-    /// The log's clock: each decision reads it once.
+    /// The log's clock, which its decisions read.
     pub fn clock(&self) -> &C {
         &self.clock
     }
