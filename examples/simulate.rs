@@ -9,7 +9,7 @@
 //!
 //! * `--scenario`: `boundary` (the default: the fixed-window boundary attack, a window's limit
 //!   at the end of one window and again at the start of the next), `steady`, `bursts` or
-//!   `zipf`, each sized to the quota (`flowgate::simulate::scenario::named`);
+//!   `zipf`, each sized to the quota (`flowgate::simulate::Scenario::named`);
 //! * `--trace`: a CSV of `time,key,cost` lines instead (`flowgate::simulate::trace`);
 //! * `--quota`: the quota every algorithm runs, per key (default `120/min`);
 //! * `--bin`: the chart's bin in seconds (default: a sixtieth of the quota's period);
@@ -23,7 +23,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use flowgate::simulate::{self, chart, scenario, trace};
+use flowgate::simulate::{self, trace, Scenario, Style};
 use flowgate::Quota;
 
 /// What `--help` prints, and what follows an argument's error.
@@ -49,7 +49,7 @@ struct Options {
     quota: Quota,
     bin: Option<Duration>,
     svg: Option<String>,
-    style: chart::Style,
+    style: Style,
 }
 
 /// The options in `args`, or `None` when they ask for the usage.
@@ -60,7 +60,7 @@ fn options(args: impl Iterator<Item = OsString>) -> Result<Option<Options>, Stri
         quota: "120/min".parse().map_err(|e| format!("{e}"))?,
         bin: None,
         svg: None,
-        style: chart::Style::Cumulative,
+        style: Style::Cumulative,
     };
     let mut args = args.map(|a| a.into_string().map_err(|a| format!("{a:?} is not UTF-8")));
     while let Some(flag) = args.next().transpose()? {
@@ -69,11 +69,11 @@ fn options(args: impl Iterator<Item = OsString>) -> Result<Option<Options>, Stri
             "-h" | "--help" => return Ok(None),
             "--scenario" => {
                 options.scenario = value()?;
-                if !scenario::NAMES.contains(&options.scenario.as_str()) {
+                if !Scenario::NAMES.contains(&options.scenario.as_str()) {
                     return Err(format!(
                         "unknown scenario {}; one of {}",
                         options.scenario,
-                        scenario::NAMES.join(", ")
+                        Scenario::NAMES.join(", ")
                     ));
                 }
             }
@@ -93,7 +93,7 @@ fn options(args: impl Iterator<Item = OsString>) -> Result<Option<Options>, Stri
                 options.bin = Some(bin);
             }
             "--svg" => options.svg = Some(value()?),
-            "--per-bin" => options.style = chart::Style::PerBin,
+            "--per-bin" => options.style = Style::PerBin,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -111,12 +111,15 @@ fn run(options: Options) -> Result<(), String> {
             )
         }
         None => {
-            let trace = scenario::named(&options.scenario, &quota).ok_or(format!(
+            let scenario = Scenario::named(&options.scenario, &quota).ok_or(format!(
                 "unknown scenario {}; one of {:?}",
                 options.scenario,
-                scenario::NAMES
+                Scenario::NAMES
             ))?;
-            (trace, format!("scenario {}", options.scenario))
+            (
+                scenario.requests(),
+                format!("scenario {}", options.scenario),
+            )
         }
     };
     let bin = options.bin.unwrap_or(quota.period() / 60);
@@ -126,10 +129,10 @@ fn run(options: Options) -> Result<(), String> {
         "{what}, {} requests; every algorithm at {quota} per key",
         replay.requests
     );
-    if options.trace.is_none() && replay.requests >= scenario::MAX_REQUESTS {
+    if options.trace.is_none() && replay.requests >= Scenario::MAX_REQUESTS {
         println!(
             "(cut at {} requests: the pattern asked for more)",
-            scenario::MAX_REQUESTS
+            Scenario::MAX_REQUESTS
         );
     }
     if replay.bin != bin.max(std::time::Duration::from_millis(1)) {
@@ -139,7 +142,7 @@ fn run(options: Options) -> Result<(), String> {
     print!("{}", replay.table(quota.period()));
     if let Some(path) = &options.svg {
         let title = format!("{what}: cells admitted at {quota} per key");
-        std::fs::write(path, chart::svg(&replay, &title, options.style))
+        std::fs::write(path, replay.svg(&title, options.style))
             .map_err(|e| format!("{path}: {e}"))?;
         println!("\nchart: {path}");
     }

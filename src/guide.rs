@@ -154,12 +154,12 @@
 //!
 //! let r = Request { user: "alice".into(), endpoint: "/search" };
 //! let first = policies.check(&r).expect("admitted");
-//! assert_eq!(first.dry_run().map(|d| d.policy()), None);
+//! assert_eq!(first.dry_run().map(|d| d.by().policy()), None);
 //! // The trial policy would refuse the second, but only counts it.
 //! let second = policies.check(&r).expect("admitted");
-//! assert_eq!(second.dry_run().map(|d| d.policy()), Some("stricter, on trial"));
+//! assert_eq!(second.dry_run().map(|d| d.by().policy()), Some("stricter, on trial"));
 //! let third = policies.check(&r).unwrap_err();
-//! assert_eq!(third.policy(), Some("user-endpoint"));
+//! assert_eq!(third.by().map(|by| by.policy()), Some("user-endpoint"));
 //! assert!(third.retry_after() >= Duration::from_millis(100));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

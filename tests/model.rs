@@ -84,7 +84,7 @@ fn quota() -> impl Strategy<Value = Quota> {
     (period, count, 1u32..=64, any::<u32>(), 0u8..4).prop_filter_map(
         "invalid quota",
         |(period, count, burst, cells, initial)| {
-            let q = Quota::from_nanos(count, period)
+            let q = Quota::new(count, core::time::Duration::from_nanos(period))
                 .ok()?
                 .with_burst(burst)
                 .ok()?;
@@ -120,7 +120,7 @@ fn kind() -> impl Strategy<Value = Kind> {
     let slack = prop_oneof![
         Just(0u64),
         0u64..=10_000_000_000,
-        Just(flowgate::quota::MAX_WINDOW_NANOS)
+        Just(flowgate::Quota::MAX_WINDOW_NANOS)
     ];
     prop_oneof![
         3 => Just(Kind::Gcra),
@@ -290,9 +290,9 @@ proptest! {
 #[test]
 fn delays_beyond_the_horizon_are_typed_errors() {
     let q = Quota::per_second(10).unwrap();
-    let max = Duration::from_nanos(flowgate::quota::MAX_WINDOW_NANOS);
+    let max = Duration::from_nanos(flowgate::Quota::MAX_WINDOW_NANOS);
     let too_long = flowgate::QuotaError::DelayTooLong {
-        max_nanos: flowgate::quota::MAX_WINDOW_NANOS,
+        max_nanos: flowgate::Quota::MAX_WINDOW_NANOS,
     };
     assert_eq!(
         LeakyBucket::shaper(&q, Duration::MAX).unwrap_err(),
@@ -304,7 +304,7 @@ fn delays_beyond_the_horizon_are_typed_errors() {
     );
     assert_eq!(LeakyBucket::shaper(&q, max).unwrap().max_delay(), max);
     // The largest debt and the finest interval: capacity saturates at u32::MAX, nothing wraps.
-    let fine = Quota::from_nanos(1, 1).unwrap();
+    let fine = Quota::new(1, core::time::Duration::from_nanos(1)).unwrap();
     let credit = Credit::new(&fine, max).unwrap();
     assert_eq!(credit.capacity(), u32::MAX);
     let clock = ManualClock::starting_at(u64::MAX - 10);

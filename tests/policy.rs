@@ -51,7 +51,10 @@ fn one_user_meets_the_ten_second_then_the_hourly_then_the_daily_limit() {
     }
     let refused = policies.check(&alice).unwrap_err();
     assert_eq!(
-        (refused.policy(), refused.by().unwrap().quota_index()),
+        (
+            refused.by().map(|by| by.policy()),
+            refused.by().unwrap().quota_index()
+        ),
         (Some("per-user"), 0)
     );
     assert_eq!(refused.retry_after(), Duration::from_millis(50));
@@ -67,7 +70,7 @@ fn one_user_meets_the_ten_second_then_the_hourly_then_the_daily_limit() {
         match policies.check(&alice) {
             Ok(_) => admitted_at.push(now),
             Err(refused) => {
-                assert_eq!(refused.policy(), Some("per-user"));
+                assert_eq!(refused.by().map(|by| by.policy()), Some("per-user"));
                 let i = refused.by().unwrap().quota_index();
                 refused_by[i] += 1;
                 first_refusal_by[i].get_or_insert(now);
@@ -120,12 +123,12 @@ fn the_retry_after_is_exact_and_covers_every_refusing_quota() {
     assert!(policies.check(&bob).is_ok());
     assert!(policies.check(&bob).is_ok());
     let refused = policies.check(&bob).unwrap_err();
-    assert_eq!(refused.policy(), Some("fast"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("fast"));
     assert_eq!(refused.retry_after(), Duration::from_nanos(50 * MS));
     // Take the last "slow" cell through another user: now both refuse, "slow" for longer.
     assert!(policies.check(&user("carol")).is_ok());
     let refused = policies.check(&bob).unwrap_err();
-    assert_eq!(refused.policy(), Some("slow"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("slow"));
     let wait = u64::try_from(refused.retry_after().as_nanos()).unwrap();
     assert_eq!(wait, 1_000 * MS / 3 + 1);
     clock.set(wait - 1);
@@ -156,7 +159,7 @@ fn a_server_wide_refusal_takes_nothing_from_the_users_quotas() {
     let before = states(&dave);
     assert_eq!(before.len(), 4, "three per-user quotas and the server's");
     let refused = policies.check(&dave).unwrap_err();
-    assert_eq!(refused.policy(), Some("server"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("server"));
     assert_eq!(refused.retry_after(), Duration::from_secs(10) / 100_000);
     // Nothing stays taken: not from the server's quota, which refused, nor from any of the
     // user's three, which admitted before the server refused and were undone.
@@ -170,7 +173,11 @@ fn a_server_wide_refusal_takes_nothing_from_the_users_quotas() {
         assert!(policies.check(&dave).is_ok());
     }
     assert_eq!(
-        policies.check(&dave).unwrap_err().policy(),
+        policies
+            .check(&dave)
+            .unwrap_err()
+            .by()
+            .map(|by| by.policy()),
         Some("per-user")
     );
     assert_eq!(policies.stats()[1].refused, 1);
@@ -223,7 +230,10 @@ fn the_three_layer_endpoint_example() {
         assert!(policies.check(&call("curl", "/orders")).is_ok());
     }
     let refused = policies.check(&call("curl", "/orders")).unwrap_err();
-    assert_eq!(refused.policy(), Some("PerUserPerApiThrottle"));
+    assert_eq!(
+        refused.by().map(|by| by.policy()),
+        Some("PerUserPerApiThrottle")
+    );
     assert_eq!(refused.conforms_after(), Duration::from_millis(100));
     assert!((1..=5).contains(&refused.jitter().as_millis()));
     assert_eq!(
@@ -236,12 +246,12 @@ fn the_three_layer_endpoint_example() {
         assert!(policies.check(&call(agents[i % 4], "/orders")).is_ok());
     }
     let refused = policies.check(&call("e", "/orders")).unwrap_err();
-    assert_eq!(refused.policy(), Some("PerApiThrottle"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("PerApiThrottle"));
     assert!((5..=10).contains(&refused.jitter().as_millis()));
     // "e" lost nothing: its own bucket is full; the global one has 3000 left.
     let mut left = Vec::new();
     policies.inspect(&call("e", "/orders"), |s| {
-        left.push((s.policy(), s.remaining()))
+        left.push((s.by().policy(), s.gauge().remaining()))
     });
     assert_eq!(
         left,
@@ -257,7 +267,7 @@ fn the_three_layer_endpoint_example() {
         assert!(policies.check(&call(agents[i % 4], endpoint)).is_ok());
     }
     let refused = policies.check(&call("f", "/users")).unwrap_err();
-    assert_eq!(refused.policy(), Some("GlobalThrottle"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("GlobalThrottle"));
     assert!((10..=20).contains(&refused.jitter().as_millis()));
     assert_eq!(refused.conforms_after(), Duration::from_millis(10));
     let stats = policies.stats();
@@ -272,8 +282,8 @@ fn the_three_layer_endpoint_example() {
     clock.advance(Duration::from_secs(60));
     let mut global = None;
     policies.inspect(&call("g", "/new"), |s| {
-        if s.policy() == "GlobalThrottle" {
-            global = Some(s.remaining());
+        if s.by().policy() == "GlobalThrottle" {
+            global = Some(s.gauge().remaining());
         }
     });
     assert_eq!(global, Some(6000));
@@ -316,15 +326,15 @@ fn a_dry_run_policy_counts_but_never_refuses() {
             None => assert!(i < 2),
             Some(dry) => {
                 assert!(i >= 2);
-                assert_eq!(dry.policy(), "candidate");
+                assert_eq!(dry.by().policy(), "candidate");
                 // It took nothing when it would refuse, so the wait stays one interval.
                 assert_eq!(dry.retry_after(), Duration::from_secs(30));
             }
         }
     }
     let refused = policies.check(&frank).unwrap_err();
-    assert_eq!(refused.policy(), Some("live"));
-    assert_eq!(refused.dry_run().unwrap().policy(), "candidate");
+    assert_eq!(refused.by().map(|by| by.policy()), Some("live"));
+    assert_eq!(refused.dry_run().unwrap().by().policy(), "candidate");
     let stats = policies.stats();
     assert!(stats[0].dry_run && !stats[1].dry_run);
     assert_eq!((stats[0].refused, stats[1].refused), (4, 1));
@@ -341,7 +351,7 @@ fn a_request_above_a_burst_is_oversized_and_takes_nothing() {
     let oversized = policies.check_n(&hal, 201).unwrap_err();
     assert_eq!(
         (
-            oversized.policy(),
+            oversized.by().map(|by| by.policy()),
             oversized.by().map(|by| by.quota_index())
         ),
         (Some("per-user"), Some(0))
@@ -447,7 +457,9 @@ fn small_table(
 /// Cells left in each enforcing quota that applies to `key`, with its policy's name.
 fn left(policies: &Policies<u64, ManualClock>, key: u64) -> Vec<(&str, u32)> {
     let mut left = Vec::new();
-    policies.inspect(&key, |s| left.push((s.policy(), s.remaining())));
+    policies.inspect(&key, |s| {
+        left.push((s.by().policy(), s.gauge().remaining()))
+    });
     left
 }
 
@@ -459,7 +471,7 @@ fn a_full_table_refuses_and_undoes_the_earlier_policies() {
     assert!(policies.check(&1).is_ok());
     let refused = policies.check(&2).unwrap_err();
     assert_eq!(refused.cause(), Cause::TableFull);
-    assert_eq!(refused.policy(), Some("per-key"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("per-key"));
     // The front quota lost only key 1's cell.
     assert_eq!(left(&policies, 1), [("front", 99), ("per-key", 999)]);
     assert_eq!(policies.stats()[1].refused, 1);
@@ -476,14 +488,17 @@ fn an_untracked_key_is_reported_and_a_later_refusal_undoes_the_rest() {
     assert!(policies.check(&1).is_ok());
     // Key 2 finds no room: admitted as a fresh 3/h bucket would be, 2 cells left.
     let admitted = policies.check(&2).unwrap();
-    assert_eq!((admitted.policy(), admitted.remaining()), (Some("back"), 0));
+    assert_eq!(
+        (admitted.by().map(|by| by.policy()), admitted.remaining()),
+        (Some("back"), 0)
+    );
     assert_eq!(
         left(&policies, 2),
         [("front", 98), ("per-key", 3), ("back", 0)]
     );
     // The back quota is spent: key 3 is refused there, and the front cell comes back.
     let refused = policies.check(&3).unwrap_err();
-    assert_eq!(refused.policy(), Some("back"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("back"));
     assert_eq!(
         left(&policies, 3),
         [("front", 98), ("per-key", 3), ("back", 0)]
@@ -495,7 +510,7 @@ fn an_untracked_key_is_reported_and_a_later_refusal_undoes_the_rest() {
     assert!(policies.check(&1).is_ok());
     let tightest = policies.check(&2).unwrap();
     assert_eq!(
-        (tightest.policy(), tightest.remaining()),
+        (tightest.by().map(|by| by.policy()), tightest.remaining()),
         (Some("per-key"), 2)
     );
     assert_eq!(tightest.reset_after(), Duration::from_secs(20 * 60));

@@ -42,7 +42,7 @@ fn a_later_refusal_leaves_the_bucket_as_it_was(algorithm: &str) {
     clock.advance(Duration::from_millis(1));
     let before = states(&policies, 7);
     let refused = policies.check(&7).unwrap_err();
-    assert_eq!(refused.policy(), Some("global"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("global"));
     assert_eq!(states(&policies, 7), before, "the undo left a cell taken");
     // And again at once, on the restored word.
     assert!(policies.check(&7).is_err());
@@ -298,5 +298,5 @@ fn a_refusal_returns_with_the_question_mark() {
     // A policy set's refusal cites its quota: it is a `policy::Refused`, not a bare `Refused`.
     assert!(error.downcast_ref::<flowgate::Refused>().is_none());
     let refused = error.downcast::<flowgate::policy::Refused>().unwrap();
-    assert_eq!(refused.policy(), Some("global"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("global"));
 }

@@ -82,7 +82,7 @@ fn toml_and_json_describe_the_same_set() {
         assert!(policies.check(&request).is_ok());
     }
     let refused = policies.check(&request).unwrap_err();
-    assert_eq!(refused.policy(), Some("per-user"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("per-user"));
     assert!(refused.jitter() >= Duration::from_millis(1));
     assert!(refused.jitter() <= Duration::from_millis(5));
     assert!(policies.stats()[1].dry_run);
@@ -202,7 +202,10 @@ fn a_reload_replaces_quotas_and_keeps_buckets() {
     let raised = toml_config(&TOML.replace("200/10s", "400/10s"));
     raised.apply(&policies).unwrap();
     let refused = policies.check(&request).unwrap_err();
-    assert_eq!((refused.policy(), refused.limit()), (Some("per-user"), 400));
+    assert_eq!(
+        (refused.by().map(|by| by.policy()), refused.limit()),
+        (Some("per-user"), 400)
+    );
     assert_eq!(refused.conforms_after(), Duration::from_millis(25));
     clock.advance(Duration::from_secs(1));
     for _ in 0..40 {

@@ -252,7 +252,7 @@ fn outcome_of(
         Err(o) => Outcome::Oversized(
             ["user-endpoint", "endpoint", "global"]
                 .iter()
-                .position(|&p| Some(p) == o.policy())
+                .position(|&p| Some(p) == o.by().map(|by| by.policy()))
                 .unwrap(),
             o.by().unwrap().quota_index(),
         ),
@@ -261,7 +261,7 @@ fn outcome_of(
 
 fn quota() -> impl Strategy<Value = Quota> {
     (1u32..5, 1u64..40, 1u32..6).prop_map(|(count, millis, burst)| {
-        Quota::from_nanos(count, millis * 1_000_000)
+        Quota::new(count, core::time::Duration::from_nanos(millis * 1_000_000))
             .unwrap()
             .with_burst(burst)
             .unwrap()

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use flowgate::algorithm::FixedWindow;
-use flowgate::simulate::{self, chart, scenario, trace, Request, Subject};
+use flowgate::simulate::{self, trace, Request, Scenario, Style, Subject};
 use flowgate::{Gcra, Quota};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -18,20 +18,23 @@ fn quota() -> Quota {
 /// What `examples/simulate.rs` draws with its defaults.
 fn boundary_chart() -> String {
     let quota = quota();
-    let trace = scenario::named("boundary", &quota).unwrap();
+    let trace = Scenario::named("boundary", &quota).unwrap().requests();
     let mut subjects = simulate::every_algorithm(&quota);
     let replay = simulate::replay(&trace, &mut subjects, quota.period() / 60);
-    chart::svg(
-        &replay,
+    replay.svg(
         "scenario boundary: cells admitted at 120/min per key",
-        chart::Style::Cumulative,
+        Style::Cumulative,
     )
 }
 
 #[test]
 fn the_boundary_attack_passes_a_fixed_window_twice_and_a_sliding_log_never() {
     let quota = quota();
-    let trace = scenario::boundary(120, MINUTE);
+    let trace = Scenario::Boundary {
+        limit: 120,
+        window: MINUTE,
+    }
+    .requests();
     let mut subjects = simulate::every_algorithm(&quota);
     assert_eq!(subjects.len(), 8, "every algorithm runs 120/min");
     let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
@@ -261,7 +264,7 @@ fn the_chart_has_the_axes_panels_and_legend_it_claims() {
     let quota = quota();
     let mut subjects = simulate::every_algorithm(&quota);
     let replay = simulate::replay(
-        &scenario::named("boundary", &quota).unwrap(),
+        &Scenario::named("boundary", &quota).unwrap().requests(),
         &mut subjects,
         quota.period() / 60,
     );
@@ -277,11 +280,16 @@ fn the_chart_has_the_axes_panels_and_legend_it_claims() {
         FixedWindow::new(&quota).unwrap(),
     )];
     let replay = simulate::replay(
-        &scenario::steady("a", 3.0, MINUTE),
+        &Scenario::Steady {
+            key: "a".into(),
+            rate: 3.0,
+            duration: MINUTE,
+        }
+        .requests(),
         &mut subjects,
         Duration::from_secs(5),
     );
-    let panels = check_structure(&chart::svg(&replay, "a & b", chart::Style::PerBin));
+    let panels = check_structure(&replay.svg("a & b", Style::PerBin));
     assert_eq!(panels, [("<fixed & \"window\">".to_owned(), 120)]);
 }
 
@@ -344,7 +352,7 @@ fn any_trace_replays_in_bounded_memory_without_panicking() {
     assert_eq!(replay.start, Duration::from_secs(1_700_000_000));
     assert_eq!(replay.offered, vec![1, 2]);
     assert!(replay.outcomes.iter().all(|o| o.admitted == 2));
-    check_structure(&chart::svg(&replay, "epoch", chart::Style::PerBin));
+    check_structure(&replay.svg("epoch", Style::PerBin));
     // A span too long for 100 000 bins of 1 ms is counted in wider bins.
     let long = vec![
         Request::new(Duration::ZERO, "a", 1),
@@ -365,11 +373,7 @@ fn any_trace_replays_in_bounded_memory_without_panicking() {
     let replay = simulate::replay(&extreme, &mut forever, Duration::from_secs(1));
     assert_eq!(replay.outcomes[0].admitted, 2);
     assert_eq!(replay.outcomes[0].max_delay, Duration::MAX);
-    check_structure(&chart::svg(
-        &replay,
-        "title\0with\x1b controls",
-        chart::Style::Cumulative,
-    ));
+    check_structure(&replay.svg("title\0with\x1b controls", Style::Cumulative));
     // Nothing at all.
     let replay = simulate::replay(&[], &mut forever, Duration::from_secs(1));
     assert_eq!((replay.requests, replay.offered.len()), (0, 0));

@@ -224,7 +224,10 @@ fn assert_sync<T: Sync>(_: &T) {}
 
 async fn alice_left(set: &Policies<str, TokioClock>) -> Vec<u32> {
     let states = set.look("alice").await.unwrap();
-    states.iter().map(|state| state.remaining()).collect()
+    states
+        .iter()
+        .map(|state| state.gauge().remaining())
+        .collect()
 }
 
 /// Cells taken through a backend stay spent when the adapter is dropped mid-payment: an

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use flowgate::algorithm::{
-    AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
+    Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
 };
 use flowgate::clock::ManualClock;
 use flowgate::{Allowed, Initial, KeyedRateLimiter, Quota, RateLimiter, Refused};
@@ -85,12 +85,15 @@ fn quota() -> impl Strategy<Value = Quota> {
                 1 => Initial::Empty,
                 _ => Initial::Cells(u32::from(initial) % (burst + 1)),
             };
-            Quota::from_nanos(count, period_ms * 1_000_000)
-                .ok()?
-                .with_burst(burst)
-                .ok()?
-                .with_initial(initial)
-                .ok()
+            Quota::new(
+                count,
+                core::time::Duration::from_nanos(period_ms * 1_000_000),
+            )
+            .ok()?
+            .with_burst(burst)
+            .ok()?
+            .with_initial(initial)
+            .ok()
         },
     )
 }
@@ -135,7 +138,7 @@ proptest! {
         };
         let clock = ManualClock::starting_at(start);
         let limiter = RateLimiter::with_algorithm(algorithm, clock.clone());
-        let capacity = limiter.capacity();
+        let capacity = limiter.algorithm().capacity();
         let mut receipts = Receipts::new();
         for (i, op) in ops.iter().enumerate() {
             let now = clock.get();

@@ -188,13 +188,13 @@ fn policy_waits_wait_for_the_last_quota() {
     else {
         panic!("the global quota is 30 s away");
     };
-    assert_eq!(rejected.policy(), Some("global"));
+    assert_eq!(rejected.by().map(|by| by.policy()), Some("global"));
     policies.wait(&1, 1, WaitOptions::new()).unwrap();
     assert_eq!(clock.get(), 30 * SECOND);
     let Err(policy::Error::Capacity(oversized)) = policies.wait(&1, 3, WaitOptions::new()) else {
         panic!("3 cells never fit a burst of 1");
     };
-    assert_eq!(oversized.policy(), Some("per-user"));
+    assert_eq!(oversized.by().map(|by| by.policy()), Some("per-user"));
 }
 
 /// A retry sleeps the refusal's wait plus a draw from the jitter range, and a draw never makes

@@ -18,7 +18,7 @@
 //! assert!(limits.check_n("alice", 1).await?.is_allowed());
 //! assert!(limits.check_n("alice", 1).await?.is_allowed());
 //! let refused = limits.check_n("alice", 1).await?.outcome().unwrap_err();
-//! assert_eq!(refused.policy(), Some("user"));
+//! assert_eq!(refused.by().map(|by| by.policy()), Some("user"));
 //! # Ok(())
 //! # }
 //! # block_on(run()).unwrap();

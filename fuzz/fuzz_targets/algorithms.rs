@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use flowgate::algorithm::{
-    AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
+    Algorithm, AnyAlgorithm, Credit, FixedWindow, Gcra, IntervalRefill, LeakyBucket, SlidingWindow,
 };
 use flowgate::{Initial, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
@@ -103,7 +103,7 @@ fuzz_target!(|input: Input| {
     };
     let mut model = fresh(start);
     let mut receipts = Receipts::new();
-    let capacity = limiter.capacity();
+    let capacity = limiter.algorithm().capacity();
     for (i, &op) in input.ops.iter().take(512).enumerate() {
         let op = scaled(op, unit, capacity);
         let now = clock.get();
@@ -199,7 +199,7 @@ fn algorithm(spec: &Spec) -> Option<(AnyAlgorithm, Quota, Family)> {
         1 => Initial::Empty,
         _ => Initial::Cells(spec.initial / 4 % burst.saturating_add(1)),
     };
-    let quota = Quota::from_nanos(count, period)
+    let quota = Quota::new(count, core::time::Duration::from_nanos(period))
         .ok()?
         .with_burst(burst)
         .ok()?
@@ -207,7 +207,7 @@ fn algorithm(spec: &Spec) -> Option<(AnyAlgorithm, Quota, Family)> {
         .ok()?;
     let slack = match spec.slack >> 62 {
         0 => spec.slack % 10_000_000_000,
-        1 => flowgate::quota::MAX_WINDOW_NANOS,
+        1 => flowgate::Quota::MAX_WINDOW_NANOS,
         _ => spec.slack,
     };
     let delay = Duration::from_nanos(slack);

@@ -183,7 +183,7 @@ fn algorithm(spec: &Spec) -> Option<AnyAlgorithm> {
         1 => 1 + spec.burst % 100,
         _ => spec.burst,
     };
-    let quota = Quota::from_nanos(count, period)
+    let quota = Quota::new(count, core::time::Duration::from_nanos(period))
         .ok()?
         .with_burst(burst)
         .ok()?;

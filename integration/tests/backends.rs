@@ -23,7 +23,7 @@ async fn drive(limits: &AnyPolicies<str>) -> Vec<Result<(), String>> {
         seen.push(
             answer
                 .map(|_| ())
-                .map_err(|r| r.policy().unwrap().to_owned()),
+                .map_err(|r| r.by().map(|by| by.policy()).unwrap().to_owned()),
         );
     }
     seen
@@ -92,7 +92,7 @@ async fn the_backend_is_chosen_in_the_file_and_nothing_else_changes() {
         .unwrap()
         .outcome()
         .unwrap_err();
-    assert_eq!(refused.policy(), Some("everyone"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("everyone"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +114,7 @@ async fn the_backend_is_chosen_in_code_and_nothing_else_changes() {
     for limits in [&in_process, &redis] {
         for _ in 0..2 {
             let state = limits.check_n("dave", 0).await.unwrap().outcome().unwrap();
-            let seen = (state.remaining(), state.policy());
+            let seen = (state.remaining(), state.by().map(|by| by.policy()));
             assert_eq!(seen, (0, Some("everyone")), "{}", limits.backend_name());
         }
     }
@@ -274,7 +274,7 @@ async fn looks_and_resets_alike_on_either_backend() {
         AnyPolicies::from(set().build_redis(backend).unwrap()),
     ];
     let left = |states: Vec<flowgate::policy::QuotaState>| -> Vec<u32> {
-        states.iter().map(|s| s.remaining()).collect()
+        states.iter().map(|s| s.gauge().remaining()).collect()
     };
     for limits in &sets {
         let name = limits.backend_name();

@@ -1567,7 +1567,7 @@ async fn the_shield_refuses_a_refused_bucket_until_it_conforms() {
         let verdict = check(&shielded, 2).await;
         assert_eq!(verdict.source(), Source::Shield);
         assert_eq!(refused(&verdict).conforms_after(), Duration::from_secs(1));
-        assert_eq!(refused(&verdict).policy(), Some("user"));
+        assert_eq!(refused(&verdict).by().map(|by| by.policy()), Some("user"));
     }
     assert_eq!(
         shielded.stats().round_trips,

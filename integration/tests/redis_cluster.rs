@@ -154,7 +154,7 @@ async fn a_refusal_in_a_later_slot_undoes_the_earlier_take() {
         let verdict = limiter.check("alice").await.unwrap();
         assert_eq!(verdict.source(), Source::Buckets);
         let refused = verdict.outcome().unwrap_err();
-        assert_eq!(refused.policy(), Some("all"));
+        assert_eq!(refused.by().map(|by| by.policy()), Some("all"));
         assert_eq!(value(&cluster, user_key), after_first, "put back exactly");
     }
     assert_eq!(limiter.stats().undone, 3);
@@ -422,7 +422,7 @@ async fn a_configuration_file_names_a_cluster() {
     assert_eq!(value(&cluster, "{flowgate:user:a}:0"), None);
     assert!(value(&cluster, "{flowgate:all}:0").is_some());
     let refused = limiter.check("a").await.unwrap().outcome().unwrap_err();
-    assert_eq!(refused.policy(), Some("all"));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("all"));
     // Ready while every master answers; a hung master is named (last: it may fail over), by a
     // set from the same file waiting 1 s.
     limits.ready().await.unwrap();

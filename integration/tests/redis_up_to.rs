@@ -92,7 +92,7 @@ async fn every_kind_of_bucket_gives_what_it_holds() {
         assert_eq!(none, 0, "{kind}");
         let refused = verdict.outcome().expect_err("an empty bucket refuses");
         assert!(refused.retry_after() > Duration::ZERO, "{kind}");
-        assert_eq!(refused.policy(), Some("k"), "{kind}");
+        assert_eq!(refused.by().map(|by| by.policy()), Some("k"), "{kind}");
     }
 }
 
@@ -152,7 +152,10 @@ async fn the_tightest_quota_of_every_policy_sets_the_count() {
     // carol on /b: the global bucket has 15 - 12 = 3 left.
     assert_eq!(taken(limiter.check_up_to(&carol, 20).await), Some(3));
     let (_, verdict) = limiter.check_up_to(&carol, 20).await;
-    assert_eq!(verdict.outcome().unwrap_err().policy(), Some("all"));
+    assert_eq!(
+        verdict.outcome().unwrap_err().by().map(|by| by.policy()),
+        Some("all")
+    );
 }
 
 /// A dry-run policy neither limits the count nor refuses; one that would refuse the count
@@ -308,7 +311,11 @@ async fn agree(
             (Ok(remote), Ok((k, local))) => {
                 assert_eq!(count, k, "{context}");
                 assert_eq!(remote.gauge(), local.gauge(), "{context}");
-                assert_eq!(remote.policy(), local.policy(), "{context}");
+                assert_eq!(
+                    remote.by().map(|by| by.policy()),
+                    local.by().map(|by| by.policy()),
+                    "{context}"
+                );
                 assert_eq!(remote.delay(), local.delay(), "{context}");
                 assert_eq!(remote.dry_run(), local.dry_run(), "{context}");
                 partial += usize::from(k > 0 && k < n);
@@ -318,7 +325,11 @@ async fn agree(
                 assert_eq!(count, 0, "{context}");
                 assert_eq!(remote.retry_after(), local.retry_after(), "{context}");
                 assert_eq!(remote.gauge(), local.gauge(), "{context}");
-                assert_eq!(remote.policy(), local.policy(), "{context}");
+                assert_eq!(
+                    remote.by().map(|by| by.policy()),
+                    local.by().map(|by| by.policy()),
+                    "{context}"
+                );
                 assert_eq!(remote.dry_run(), local.dry_run(), "{context}");
                 refusals += 1;
             }
@@ -448,7 +459,7 @@ async fn any_policies_takes_up_to_n_on_either_backend() {
             .1
             .outcome()
             .unwrap_err();
-        assert_eq!(refused.policy(), Some("user"), "{name}");
+        assert_eq!(refused.by().map(|by| by.policy()), Some("user"), "{name}");
     }
 }
 
@@ -525,7 +536,7 @@ mod cluster {
                 (Err(_), Err(y)) => {
                     // Across slots the first refusing policy is named (one server names the
                     // longest wait's): the module docs' one difference.
-                    assert_ne!(y.policy(), Some("trial"), "{context}");
+                    assert_ne!(y.by().map(|by| by.policy()), Some("trial"), "{context}");
                     refused += 1;
                 }
                 (x, y) => panic!("{context}: {x:?} {y:?}"),

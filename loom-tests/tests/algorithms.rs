@@ -127,7 +127,11 @@ fn sliding_window_last_cell() {
 
 fn log(limit: u32, clock: &ManualClock) -> Arc<SlidingLog<ManualClock>> {
     Arc::new(
-        SlidingLog::with_clock(Quota::from_nanos(limit, SECOND).unwrap(), clock.clone()).unwrap(),
+        SlidingLog::with_clock(
+            Quota::new(limit, core::time::Duration::from_nanos(SECOND)).unwrap(),
+            clock.clone(),
+        )
+        .unwrap(),
     )
 }
 

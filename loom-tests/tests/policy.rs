@@ -54,7 +54,7 @@ fn race_on_seven(policies: &Arc<Policies<u64, ManualClock>>) -> (bool, bool) {
 /// Cells left in each quota that applies to `request`, in order.
 fn left<R>(policies: &Policies<R, ManualClock>, request: &R) -> Vec<u32> {
     let mut left = Vec::new();
-    policies.inspect(request, |s| left.push(s.remaining()));
+    policies.inspect(request, |s| left.push(s.gauge().remaining()));
     left
 }
 

@@ -122,7 +122,7 @@ fn two_takers_through_a_policy_set() {
         assert_eq!(took, [1, 2]);
         let left: Vec<u32> = {
             let mut left = Vec::new();
-            policies.inspect(&1, |state| left.push(state.remaining()));
+            policies.inspect(&1, |state| left.push(state.gauge().remaining()));
             left
         };
         assert_eq!(left, [0, 2]);

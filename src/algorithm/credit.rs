@@ -29,7 +29,7 @@ use crate::quota::{Quota, QuotaError};
 /// `word − now − burst·T` when positive: how long the next caller waits.
 ///
 /// # Limits
-/// `max_debt` is at most [`MAX_WINDOW_NANOS`](crate::quota::MAX_WINDOW_NANOS)
+/// `max_debt` is at most [`MAX_WINDOW_NANOS`](crate::Quota::MAX_WINDOW_NANOS)
 /// ([`QuotaError::DelayTooLong`]). One request may take up to
 /// `(burst·T + max_debt) / T` cells ([`Algorithm::capacity`](super::Algorithm::capacity)).
 ///
@@ -56,7 +56,7 @@ impl Credit {
     ///
     /// # Errors
     /// [`QuotaError::DelayTooLong`] if `max_debt` exceeds
-    /// [`MAX_WINDOW_NANOS`](crate::quota::MAX_WINDOW_NANOS).
+    /// [`MAX_WINDOW_NANOS`](crate::Quota::MAX_WINDOW_NANOS).
     pub fn new(quota: &Quota, max_debt: Duration) -> Result<Self, QuotaError> {
         Ok(Self {
             schedule: Schedule::new(quota, delay_nanos(max_debt)?, Delay::Queue)?,

@@ -90,10 +90,10 @@ impl FixedWindow {
     /// let clock = ManualClock::starting_at(1_772_402_399_000_000_000);
     /// let daily = FixedWindow::new(&"2/day".parse()?)?.with_utc_offset(120)?;
     /// let limiter = RateLimiter::with_algorithm(daily, clock.clone());
-    /// assert!(limiter.try_consume(2));
+    /// assert!(limiter.check_n(2).is_ok_and(|r| r.is_ok()));
     /// assert_eq!(limiter.check().unwrap_err().retry_after().as_secs(), 1);
     /// clock.advance(std::time::Duration::from_secs(1)); // midnight in UTC+02:00
-    /// assert!(limiter.try_consume(2));
+    /// assert!(limiter.check_n(2).is_ok_and(|r| r.is_ok()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///

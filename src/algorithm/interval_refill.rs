@@ -43,7 +43,7 @@ use crate::quota::{Quota, QuotaError};
 /// let clock = ManualClock::new();
 /// let bucket = IntervalRefill::new(&"5/s burst 10".parse()?)?;
 /// let limiter = RateLimiter::with_algorithm(bucket, clock.clone());
-/// assert!(limiter.try_consume(10));
+/// assert!(limiter.check_n(10).is_ok_and(|r| r.is_ok()));
 /// clock.advance(Duration::from_millis(999));
 /// assert_eq!(limiter.available(), 0); // nothing trickles in...
 /// clock.advance(Duration::from_millis(1));

@@ -34,7 +34,7 @@ use crate::quota::{Quota, QuotaError};
 ///
 /// # Limits
 /// Every valid [`Quota`] is a valid meter; a shaper's maximum delay is at most
-/// [`MAX_WINDOW_NANOS`](crate::quota::MAX_WINDOW_NANOS) ([`QuotaError::DelayTooLong`]). A
+/// [`MAX_WINDOW_NANOS`](crate::Quota::MAX_WINDOW_NANOS) ([`QuotaError::DelayTooLong`]). A
 /// request larger than the bucket (`n > burst`) can never pass.
 ///
 /// ```
@@ -69,7 +69,7 @@ impl LeakyBucket {
     ///
     /// # Errors
     /// [`QuotaError::DelayTooLong`] if `max_delay` exceeds
-    /// [`MAX_WINDOW_NANOS`](crate::quota::MAX_WINDOW_NANOS).
+    /// [`MAX_WINDOW_NANOS`](crate::Quota::MAX_WINDOW_NANOS).
     pub fn shaper(quota: &Quota, max_delay: Duration) -> Result<Self, QuotaError> {
         Ok(Self {
             schedule: Schedule::new(quota, delay_nanos(max_delay)?, Delay::Own)?,
@@ -90,7 +90,7 @@ impl LeakyBucket {
 /// A maximum delay in nanoseconds, or [`QuotaError::DelayTooLong`].
 pub(crate) fn delay_nanos(delay: Duration) -> Result<u64, QuotaError> {
     u64::try_from(delay.as_nanos()).map_err(|_| QuotaError::DelayTooLong {
-        max_nanos: crate::quota::MAX_WINDOW_NANOS,
+        max_nanos: crate::Quota::MAX_WINDOW_NANOS,
     })
 }
 

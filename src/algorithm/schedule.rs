@@ -39,7 +39,7 @@
 //! burst. No one-word bucket can do better without locking keys out for as long as the step.
 
 use crate::outcome::{Allowed, Gauge, Refused};
-use crate::quota::{Quota, QuotaError, MAX_WINDOW_NANOS};
+use crate::quota::{Quota, QuotaError};
 
 use super::Step;
 
@@ -78,9 +78,9 @@ pub(crate) struct Schedule {
 impl Schedule {
     /// The schedule of `quota` with `slack` ns of debt beyond the burst admitted with a delay.
     pub(crate) fn new(quota: &Quota, slack: u64, delay: Delay) -> Result<Self, QuotaError> {
-        if slack > MAX_WINDOW_NANOS {
+        if slack > Quota::MAX_WINDOW_NANOS {
             return Err(QuotaError::DelayTooLong {
-                max_nanos: MAX_WINDOW_NANOS,
+                max_nanos: Quota::MAX_WINDOW_NANOS,
             });
         }
         Ok(Self::with_slack(quota, slack, delay))
@@ -91,10 +91,10 @@ impl Schedule {
         Self::with_slack(quota, 0, Delay::Own)
     }
 
-    /// The schedule of `quota` with a validated `slack` (at most `MAX_WINDOW_NANOS`).
+    /// The schedule of `quota` with a validated `slack` (at most `Quota::MAX_WINDOW_NANOS`).
     fn with_slack(quota: &Quota, slack: u64, delay: Delay) -> Self {
         let interval = quota.interval_nanos();
-        // Quota guarantees burst·T ≤ MAX_WINDOW_NANOS, so lead ≤ 2·(2^63 − 1) < 2^64.
+        // Quota guarantees burst·T ≤ Quota::MAX_WINDOW_NANOS, so lead ≤ 2·(2^63 − 1) < 2^64.
         let window = quota.window_nanos();
         let lead = window + slack;
         let capacity = match delay {

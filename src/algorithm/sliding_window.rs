@@ -70,7 +70,7 @@ const WEIGHT_BITS: u32 = 42;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = RateLimiter::with_algorithm(SlidingWindow::new(&"10/s".parse()?)?, clock.clone());
-/// assert!(limiter.try_consume(10));
+/// assert!(limiter.check_n(10).is_ok_and(|r| r.is_ok()));
 /// clock.advance(Duration::from_millis(1_500)); // half of the full window still weighs: 5
 /// assert_eq!(limiter.available(), 5);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -366,10 +366,18 @@ mod tests {
         let bucket = crate::Refused::new(Gauge::new(8, 1, 10, 0), 1);
         let refused = Refused::new(bucket, Some(first), None, 0);
         let settled = Settled::new(Ok(Err(refused)), Source::Buckets, states());
-        let left: Vec<_> = settled.states.iter().map(QuotaState::remaining).collect();
+        let left: Vec<_> = settled
+            .states
+            .iter()
+            .map(|state| state.gauge().remaining())
+            .collect();
         assert_eq!(left, [0, 9]);
         let admitted = Settled::new(Ok(Ok(())), Source::Buckets, states());
-        let left: Vec<_> = admitted.states.iter().map(QuotaState::remaining).collect();
+        let left: Vec<_> = admitted
+            .states
+            .iter()
+            .map(|state| state.gauge().remaining())
+            .collect();
         assert_eq!(left, [8, 9]);
     }
 }

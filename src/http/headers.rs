@@ -186,7 +186,7 @@ impl<'s> QuotaHeaders<'s> {
         // The draft's `t`: when more quota comes (the next cell), not when the bucket is full
         // again (the legacy `X-RateLimit-Reset`).
         let next = ceil_secs(state.next_cell_after_nanos());
-        if state.remaining() == 0 {
+        if state.gauge().remaining() == 0 {
             self.exhausted_next = self.exhausted_next.max(state.next_cell_after_nanos());
         }
         if self.style.draft {
@@ -196,12 +196,12 @@ impl<'s> QuotaHeaders<'s> {
             }
             push_name(
                 &mut self.state,
-                state.policy(),
+                state.by().policy(),
                 state.by().quota_index(),
                 several,
             );
             self.state.push(b";r=");
-            self.state.push_number(u64::from(state.remaining()));
+            self.state.push_number(u64::from(state.gauge().remaining()));
             self.state.push(b";t=");
             self.state.push_number(next);
 
@@ -216,7 +216,7 @@ impl<'s> QuotaHeaders<'s> {
                     }
                     push_name(
                         &mut self.policy,
-                        state.policy(),
+                        state.by().policy(),
                         state.by().quota_index(),
                         several,
                     );
@@ -228,12 +228,16 @@ impl<'s> QuotaHeaders<'s> {
                 }
             }
         }
-        let candidate = tightness(state.remaining(), state.reset_after_nanos());
+        let candidate = tightness(state.gauge().remaining(), state.reset_after_nanos());
         let tighter = self.tightest.map_or(true, |(remaining, _, nanos)| {
             candidate < tightness(remaining, nanos)
         });
         if tighter {
-            self.tightest = Some((state.remaining(), state.limit(), state.reset_after_nanos()));
+            self.tightest = Some((
+                state.gauge().remaining(),
+                state.gauge().limit(),
+                state.reset_after_nanos(),
+            ));
         }
     }
 

@@ -185,7 +185,8 @@ impl Inbound {
         unsafe { self.extensions.as_ref() }
     }
 
-    /// The peer's address, as [`peer_addr`] finds it.
+    /// The peer's address, as the request's extensions give it (see the
+    /// [module docs](super#client-addresses)).
     #[inline]
     pub fn peer(&self) -> Option<IpAddr> {
         peer_addr(self.extensions())
@@ -213,7 +214,7 @@ pub fn by_client_ip(request: &Inbound, key: &mut Key<'_>) {
 /// [`SocketAddr`] or an [`IpAddr`] that the connection's service inserted (with plain hyper:
 /// `request.extensions_mut().insert(remote_addr)` in the `service_fn` of each connection).
 #[inline]
-pub fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
+pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());

@@ -74,7 +74,7 @@
 //!
 //! # Client addresses
 //! [`Inbound::client_ip`] is resolved by [`ClientIp`] before the policies run:
-//! * The **peer address** comes from the request's extensions ([`peer_addr`]): axum's
+//! * The **peer address** comes from the request's extensions: axum's
 //!   `ConnectInfo<SocketAddr>` (feature `axum`), or a `SocketAddr` / `IpAddr` that a plain
 //!   hyper server inserts per connection.
 //! * `Forwarded`, `X-Forwarded-For` and `X-Real-IP` are **ignored unless** the operator trusts
@@ -164,7 +164,8 @@ pub use cidr::{Cidr, CidrError};
 pub use client_ip::{ClientIp, ForwardedHeader, Unkeyed};
 pub use future::ResponseFuture;
 pub use headers::HeaderStyle;
-pub use inbound::{by_client_ip, peer_addr, Inbound};
+pub(crate) use inbound::peer_addr;
+pub use inbound::{by_client_ip, Inbound};
 pub use refusal::Refusal;
 pub use service::RateLimitService;
 

@@ -43,8 +43,8 @@ impl Refusal {
     /// The refusing policy's name, if a policy refused.
     pub fn policy(&self) -> Option<&'static str> {
         match self {
-            Self::Limited(refused) => refused.policy(),
-            Self::Oversized(capacity) => capacity.policy(),
+            Self::Limited(refused) => refused.by().map(|by| by.policy()),
+            Self::Oversized(capacity) => capacity.by().map(|by| by.policy()),
             Self::Unkeyed(_) => None,
         }
     }
@@ -149,7 +149,7 @@ impl fmt::Display for Refusal {
             Self::Limited(refused) if refused.cause() == Cause::TableFull => write!(
                 f,
                 "policy '{}' has no room for another client now",
-                refused.policy().unwrap_or_default()
+                refused.by().map(|by| by.policy()).unwrap_or_default()
             ),
             Self::Limited(refused) if refused.cause() == Cause::Unavailable => write!(
                 f,
@@ -157,7 +157,7 @@ impl fmt::Display for Refusal {
                 self.retry_after_secs().unwrap_or(1)
             ),
             Self::Limited(refused) => {
-                let policy = refused.policy().unwrap_or_default();
+                let policy = refused.by().map(|by| by.policy()).unwrap_or_default();
                 write!(f, "rate limited by policy '{policy}'")?;
                 match self.retry_after_secs() {
                     Some(secs) => write!(f, ": retry after {secs} s"),
@@ -170,7 +170,7 @@ impl fmt::Display for Refusal {
                  it can never be admitted",
                 capacity.requested,
                 capacity.burst,
-                capacity.policy().unwrap_or_default(),
+                capacity.by().map(|by| by.policy()).unwrap_or_default(),
             ),
             Self::Unkeyed(status) if status.is_server_error() => f.write_str(
                 "the client's address could not be determined: the server does not see the \

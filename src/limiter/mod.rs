@@ -3,8 +3,6 @@
 #[cfg(feature = "std")]
 mod wait;
 
-use core::time::Duration;
-
 use crate::algorithm::{Algorithm, Gcra};
 use crate::cell::{noting, recording, Cell, Receipt, Wrote};
 #[cfg(feature = "std")]
@@ -317,53 +315,12 @@ impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
     }
 }
 
-/// # Token-bucket vocabulary
-///
-/// GCRA *is* a token bucket with lazy refill, described by one timestamp instead of a
-/// (tokens, last refill) pair. These methods give the same state in token-bucket terms: a
-/// bucket of [`capacity`](Self::capacity) tokens, refilled with one token
-/// every [`refill_interval`](Self::refill_interval), from which
-/// [`try_consume`](Self::try_consume) takes tokens.
-///
-/// ```
-/// use flowgate::{clock::ManualClock, Quota, RateLimiter};
-///
-/// let clock = ManualClock::new();
-/// let bucket = RateLimiter::with_clock(Quota::per_second(10)?, clock.clone());
-/// assert_eq!(bucket.capacity(), 10);
-/// assert!(bucket.try_consume(4));
-/// assert_eq!(bucket.available(), 6);
-/// assert!(!bucket.try_consume(7)); // not enough: nothing is taken
-/// assert_eq!(bucket.available(), 6);
-/// clock.advance(bucket.refill_interval());
-/// assert_eq!(bucket.available(), 7);
-/// # Ok::<(), flowgate::QuotaError>(())
-/// ```
-impl<C: Clock> RateLimiter<C> {
-    /// The time in which one token is added.
-    pub fn refill_interval(&self) -> Duration {
-        Duration::from_nanos(self.algorithm.interval())
-    }
-}
-
-/// # Capacity, for every algorithm
+/// # What the bucket holds
 impl<C: Clock, A: Algorithm> RateLimiter<C, A> {
-    /// The most cells (tokens) the bucket holds: the largest request that can ever succeed.
-    pub fn capacity(&self) -> u32 {
-        self.algorithm.capacity()
-    }
-
     /// Cells (tokens) available now.
     pub fn available(&self) -> u32 {
         self.algorithm
             .state(self.cell.load(), self.clock.now())
             .remaining()
-    }
-
-    /// Takes `n` tokens if there are that many; otherwise takes nothing and returns `false`
-    /// (also when `n` exceeds the capacity). Use [`check_n`](Self::check_n) to learn when to
-    /// retry.
-    pub fn try_consume(&self, n: u32) -> bool {
-        matches!(self.check_n(n), Ok(Ok(_)))
     }
 }

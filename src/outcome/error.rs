@@ -56,11 +56,6 @@ impl InsufficientCapacity {
     pub fn by(&self) -> Option<&'static PolicyQuota> {
         self.by
     }
-
-    /// For a policy set: the name of the policy whose quota is too small.
-    pub fn policy(&self) -> Option<&'static str> {
-        Some(self.by?.policy())
-    }
 }
 
 impl fmt::Display for InsufficientCapacity {

@@ -134,32 +134,12 @@ impl QuotaState {
         self.by
     }
 
-    /// The policy's name.
-    pub fn policy(&self) -> &'static str {
-        self.by.policy
-    }
-
     /// The quota in force.
     pub fn quota(&self) -> Quota {
         self.quota
     }
 
-    /// Whole cells available at once.
-    pub fn remaining(&self) -> u32 {
-        self.gauge.remaining()
-    }
-
-    /// The quota's burst: the `limit` of rate-limit headers.
-    pub fn limit(&self) -> u32 {
-        self.gauge.limit()
-    }
-
-    /// Time until the quota's bucket is full again if nothing else is taken.
-    pub fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.gauge.reset_after_nanos())
-    }
-
-    /// [`reset_after`](Self::reset_after) in nanoseconds (the HTTP headers').
+    /// [`Gauge::reset_after`] in nanoseconds (the HTTP headers').
     #[cfg(feature = "tower")]
     pub(crate) fn reset_after_nanos(&self) -> u64 {
         self.gauge.reset_after_nanos()
@@ -207,11 +187,6 @@ impl Allowed {
     /// enforcing policy applied).
     pub fn by(&self) -> Option<&'static PolicyQuota> {
         self.by
-    }
-
-    /// The name of the policy [`by`](Self::by) names.
-    pub fn policy(&self) -> Option<&'static str> {
-        Some(self.by?.policy)
     }
 
     /// The first dry-run policy that would have refused this request.
@@ -292,11 +267,6 @@ impl Refused {
         self.by
     }
 
-    /// The refusing policy's name.
-    pub fn policy(&self) -> Option<&'static str> {
-        Some(self.by?.policy)
-    }
-
     /// The first dry-run policy that would also have refused (evaluated before the refusal).
     pub fn dry_run(&self) -> Option<DryRun> {
         self.dry_run
@@ -344,11 +314,6 @@ impl DryRun {
     /// would refuse).
     pub fn by(&self) -> &'static PolicyQuota {
         self.by
-    }
-
-    /// The policy's name.
-    pub fn policy(&self) -> &'static str {
-        self.by.policy
     }
 
     /// When the request would have conformed to that quota (`u64::MAX` ns: never, the request

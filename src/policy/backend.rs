@@ -154,7 +154,10 @@ mod tests {
 
     /// The remaining cells of each state, in order.
     fn left(states: &[QuotaState]) -> Vec<(&'static str, u32)> {
-        states.iter().map(|s| (s.policy(), s.remaining())).collect()
+        states
+            .iter()
+            .map(|s| (s.by().policy(), s.gauge().remaining()))
+            .collect()
     }
 
     /// An admission reports every enforcing quota as it left it; a refusal reports them as

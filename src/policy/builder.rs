@@ -56,7 +56,7 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
     ///
     /// # Errors
     /// [`BuildError`]: no policy, a policy without a name or quotas, two policies with one
-    /// name, more than [`MAX_QUOTAS`] quotas in all, a jitter whose minimum is above its maximum
+    /// name, more than 32 quotas in all, a jitter whose minimum is above its maximum
     /// or beyond 292 years, or a keyed policy whose table cannot be built.
     pub fn build(self) -> Result<Policies<R, C>, BuildError>
     where
@@ -103,7 +103,7 @@ impl<R: ?Sized, C: Clock> PoliciesBuilder<R, C> {
 
     /// The policies, each with its jitter in ns, and the clock, once every rule that holds on
     /// any backend is checked: at least one policy, each named (uniquely) and with quotas, at
-    /// most [`MAX_QUOTAS`] in all, and jitters that fit.
+    /// most 32 in all, and jitters that fit.
     pub(crate) fn into_checked(self) -> Result<(Checked<R>, C), BuildError> {
         if self.policies.is_empty() {
             return Err(BuildError::NoPolicies);
@@ -145,7 +145,7 @@ pub(crate) type Checked<R> = Vec<(Policy<R>, (u64, u64))>;
 fn jitter_nanos((min, max): (Duration, Duration)) -> Option<(u64, u64)> {
     let min = u64::try_from(min.as_nanos()).ok()?;
     let max = u64::try_from(max.as_nanos()).ok()?;
-    (min <= max && max <= crate::quota::MAX_WINDOW_NANOS).then_some((min, max))
+    (min <= max && max <= crate::Quota::MAX_WINDOW_NANOS).then_some((min, max))
 }
 
 impl<R: ?Sized, C: Clock + fmt::Debug> fmt::Debug for PoliciesBuilder<R, C> {

@@ -27,7 +27,7 @@ pub enum BuildError {
         /// The policy.
         policy: String,
     },
-    /// More than [`MAX_QUOTAS`] quotas over all policies.
+    /// More than 32 quotas over all policies.
     TooManyQuotas {
         /// How many there were.
         quotas: usize,

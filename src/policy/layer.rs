@@ -209,7 +209,7 @@ mod tests {
 
     fn cells_left(policies: &Policies<u64, ManualClock>) -> u32 {
         let mut left = 0;
-        policies.inspect(&7, |state| left = state.remaining());
+        policies.inspect(&7, |state| left = state.gauge().remaining());
         left
     }
 

@@ -36,7 +36,7 @@
 //!     assert!(policies.check(&alice).is_ok());
 //! }
 //! let refused = policies.check(&alice).unwrap_err();
-//! assert_eq!(refused.policy(), Some("per-user"));
+//! assert_eq!(refused.by().map(|by| by.policy()), Some("per-user"));
 //! assert_eq!(refused.by().unwrap().quota_index(), 0); // the 200/10s quota
 //! assert_eq!(refused.retry_after(), core::time::Duration::from_millis(50));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -175,9 +175,9 @@ use self::rules::Rules;
 use crate::clock::{Clock, QuantaClock};
 use crate::outcome::InsufficientCapacity;
 
-/// The most quotas a set holds, over all its policies: the undo log of a decision lives on the
-/// stack.
-pub const MAX_QUOTAS: usize = 32;
+/// The most quotas a set holds, over all its policies: 32 (the undo log of a decision lives on
+/// the stack).
+pub(crate) const MAX_QUOTAS: usize = 32;
 
 /// An ordered set of named policies over requests of type `R`, decided all-or-nothing; see the
 /// [module docs](self).

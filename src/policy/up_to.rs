@@ -32,7 +32,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// // The global quota is the tightest: 6 of the 8 asked for.
     /// assert_eq!(policies.check_up_to("alice", 8)?.0, 6);
     /// let refused = policies.check_up_to("bob", 8).unwrap_err();
-    /// assert_eq!(refused.policy(), Some("all"));
+    /// assert_eq!(refused.by().map(|by| by.policy()), Some("all"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///

@@ -18,7 +18,7 @@ pub enum QuotaError {
     /// The period (or the interval of a fractional rate) does not fit in 584 years of
     /// nanoseconds.
     PeriodTooLong,
-    /// `burst × interval` exceeds [`MAX_WINDOW_NANOS`](super::MAX_WINDOW_NANOS) (about 292 years); `max_burst` is the
+    /// `burst × interval` exceeds [`MAX_WINDOW_NANOS`](super::Quota::MAX_WINDOW_NANOS) (about 292 years); `max_burst` is the
     /// largest burst this rate accepts.
     WindowTooLong {
         /// The largest burst the quota's interval allows.
@@ -49,7 +49,7 @@ pub enum QuotaError {
     /// equal its count (write `"100/min"`, not `"100/min burst 20"`).
     BurstNotSupported,
     /// A shaper's maximum queueing delay (or a credit's maximum debt) exceeds `max_nanos`
-    /// ([`MAX_WINDOW_NANOS`](super::MAX_WINDOW_NANOS)).
+    /// ([`MAX_WINDOW_NANOS`](super::Quota::MAX_WINDOW_NANOS)).
     DelayTooLong {
         /// The longest delay accepted, in nanoseconds.
         max_nanos: u64,

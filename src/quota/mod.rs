@@ -25,14 +25,6 @@ pub(crate) use parse::{parse_spec, write_duration, write_utc_offset, Named};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// The largest burst window (`burst × interval`) a quota may have: 2⁶³ − 1 ns, about 292 years.
-///
-/// Bucket state is a 64-bit count of nanoseconds since the Unix epoch (see [`crate::clock`]),
-/// which lasts until the year 2554. Keeping the window to half of that range means a bucket can
-/// always be booked a whole window ahead until the year 2262; beyond the horizon every request
-/// is refused (see [`crate::RateLimiter`]).
-pub const MAX_WINDOW_NANOS: u64 = u64::MAX >> 1;
-
 /// How full a bucket is when it is created (or reset to its initial state).
 ///
 /// A bucket that starts full admits `burst` cells at once, then the sustained rate; one that
@@ -83,11 +75,19 @@ pub struct Quota {
 }
 
 impl Quota {
+    /// The largest burst window (`burst × interval`) a quota may have: 2⁶³ − 1 ns, about 292 years.
+    ///
+    /// Bucket state is a 64-bit count of nanoseconds since the Unix epoch (see [`crate::clock`]),
+    /// which lasts until the year 2554. Keeping the window to half of that range means a bucket can
+    /// always be booked a whole window ahead until the year 2262; beyond the horizon every request
+    /// is refused (see [`crate::RateLimiter`]).
+    pub const MAX_WINDOW_NANOS: u64 = u64::MAX >> 1;
+
     /// `count` cells per `period`, with a burst of `count`.
     ///
     /// # Errors
     /// [`QuotaError`] if `count` or `period` is zero, the rate is above 10⁹/s, the period does
-    /// not fit in 584 years of nanoseconds, or `count × interval` exceeds [`MAX_WINDOW_NANOS`].
+    /// not fit in 584 years of nanoseconds, or `count × interval` exceeds [`MAX_WINDOW_NANOS`](Self::MAX_WINDOW_NANOS).
     pub fn new(count: u32, period: Duration) -> Result<Self, QuotaError> {
         let period = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLong)?;
         Self::from_nanos(count, period)
@@ -97,7 +97,7 @@ impl Quota {
     ///
     /// # Errors
     /// As [`Quota::new`].
-    pub fn from_nanos(count: u32, period_nanos: u64) -> Result<Self, QuotaError> {
+    pub(crate) fn from_nanos(count: u32, period_nanos: u64) -> Result<Self, QuotaError> {
         if count == 0 {
             return Err(QuotaError::ZeroCount);
         }
@@ -202,7 +202,7 @@ impl Quota {
         if burst == 0 {
             return Err(QuotaError::ZeroBurst);
         }
-        let max_burst = MAX_WINDOW_NANOS / interval;
+        let max_burst = Self::MAX_WINDOW_NANOS / interval;
         if u64::from(burst) > max_burst {
             return Err(QuotaError::WindowTooLong { max_burst });
         }

@@ -111,7 +111,7 @@ fn from_rate_takes_the_least_interval_that_covers_a_second() {
             Ok(_) => {}
             Err(QuotaError::PeriodTooLong) => assert!(1e9 / rate >= 2f64.powi(63), "{rate:e}"),
             Err(QuotaError::WindowTooLong { max_burst: 0 }) => {
-                assert!(1e9 / rate >= MAX_WINDOW_NANOS as f64, "{rate:e}");
+                assert!(1e9 / rate >= Quota::MAX_WINDOW_NANOS as f64, "{rate:e}");
             }
             Err(QuotaError::IntervalBelowOneNanosecond) => assert!(rate > 1e9, "{rate:e}"),
             Err(e) => panic!("rate {rate:e}: {e}"),
@@ -136,7 +136,7 @@ fn from_rate_takes_the_least_interval_that_covers_a_second() {
 #[test]
 fn burst_is_bounded_by_the_window() {
     let day = Quota::per_day(1).unwrap();
-    let max = MAX_WINDOW_NANOS / 86_400_000_000_000;
+    let max = Quota::MAX_WINDOW_NANOS / 86_400_000_000_000;
     assert_eq!(day.with_burst(max as u32).unwrap().burst() as u64, max);
     assert_eq!(
         day.with_burst(max as u32 + 1),

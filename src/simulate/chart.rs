@@ -3,7 +3,7 @@
 //! cells per bin ([`Style::PerBin`]) or cells so far ([`Style::Cumulative`]). Every panel has
 //! the same scales, so panels compare at a glance, and no subject's line can hide another's.
 //!
-//! This module owns the chart's entry point, its shared scales and the text it writes (the
+//! This module owns the chart's entry point ([`Replay::svg`]), its shared scales and the text it writes (the
 //! heading, the legend, numbers and escaping); `panel` places the panels and draws each one.
 //!
 //! The SVG is plain and stable (same replay, same bytes): a `<g class="panel" data-name="…"
@@ -17,8 +17,7 @@
 
 use std::fmt::Write as _;
 
-pub use super::panel::Style;
-use super::panel::{self, escape, number, Grid, Scale, OFFERED_FILL};
+use super::panel::{self, escape, number, Grid, Scale, Style, OFFERED_FILL};
 use super::Replay;
 
 /// Line colours, one per subject in order (then again from the start).
@@ -27,48 +26,53 @@ const COLOURS: [&str; 10] = [
     "#bcbd22", "#7f7f7f",
 ];
 
-/// `replay` drawn under `title`: one panel per subject, in the order of `replay.outcomes`.
-///
-/// ```
-/// use std::time::Duration;
-/// use flowgate::simulate::{self, chart, scenario};
-/// use flowgate::{Gcra, Quota};
-///
-/// let quota = Quota::per_second(10)?;
-/// let trace = scenario::steady("a", 20.0, Duration::from_secs(5));
-/// let mut subjects = vec![simulate::algorithm("GCRA", Gcra::new(&quota))];
-/// let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
-/// let svg = chart::svg(&replay, "20/s offered to 10/s", chart::Style::PerBin);
-/// assert!(svg.starts_with("<svg"));
-/// // Its panel, titled with the cells it admitted: its burst of 10, then 10 a second.
-/// assert!(svg.contains(r#"data-name="GCRA" data-total="59""#));
-/// # Ok::<(), flowgate::QuotaError>(())
-/// ```
-pub fn svg(replay: &Replay, title: &str, style: Style) -> String {
-    let offered = shape(&replay.offered, style);
-    let series: Vec<Vec<u64>> = replay
-        .outcomes
-        .iter()
-        .map(|o| shape(&o.series, style))
-        .collect();
-    let scale = Scale::new(replay, &offered, &series, style);
-    let grid = Grid::new(replay.outcomes.len(), title.chars().count());
-    let mut out = String::new();
-    heading(&mut out, &grid, title);
-    legend(&mut out, replay.offered.iter().sum());
-    for (i, (outcome, series)) in replay.outcomes.iter().zip(&series).enumerate() {
-        let line = panel::Line {
-            name: &outcome.name,
-            total: outcome.admitted_cells,
-            series,
-            colour: COLOURS[i % COLOURS.len()],
-        };
-        panel::draw(&mut out, &grid, &scale, i, &line, &offered);
+impl Replay {
+    /// The replay drawn under `title` as an SVG chart: one panel per subject, in the order of
+    /// [`outcomes`](Self::outcomes); see [`Style`] for what a panel's line shows.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowgate::simulate::{self, Scenario, Style};
+    /// use flowgate::{Gcra, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?;
+    /// let trace = Scenario::Steady { key: "a".into(), rate: 20.0, duration: Duration::from_secs(5) }
+    ///     .requests();
+    /// let mut subjects = vec![simulate::algorithm("GCRA", Gcra::new(&quota))];
+    /// let replay = simulate::replay(&trace, &mut subjects, Duration::from_secs(1));
+    /// let svg = replay.svg("20/s offered to 10/s", Style::PerBin);
+    /// assert!(svg.starts_with("<svg"));
+    /// // Its panel, titled with the cells it admitted: its burst of 10, then 10 a second.
+    /// assert!(svg.contains(r#"data-name="GCRA" data-total="59""#));
+    /// # Ok::<(), flowgate::QuotaError>(())
+    /// ```
+    pub fn svg(&self, title: &str, style: Style) -> String {
+        let replay = self;
+        let offered = shape(&replay.offered, style);
+        let series: Vec<Vec<u64>> = replay
+            .outcomes
+            .iter()
+            .map(|o| shape(&o.series, style))
+            .collect();
+        let scale = Scale::new(replay, &offered, &series, style);
+        let grid = Grid::new(replay.outcomes.len(), title.chars().count());
+        let mut out = String::new();
+        heading(&mut out, &grid, title);
+        legend(&mut out, replay.offered.iter().sum());
+        for (i, (outcome, series)) in replay.outcomes.iter().zip(&series).enumerate() {
+            let line = panel::Line {
+                name: &outcome.name,
+                total: outcome.admitted_cells,
+                series,
+                colour: COLOURS[i % COLOURS.len()],
+            };
+            panel::draw(&mut out, &grid, &scale, i, &line, &offered);
+        }
+        panel::x_axis(&mut out, &grid, &scale, &time_label(replay));
+        panel::y_axis(&mut out, &grid, &scale);
+        out.push_str("</svg>\n");
+        out
     }
-    panel::x_axis(&mut out, &grid, &scale, &time_label(replay));
-    panel::y_axis(&mut out, &grid, &scale);
-    out.push_str("</svg>\n");
-    out
 }
 
 /// `series` as the y axis shows it: as is per bin, or summed so far.
@@ -204,10 +208,12 @@ mod tests {
     #[test]
     fn the_panels_totals_are_the_tables_figures() {
         let quota = Quota::per_minute(120).unwrap();
-        let trace = scenario::named("boundary", &quota).unwrap();
+        let trace = scenario::Scenario::named("boundary", &quota)
+            .unwrap()
+            .requests();
         let mut subjects = every_algorithm(&quota);
         let replay = replay(&trace, &mut subjects, quota.period() / 60);
-        let svg = svg(&replay, "boundary", Style::Cumulative);
+        let svg = replay.svg("boundary", Style::Cumulative);
         let table = replay.table(quota.period()).to_string();
         let drawn = titles(&svg);
         assert_eq!(drawn.len(), replay.outcomes.len());
@@ -234,6 +240,6 @@ mod tests {
         }
         let totals: Vec<u64> = drawn.iter().map(|(_, t)| *t).collect();
         assert_eq!(totals, [159, 159, 179, 179, 240, 240, 139, 120]);
-        assert_eq!(svg, self::svg(&replay, "boundary", Style::Cumulative));
+        assert_eq!(svg, replay.svg("boundary", Style::Cumulative));
     }
 }

@@ -1,11 +1,11 @@
 //! A traffic simulator: replays requests through any algorithm or policy at the trace's own
 //! times, faster than real time, and reports and draws what each one admitted.
 //!
-//! This module owns the replay and its results. Where the traffic comes from is
-//! [`scenario`] (built-in patterns: steady, bursts, the fixed-window boundary attack, many keys
-//! with a Zipf distribution) and [`trace`] (a CSV file of `time,key,cost`); how the result is
-//! drawn is [`chart`] (an SVG of offered against admitted cells over time, one small panel per
-//! subject, all on the same scales).
+//! This module owns the replay and its results. Where the traffic comes from is a
+//! [`Scenario`] (built-in patterns: steady, bursts, the fixed-window boundary attack, many keys
+//! with a Zipf distribution) or a [`trace`] (a CSV file of `time,key,cost`); how the result is
+//! drawn is [`Replay::svg`] (an SVG of offered against admitted cells over time, one small
+//! panel per subject, all on the same scales, in a [`Style`]).
 //!
 //! Every built-in subject decides on a manual clock of its own, set to each request's time (a
 //! `from_fn` subject is given that time), so no clock runs: a request at trace time `t` is
@@ -16,12 +16,13 @@
 //! ```
 //! use std::time::Duration;
 //! use flowgate::algorithm::FixedWindow;
-//! use flowgate::simulate::{self, scenario, Subject};
+//! use flowgate::simulate::{self, Scenario, Subject};
 //! use flowgate::{Gcra, Quota};
 //!
 //! let quota = Quota::per_minute(120)?;
 //! // 120 requests in the last 10 s of a minute and 120 in the first 10 s of the next.
-//! let trace = scenario::boundary(120, Duration::from_secs(60));
+//! let window = Duration::from_secs(60);
+//! let trace = Scenario::Boundary { limit: 120, window }.requests();
 //! let mut subjects: Vec<Box<dyn Subject>> = vec![
 //!     simulate::algorithm("GCRA", Gcra::new(&quota)),
 //!     simulate::algorithm("fixed window", FixedWindow::new(&quota)?),
@@ -34,15 +35,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod chart;
+mod chart;
 mod panel;
-pub mod scenario;
+mod scenario;
 mod subject;
 pub mod trace;
 
 use std::fmt;
 use std::time::Duration;
 
+pub use panel::Style;
+pub use scenario::Scenario;
 pub use subject::{algorithm, every_algorithm, from_fn, sliding_log, Subject};
 
 /// The reading (ns) at which trace time zero is decided: one day, so that fixed windows of any

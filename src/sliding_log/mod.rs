@@ -33,7 +33,6 @@ mod ring;
 mod slot;
 
 use alloc::boxed::Box;
-use core::time::Duration;
 
 #[cfg(feature = "std")]
 use crate::clock::QuantaClock;
@@ -81,7 +80,7 @@ use crate::quota::{Quota, QuotaError};
 /// let clock = ManualClock::new();
 /// let log = SlidingLog::with_clock("3/s".parse()?, clock.clone())?;
 /// clock.set(Duration::from_millis(900).as_nanos() as u64);
-/// assert!(log.try_consume(3));
+/// assert!(log.check_n(3).is_ok_and(|r| r.is_ok()));
 /// clock.set(Duration::from_millis(1_500).as_nanos() as u64);
 /// // A fixed window would have reset at 1 s; the log still holds the three from 0.9 s.
 /// let refused = log.check().unwrap_err();
@@ -159,11 +158,6 @@ impl<C: Clock> SlidingLog<C> {
     /// The log's clock, which its decisions read.
     pub fn clock(&self) -> &C {
         &self.clock
-    }
-
-    /// The most requests the log admits in one window: the largest `n` that can succeed.
-    pub fn capacity(&self) -> u32 {
-        self.limit
     }
 
     /// Bytes this log occupies, its ring included.
@@ -244,15 +238,5 @@ impl<C: Clock> SlidingLog<C> {
             return Ok(Ok(Allowed::new(self.gauge(self.place(self.head()), now))));
         }
         Ok(self.take(n, now))
-    }
-
-    /// Takes `n` tokens if there is room; otherwise takes nothing and returns `false`.
-    pub fn try_consume(&self, n: u32) -> bool {
-        matches!(self.check_n(n), Ok(Ok(_)))
-    }
-
-    /// The window length.
-    pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.window)
     }
 }

@@ -28,7 +28,8 @@ fn scaled(algorithm: &AnyAlgorithm, share: f64) -> Result<AnyAlgorithm, QuotaErr
             if interval >= 18_446_744_073_709_551_616.0 {
                 return Err(QuotaError::PeriodTooLong);
             }
-            Quota::from_nanos(1, interval as u64).and_then(|q| q.with_burst(times(quota.burst())))
+            Quota::new(1, core::time::Duration::from_nanos(interval as u64))
+                .and_then(|q| q.with_burst(times(quota.burst())))
         }
     };
     algorithm.with_quota(&quota?)

@@ -235,7 +235,7 @@ fn schedule(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
         *quota
     } else {
         let period = interval * 1_000 * u64::from(quota.count());
-        Quota::from_nanos(quota.count(), period)
+        Quota::new(quota.count(), core::time::Duration::from_nanos(period))
             .and_then(|q| q.with_burst(quota.burst()))
             .ok()?
     };
@@ -278,9 +278,12 @@ fn counter(algorithm: &AnyAlgorithm) -> Option<(Bucket, Quota, AnyAlgorithm)> {
     let enforced = if period == length * 1_000 {
         *quota
     } else {
-        Quota::from_nanos(quota.count(), length * 1_000)
-            .and_then(|q| q.with_burst(quota.burst()))
-            .ok()?
+        Quota::new(
+            quota.count(),
+            core::time::Duration::from_nanos(length * 1_000),
+        )
+        .and_then(|q| q.with_burst(quota.burst()))
+        .ok()?
     };
     let burst = u64::from(quota.burst());
     let refill = u64::from(quota.count());
