@@ -4,6 +4,7 @@
 
 use core::time::Duration;
 
+use flowgate::algorithm::FixedWindow;
 use flowgate::clock::{Clock, ManualClock};
 use flowgate::policy::{seed_jitter, BuildError, Policies, Policy};
 use flowgate::{Cause, Quota, WhenFull};
@@ -461,6 +462,48 @@ fn left(policies: &Policies<u64, ManualClock>, key: u64) -> Vec<(&str, u32)> {
         left.push((s.by().policy(), s.gauge().remaining()))
     });
     left
+}
+
+/// Each of a keyed policy's buckets is judged idle by its own quota, by an insert that looks
+/// for room and by a sweep: a daily window counter with a cell used stays, however idle the
+/// same key's per-second bucket is. (A layout that put a key's buckets of every quota in one
+/// table and judged them by one quota failed here.)
+#[test]
+fn each_bucket_is_judged_idle_by_its_own_quota() {
+    const DAY: u64 = 86_400 * SEC;
+    let clock = ManualClock::starting_at(10 * DAY);
+    let daily = FixedWindow::new(&q("2/day")).unwrap();
+    let policies = Policies::<u64, _>::builder()
+        .clock(clock.clone())
+        .policy(
+            Policy::keyed("per-key", |k: &u64| k)
+                .quota(q("5/s"))
+                .quota_with(daily)
+                .max_keys(1)
+                .when_full(WhenFull::Refuse),
+        )
+        .build()
+        .unwrap();
+    assert!(policies.check(&7).is_ok());
+    clock.advance(Duration::from_secs(2));
+    // Key 8 finds the tables full (key 7's buckets): its per-second bucket takes the place of
+    // key 7's, which is idle; its daily one finds no idle bucket and is refused.
+    let refused = policies.check(&8).unwrap_err();
+    assert_eq!(refused.cause(), Cause::TableFull);
+    assert_eq!(left(&policies, 7), [("per-key", 5), ("per-key", 1)]);
+    assert!(
+        policies.check_n(&7, 2).unwrap().is_err(),
+        "one cell of the day is left"
+    );
+    // The sweep forgets key 8's per-second bucket, now idle, and keeps key 7's day.
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(policies.sweep(policies.slots()), 1);
+    assert_eq!(policies.stats()[0].keys, 1);
+    assert!(
+        policies.check_n(&7, 2).unwrap().is_err(),
+        "one cell of the day is left"
+    );
+    assert!(policies.check(&7).is_ok());
 }
 
 /// A keyed policy whose table is full refuses a new key (cause `TableFull`), and what an
