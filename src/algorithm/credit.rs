@@ -67,11 +67,6 @@ impl Credit {
     pub fn max_debt(&self) -> Duration {
         Duration::from_nanos(self.schedule.slack())
     }
-
-    /// The emission interval: one cell is repaid every `T` ns.
-    pub fn interval(&self) -> u64 {
-        self.schedule.interval()
-    }
 }
 
 super::delegate_algorithm!(Credit, schedule, take);

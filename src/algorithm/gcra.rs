@@ -36,12 +36,6 @@ impl Gcra {
             schedule: Schedule::gcra(quota),
         }
     }
-
-    /// The emission interval `T`: one cell returns every `T` ns.
-    #[inline(always)]
-    pub fn interval(&self) -> u64 {
-        self.schedule.interval()
-    }
 }
 
 super::delegate_algorithm!(Gcra, schedule, take_exact, check_exact);

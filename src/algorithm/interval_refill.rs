@@ -1,7 +1,5 @@
 //! [`IntervalRefill`]: a token bucket refilled in batches at interval boundaries.
 
-use core::time::Duration;
-
 use super::stepped::Stepped;
 use crate::quota::{Quota, QuotaError};
 
@@ -91,11 +89,6 @@ impl IntervalRefill {
     /// modulo 2^40), as a counter elsewhere (a Redis script) hands its state over.
     pub fn word_at(index: u64, used: u32) -> u64 {
         Stepped::word_at(index, used)
-    }
-
-    /// The refill interval: a batch arrives at each of its boundaries.
-    pub fn interval(&self) -> Duration {
-        Duration::from_nanos(self.stepped.window())
     }
 }
 

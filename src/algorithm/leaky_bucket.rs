@@ -80,11 +80,6 @@ impl LeakyBucket {
     pub fn max_delay(&self) -> Duration {
         Duration::from_nanos(self.schedule.slack())
     }
-
-    /// The drain interval: one cell leaves every `T` ns.
-    pub fn interval(&self) -> u64 {
-        self.schedule.interval()
-    }
 }
 
 /// A maximum delay in nanoseconds, or [`QuotaError::DelayTooLong`].

@@ -118,12 +118,6 @@ impl Schedule {
         &self.quota
     }
 
-    /// The emission interval `T`.
-    #[inline(always)]
-    pub(crate) fn interval(&self) -> u64 {
-        self.interval
-    }
-
     /// The slack beyond the burst, in ns.
     pub(crate) fn slack(&self) -> u64 {
         self.lead - self.window

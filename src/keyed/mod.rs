@@ -295,16 +295,6 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     pub fn clock(&self) -> &C {
         self.store.clock()
     }
-
-    /// The algorithm of tier `tier` (0 is the default), if there is one.
-    pub fn tier(&self, tier: usize) -> Option<&A> {
-        self.tiers.algorithms.get(tier)
-    }
-
-    /// What a full table does with a new key.
-    pub fn when_full(&self) -> WhenFull {
-        self.store.when_full()
-    }
 }
 
 impl<K: ?Sized, C: Clock + fmt::Debug, A: Algorithm + fmt::Debug> fmt::Debug
