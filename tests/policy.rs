@@ -495,7 +495,7 @@ fn each_bucket_is_judged_idle_by_its_own_quota() {
         policies.check_n(&7, 2).unwrap().is_err(),
         "one cell of the day is left"
     );
-    // The sweep forgets key 8's per-second bucket, now idle, and keeps key 7's day.
+    // The sweep forgets the idle per-second bucket and keeps key 7's day.
     clock.advance(Duration::from_secs(2));
     assert_eq!(policies.sweep(policies.slots()), 1);
     assert_eq!(policies.stats()[0].keys, 1);

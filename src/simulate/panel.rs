@@ -1,4 +1,4 @@
-//! The panels of a [`chart`](super::chart): where each one sits (a grid of up to four columns,
+//! The panels of a chart ([`Replay::svg`]): where each one sits (a grid of up to four columns,
 //! in the subjects' order, sized so that titles, ticks and panels never overlap), how one is
 //! drawn (its frame and grid lines, the offered traffic as a grey area, the subject's admitted
 //! cells as a line on top, and its title: the subject's name and total), and the tick labels
