@@ -54,10 +54,11 @@ impl Table {
     /// Evicts the idle keys among the cache lines `lines` of `shard` (lock holder), last slot
     /// first; how many. Sweeps visit the table backwards, so a key a shift moves back into a hole
     /// mostly comes from a slot already visited; after each shift the hole is looked at again,
-    /// for the key that came from a slot not yet visited (a sweep that began mid-shard). A sweep
-    /// of every line in claim order so evicts every key idle throughout it, unless a move made
-    /// between two of its steps (an insert's sweep, a reset) carries a key across the sweep's
-    /// position; that key waits for the next sweep.
+    /// for the key that came from a slot not yet visited (a sweep that began mid-shard), and so
+    /// is the slot where a key from the shard's start landed at its end (a chain that wraps). A
+    /// sweep of every line in claim order so evicts every key idle throughout it, unless a move
+    /// made between two of its steps (an insert's sweep, a reset) carries a key across the
+    /// sweep's position; that key waits for the next sweep.
     pub(crate) fn sweep_shard(
         &self,
         shard: &Shard,
@@ -68,46 +69,43 @@ impl Table {
         let mut evicted = 0;
         // Backwards: a key the shift moves into a hole comes from a later slot, already looked
         // at; and when a run of idle keys goes, each shift stops at once instead of moving the
-        // rest of the run (which makes a forward sweep quadratic in the run's length). A key
-        // that wraps from the start of the shard to its end lands between these lines and the
-        // end, visited already: look there again (each pass that wraps evicted a key, so this
-        // ends).
-        let mut lines = lines;
-        let mut again = true;
-        while again {
-            again = false;
-            for l in lines.clone().rev() {
-                let line = &self.lines(shard)[l];
-                let mut k = LINE;
-                while k > 0 {
-                    k -= 1;
-                    let slot = &line.0[k];
+        // rest of the run (which makes a forward sweep quadratic in the run's length).
+        for l in lines.rev() {
+            let line = &self.lines(shard)[l];
+            let mut k = LINE;
+            while k > 0 {
+                k -= 1;
+                let slot = &line.0[k];
+                let t = slot.tag();
+                if t == EMPTY || !idle(t, slot.word_locked(t)) {
+                    continue;
+                }
+                let here = l * LINE + k;
+                let next = line.0.get(k + 1);
+                let Some(mut landed) = self.evict(shard, held, (slot, t, next, here), &idle) else {
+                    continue;
+                };
+                evicted += 1;
+                // The shift may have moved into this slot a key from a slot this sweep has not
+                // visited (when it started mid-shard): look at this slot again.
+                if slot.tag() != EMPTY {
+                    k += 1;
+                }
+                // A key the shift carried from the shard's start (not visited yet) to a later
+                // slot at its end (visited): look at it where it landed, and at each key its
+                // own eviction carries over the end in turn (each evicts a key, so this ends).
+                while let Some(at) = landed.filter(|&at| at != here) {
+                    let slot = self.slot(shard, at);
                     let t = slot.tag();
                     if t == EMPTY || !idle(t, slot.word_locked(t)) {
-                        continue;
+                        break;
                     }
-                    let word = slot.close(t, self.nonce(held));
-                    if !idle(t, word) {
-                        // Taken from since the look: it stays.
-                        slot.publish(t, word);
-                        continue;
-                    }
+                    let next = (at % LINE != LINE - 1).then(|| self.slot(shard, at + 1));
+                    let Some(next) = self.evict(shard, held, (slot, t, next, at), &idle) else {
+                        break;
+                    };
                     evicted += 1;
-                    // The next slot empty (in this line, where it costs no index): no chain
-                    // continues past this key, so nothing moves.
-                    if line.0.get(k + 1).is_some_and(|next| next.tag() == EMPTY) {
-                        slot.clear();
-                        continue;
-                    }
-                    if self.shift_back(shard, held, l * LINE + k) {
-                        again = true;
-                        lines.end = self.shard_lines;
-                    }
-                    // The shift may have moved into this slot a key from a slot this sweep has
-                    // not visited (when it started mid-shard): look at this slot again.
-                    if slot.tag() != EMPTY {
-                        k += 1;
-                    }
+                    landed = next;
                 }
             }
         }
@@ -117,6 +115,34 @@ impl Table {
             self.metrics.evicted.increment(evicted as u64);
         }
         evicted
+    }
+
+    /// Evicts the key `t` in `slot`, slot `at` of `shard`, which `idle` judged idle, if it
+    /// still is once closed (a check may take from it between the look and the close; then it
+    /// stays); `next` is the following slot if it is in the same line. `None` if the key stays;
+    /// else `Some` of what [`shift_back`](Self::shift_back) returns. The caller accounts for the
+    /// key.
+    #[inline(always)]
+    fn evict(
+        &self,
+        shard: &Shard,
+        held: &mut Held<'_>,
+        (slot, t, next, at): (&Slot, Tag, Option<&Slot>, usize),
+        idle: impl Fn(Tag, u64) -> bool,
+    ) -> Option<Option<usize>> {
+        let word = slot.close(t, self.nonce(held));
+        if !idle(t, word) {
+            // Taken from since the look: it stays.
+            slot.publish(t, word);
+            return None;
+        }
+        // The next slot empty (in this line, where it costs no index): no chain continues past
+        // this key, so nothing moves.
+        if next.is_some_and(|next| next.tag() == EMPTY) {
+            slot.clear();
+            return Some(None);
+        }
+        Some(self.shift_back(shard, held, at))
     }
 
     /// A fresh nonce for a close in `held`'s shard: nonzero, and a value no earlier close of
@@ -154,10 +180,10 @@ impl Table {
 
     /// Fills the hole left by the closed slot `hole` by moving later keys of its probe chain
     /// back (each closed at its old place before it is published at its new one, so no key is
-    /// ever in two slots), then clears the last hole. Whether a key moved from the start of the
-    /// shard to its end (a chain that wraps).
+    /// ever in two slots), then clears the last hole. Where a key from the start of the shard
+    /// landed at its end, if one did (a chain that wraps; at most one key per shift does).
     #[inline]
-    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> bool {
+    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> Option<usize> {
         let len = self.shard_len();
         // Slots from `from` forwards to `to`, wrapping (both below `len`).
         let distance = |from: usize, to: usize| {
@@ -168,7 +194,7 @@ impl Table {
             }
         };
         let mut j = hole;
-        let mut wrapped = false;
+        let mut landed = None;
         loop {
             j += 1;
             if j == len {
@@ -184,12 +210,14 @@ impl Table {
             if distance(self.home(t), j) >= distance(hole, j) {
                 let word = slot.close(t, self.nonce(held));
                 self.slot(shard, hole).publish(t, word);
-                wrapped |= j < hole;
+                if j < hole {
+                    landed = Some(hole);
+                }
                 hole = j;
             }
         }
         self.slot(shard, hole).clear();
-        wrapped
+        landed
     }
 }
 
