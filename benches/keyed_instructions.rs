@@ -29,6 +29,7 @@ const CASES: &[&str] = &[
     "flowgate_policy_three_quotas_remaining",
     "governor_three_checks",
     "flowgate_three_checks",
+    "flowgate_sweep_256_slots",
 ];
 
 /// Keys of the keyed cases: 1 000, visited in turn (a counter, no division).
@@ -204,6 +205,14 @@ fn run(case: &str, n: u64) {
             hot_loop(n, || {
                 let name = &names[next(&mut k) as usize];
                 assert!(black_box(l.check_key(name).is_ok()));
+            })
+        }
+        // A sweep's visit of 256 slots (one lock hold) of a table of 1 000 busy keys, none of
+        // them idle: what a sweep costs per slot it passes over (divide by 256).
+        "flowgate_sweep_256_slots" => {
+            let l = flowgate_u64(KEYS as usize);
+            hot_loop(n, || {
+                assert_eq!(black_box(l.sweep(256)), 0);
             })
         }
         other => unknown_case(other, CASES),

@@ -66,6 +66,38 @@ impl Rounds {
         })
     }
 
+    /// [`run`](Self::run) of `sides` on `threads` = 1 or 2 threads, each decision on a key the
+    /// side derives from a fresh random number (see [`below`]): what a server that takes its
+    /// key from a request gets, where walking pre-drawn keys in order (`walking`, "key in hand")
+    /// lets the CPU start the next decision's loads early. Every side and thread draws from a
+    /// stream of its own, so that no side decides on the keys another just brought into cache.
+    pub fn drawing(rounds: usize, sides: &[&(dyn Fn(u64) -> bool + Sync)], threads: usize) -> Self {
+        // Each side's position in its stream (the high bits keep the streams apart).
+        let at: Vec<Cell<u64>> = (0..sides.len())
+            .map(|i| Cell::new((i as u64) << 48))
+            .collect();
+        Self::run(rounds, sides.len(), |i| {
+            let start = at[i].get();
+            at[i].set(start + BATCH as u64);
+            match threads {
+                1 => {
+                    let begin = Instant::now();
+                    for n in start..start + BATCH as u64 {
+                        assert!(black_box(sides[i](random(n))));
+                    }
+                    begin.elapsed().as_nanos() as f64 / BATCH as f64
+                }
+                _ => {
+                    let half = (BATCH / 2) as u64;
+                    let elapsed = two_threads_walking(half, &|t, n| {
+                        sides[i](random(start + ((t as u64) << 40) + n))
+                    });
+                    elapsed.as_nanos() as f64 / BATCH as f64
+                }
+            }
+        })
+    }
+
     /// The median time of contender `i`, ns per decision.
     pub fn median(&self, i: usize) -> f64 {
         median(&mut self.times[i].clone())
@@ -117,4 +149,20 @@ pub fn walk_two_threads<T: Sync>(
         decide(&draws[(start + i as usize + t * DRAWS / 2) & (DRAWS - 1)])
     });
     elapsed.as_nanos() as f64 / BATCH as f64
+}
+
+/// The `n`-th number of a random stream (splitmix64's finalizer: a bijection, so distinct `n`
+/// give distinct numbers).
+#[inline(always)]
+pub fn random(n: u64) -> u64 {
+    let mut z = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An index below `n` from a random number `x` (its high half scaled: uniform, no division).
+#[inline(always)]
+pub fn below(x: u64, n: usize) -> usize {
+    (((x >> 32) * n as u64) >> 32) as usize
 }
