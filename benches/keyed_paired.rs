@@ -17,7 +17,8 @@
 //!
 //! Both conventions: the **whole result** kept (`black_box(limiter.check_key(k))`, the
 //! headline) and `is_ok()` only. One thread, then two threads on the same tables (each thread
-//! timed in itself). `cargo bench -p flowgate-benches --bench keyed_paired`.
+//! timed in itself). Then batches of 16 random keys: `check_keys` against 16 checks in turn.
+//! `cargo bench -p flowgate-benches --bench keyed_paired`.
 
 mod common;
 
@@ -60,6 +61,53 @@ fn print(name: &str, r: &Rounds) {
     );
 }
 
+/// Keys in a batch.
+const BATCH_KEYS: usize = 16;
+
+/// Batches of 16 random keys: flowgate's `check_keys` (one clock reading, every line asked for
+/// first) against governor's 16 checks in turn, in both conventions; flowgate's 16 `check_key`
+/// in turn; and the throughput floor (16 independent hits). Times per key.
+fn batches(
+    rounds: usize,
+    keys: usize,
+    l: &flowgate::KeyedRateLimiter<u64>,
+    g: &governor::DefaultKeyedRateLimiter<u64>,
+    f16: &floor::Keyed,
+) {
+    // 16 keys from one random number: xorshift steps, each scaled below `keys`.
+    let batch = |mut x: u64| {
+        core::array::from_fn::<u64, BATCH_KEYS, _>(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            below(x, keys) as u64
+        })
+    };
+    let sides: [&(dyn Fn(u64) -> bool + Sync); 6] = [
+        &|x| {
+            let k = batch(x);
+            black_box(l.check_keys(k.each_ref()))
+                .iter()
+                .all(Result::is_ok)
+        },
+        &|x| batch(x).iter().all(|k| black_box(g.check_key(k)).is_ok()),
+        &|x| l.check_keys(batch(x).each_ref()).iter().all(Result::is_ok),
+        &|x| batch(x).iter().all(|k| g.check_key(k).is_ok()),
+        &|x| batch(x).iter().all(|k| black_box(l.check_key(k)).is_ok()),
+        &|x| batch(x).iter().all(|k| f16.decide(k)),
+    ];
+    let r = Rounds::drawing(rounds, &sides, 1);
+    let per_key = |i| r.median(i) / BATCH_KEYS as f64;
+    println!(
+        "{:<36} whole: flowgate {:7.2} ns/key  governor {:7.2} ns/key  ratio {:.3}  flowgate/throughput16 {:.2}  flowgate one by one {:7.2} ns/key",
+        format!("u64, {keys} keys, batch of {BATCH_KEYS}"), per_key(0), per_key(1), r.ratio(0, 1), r.ratio(0, 5), per_key(4)
+    );
+    println!(
+        "{:<36} is_ok: flowgate {:7.2} ns/key  governor {:7.2} ns/key  ratio {:.3}  flowgate/throughput16 {:.2}  (floor: throughput16 {:.2} ns/key)",
+        "", per_key(2), per_key(3), r.ratio(2, 3), r.ratio(2, 5), per_key(5)
+    );
+}
+
 fn main() {
     // `cargo bench` passes --bench; under `cargo test` this is a smoke run on 1 000 keys.
     let Some(bench) = mode() else { return };
@@ -81,6 +129,7 @@ fn main() {
             let name = format!("u64, {keys} keys, {threads} thr, random key");
             print(&name, &Rounds::drawing(rounds, &drawn, threads));
         }
+        batches(rounds, keys, &l, &g, &f16);
         let d64: Vec<u64> = d.iter().map(|&k| u64::from(k)).collect();
         let in_hand: InHand<'_, u64> = sides!(l, g, f16, f64, |k| k, k, k);
         let name = format!("u64, {keys} keys, 1 thr, key in hand");

@@ -20,6 +20,8 @@ use proptest::prelude::*;
 enum Op {
     Advance(u64),
     Check(u64, u32),
+    /// Three keys in one `check_keys` batch, against one check of each in turn.
+    Batch([u64; 3]),
     Peek(u64, u32),
     /// Gives back the newest admission's receipt of the key.
     GiveBack(u64),
@@ -34,6 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1u64..400).prop_map(|ms| Op::Advance(ms * 1_000_000)),
         1 => (1u64..1_000_000).prop_map(Op::Advance),
         8 => (key.clone(), n.clone()).prop_map(|(k, n)| Op::Check(k, n)),
+        3 => [key.clone(), key.clone(), key.clone()].prop_map(Op::Batch),
         2 => (key.clone(), n.clone()).prop_map(|(k, n)| Op::Peek(k, n)),
         2 => key.clone().prop_map(Op::GiveBack),
         1 => key.prop_map(Op::Reset),
@@ -42,7 +45,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Runs `ops` against a keyed limiter for `algorithm` (one shard of 8 keys, so keys crowd
-/// together) and against one `RateLimiter` per key.
+/// together) and against one `RateLimiter` per key; a batch (`check_keys`) against a check of
+/// each of its keys in turn.
 fn differential<A: Algorithm + Clone>(algorithm: A, ops: &[Op]) -> Result<(), TestCaseError> {
     let clock = ManualClock::starting_at(1_000_000_000);
     let keyed = KeyedRateLimiter::<u64, _, _>::builder(algorithm.clone())
@@ -67,6 +71,15 @@ fn differential<A: Algorithm + Clone>(algorithm: A, ops: &[Op]) -> Result<(), Te
                     receipts.insert(k, (mine, theirs));
                 }
                 answers
+            }
+            Op::Batch(keys) => {
+                let got = keyed.check_keys(keys.each_ref());
+                for (k, got) in keys.into_iter().zip(got) {
+                    let want = single(&mut reference, k, &algorithm, &clock).check();
+                    let answers = (answer_of(Ok(got)), answer_of(Ok(want)));
+                    prop_assert_eq!(answers.0, answers.1, "op {} ({:?}), key {}", i, op, k);
+                }
+                continue;
             }
             Op::Peek(k, n) => (
                 answer_of(keyed.peek_key(&k, n)),

@@ -219,3 +219,27 @@ fn a_given_back_reservation_follows_its_key_across_a_move() {
         assert_eq!(limiter.len(), 1);
     });
 }
+
+/// Two threads decide batches of the same two keys in opposite orders (`check_keys`: every
+/// line asked for, one clock reading, then each key in turn), both keys new, so the batches
+/// race to insert them; one thread's first compare-and-swap fails once. Burst 1 per key: each
+/// key admits exactly once, whichever batch gets it, and both buckets end empty.
+#[test]
+fn batches_of_the_same_keys_admit_each_once() {
+    model(|| {
+        let clock = ManualClock::starting_at(1_000);
+        let limiter = Arc::new(keyed(1, 2, 1, &clock));
+        let other = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                fail_next_cas(1);
+                limiter.check_keys([&2, &1]).map(|r| r.is_ok())
+            })
+        };
+        let [one, two] = limiter.check_keys([&1, &2]).map(|r| r.is_ok());
+        let [two_there, one_there] = other.join().unwrap();
+        assert_eq!(u32::from(one) + u32::from(one_there), 1);
+        assert_eq!(u32::from(two) + u32::from(two_there), 1);
+        assert_eq!((left(&limiter, 1), left(&limiter, 2)), (0, 0));
+    });
+}

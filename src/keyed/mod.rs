@@ -73,6 +73,12 @@
 //! A request about a key the table does not hold (a new key, or a peek or give-back of an
 //! unknown one) confirms the miss under the shard's lock, so a flood of unknown keys serializes per
 //! shard while known keys go on without waiting.
+//!
+//! A decision waits for its key's cache line (one miss on a table larger than the caches), and
+//! the next decision cannot start its probe before this one's branches resolve. A caller that
+//! holds several requests at once decides them with
+//! [`check_keys`](KeyedRateLimiter::check_keys), which asks for every key's line first, so their
+//! misses overlap.
 
 mod builder;
 mod slot;
@@ -145,6 +151,34 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         let (tag, algorithm) = self.locate(key);
         // Every algorithm's capacity is at least 1, so one cell is within it.
         self.decide(tag, algorithm, 1, || self.store.clock().now(), &mut None)
+    }
+
+    /// Takes one cell from each of `keys`' buckets, as [`check_key`](Self::check_key) does for
+    /// each in turn, at one reading of the clock: for a server or proxy that holds several
+    /// requests at once. Every key's home cache line is asked for before the first key is
+    /// decided, so the memory loads of the batch overlap instead of following one another. A
+    /// key given twice takes two cells, in the batch's order.
+    ///
+    /// ```
+    /// use flowgate::{KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<str>::new(Quota::per_second(1)?, 1_000)?;
+    /// let [alice, bob, again] = limiter.check_keys(["alice", "bob", "alice"]);
+    /// assert!(alice.is_ok() && bob.is_ok());
+    /// assert!(again.is_err()); // alice's one cell went to her first request
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Performance
+    /// As many hashes, probes and CASes as keys, and one clock reading. See `BENCHMARKS.md`.
+    #[inline]
+    pub fn check_keys<const N: usize>(&self, keys: [&K; N]) -> [Result<Allowed, Refused>; N] {
+        let located = keys.map(|key| self.locate(key));
+        for &(tag, _) in &located {
+            self.store.prefetch(tag);
+        }
+        let now = self.store.clock().now();
+        located.map(|(tag, algorithm)| self.decide(tag, algorithm, 1, || now, &mut None))
     }
 
     /// Takes `n` cells from `key`'s bucket if they are all available now; otherwise takes
