@@ -53,15 +53,17 @@ pub fn two_threads(iters: u64, decide: &(dyn Fn() -> bool + Sync)) -> std::time:
 }
 
 /// [`two_threads`], where `decide(thread, i)` is told which thread (0 or 1) makes its `i`-th
-/// decision. Each thread times itself from the barrier that starts both to its last decision,
-/// and the slower one's time is the pair's (a timer in the spawning thread would start whenever
-/// that thread wakes after the barrier, which can be after the workers are done).
+/// decision. Each thread reads the time when it starts (after a barrier) and when it ends, and
+/// the pair's time runs from the earlier start to the later end: a thread that starts late (a
+/// wake-up after the barrier, a preemption) makes the pair's time longer, as it would a
+/// server's, instead of being left out. (A timer in the spawning thread would start whenever
+/// that thread wakes after the barrier, which can be after the workers are done.)
 pub fn two_threads_walking(
     iters: u64,
     decide: &(dyn Fn(usize, u64) -> bool + Sync),
 ) -> std::time::Duration {
     let barrier = std::sync::Barrier::new(2);
-    std::thread::scope(|s| {
+    let spans: Vec<_> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..2)
             .map(|thread| {
                 let barrier = &barrier;
@@ -71,16 +73,15 @@ pub fn two_threads_walking(
                     for i in 0..iters {
                         assert!(std::hint::black_box(decide(thread, i)));
                     }
-                    start.elapsed()
+                    (start, std::time::Instant::now())
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap())
-            .max()
-            .unwrap()
-    })
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let start = spans.iter().map(|s| s.0).min().unwrap();
+    let end = spans.iter().map(|s| s.1).max().unwrap();
+    end - start
 }
 
 /// Polls `future` once with a waker that does nothing, expecting it to be ready: the

@@ -156,8 +156,11 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// Takes one cell from each of `keys`' buckets, as [`check_key`](Self::check_key) does for
     /// each in turn, at one reading of the clock: for a server or proxy that holds several
     /// requests at once. Every key's home cache line is asked for before the first key is
-    /// decided, so the memory loads of the batch overlap instead of following one another. A
-    /// key given twice takes two cells, in the batch's order.
+    /// decided (a prefetch, on x86-64), so the memory loads of the batch overlap instead of
+    /// following one another. A key given twice takes two cells, in the batch's order. The
+    /// later keys are decided at the batch's one reading, which is older by the time they are:
+    /// a few microseconds at most unless a new key waits for its shard's lock, and an older
+    /// reading only refuses more.
     ///
     /// ```
     /// use flowgate::{KeyedRateLimiter, Quota};
@@ -170,7 +173,8 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// ```
     ///
     /// # Performance
-    /// As many hashes, probes and CASes as keys, and one clock reading. See `BENCHMARKS.md`.
+    /// As many hashes, probes and CASes as keys, and one clock reading; a new key also takes its
+    /// shard's lock. See `BENCHMARKS.md`.
     #[inline]
     pub fn check_keys<const N: usize>(&self, keys: [&K; N]) -> [Result<Allowed, Refused>; N] {
         let located = keys.map(|key| self.locate(key));

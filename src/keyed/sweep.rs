@@ -11,9 +11,7 @@ use crate::clock::Clock;
 impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
     /// Visits the next `budget` slots of the table (continuing where the last sweep stopped, and
     /// wrapping around) and forgets the idle buckets among them; returns how many. Holds a
-    /// shard's lock for 256 slots at a time (and, in the rare step where a probe chain wraps
-    /// around a shard's end, looks at that shard's last slots again). `sweep(self.stats().slots)`
-    /// visits every slot.
+    /// shard's lock for 256 slots at a time. `sweep(self.stats().slots)` visits every slot.
     pub fn sweep(&self, budget: usize) -> usize {
         // A fresh reading per step: later readings only find more buckets idle.
         self.store

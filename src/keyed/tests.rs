@@ -117,58 +117,71 @@ fn moves_under_contention_lose_nothing_and_admit_nothing_twice() {
     assert_eq!(moved, 300, "key 0 moved in every round");
 }
 
-/// A sweep looks at a key a wrapping probe chain carries from the shard's start to its end
-/// where the key lands, instead of passing over the shard again: every idle key goes, and a
-/// key that stays is judged once, plus at most twice per eviction (the emptied slot looked at
-/// again, a carried key where it lands). A nearly full shard and many seeds, so chains wrap.
+/// A sweep looks at a key a shift carries into a slot it has visited from one it has not (from
+/// beyond the swept range, or from the shard's start over its end) where the key lands,
+/// instead of passing over the range again: every idle key goes, whether the sweep covers the
+/// shard in one range or in two (in claim order: the lines below a midpoint first, as a sweep
+/// that began mid-shard does), and in one range a key that stays is judged once, plus at most
+/// twice per eviction (the emptied slot looked at again, a carried key where it lands). A
+/// nearly full shard and many seeds, so chains cross the midpoint and wrap.
 #[test]
-fn a_wrapping_chain_costs_a_sweep_no_second_pass() {
+fn a_sweep_judges_carried_keys_where_they_land_and_passes_once() {
     const KEYS: u64 = 48;
     let mut wrapping = 0;
     for seed in 0..400u64 {
-        let quota = Quota::per_hour(1).unwrap();
-        let limiter = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
-            .clock(ManualClock::new())
-            .max_keys(KEYS as usize)
-            .shards(1)
-            .hash_seed(seed)
-            .build()
-            .unwrap();
-        for key in 0..KEYS {
-            assert!(limiter.check_key(&key).is_ok());
+        for split in [false, true] {
+            let quota = Quota::per_hour(1).unwrap();
+            let limiter = KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&quota))
+                .clock(ManualClock::new())
+                .max_keys(KEYS as usize)
+                .shards(1)
+                .hash_seed(seed)
+                .build()
+                .unwrap();
+            for key in 0..KEYS {
+                assert!(limiter.check_key(&key).is_ok());
+            }
+            let slot_of = |key| limiter.position_of(&key).unwrap().1;
+            let slots = limiter.stats().slots;
+            let lines = slots / 4;
+            let mid = if split { lines / 2 } else { lines };
+            wrapping += u32::from((0..KEYS).any(|key| slot_of(key) < limiter.home_of(&key).1));
+            // The keys in the four slots below the first swept range's end go (their shifts
+            // carry keys across it), and one in eight of the others.
+            let idle: Vec<_> = (0..KEYS)
+                .filter(|&key| {
+                    (mid * 4 - 4..mid * 4).contains(&slot_of(key)) || (key ^ seed) % 8 == 0
+                })
+                .map(|key| limiter.locate(&key).0)
+                .collect();
+            let kept_judged = core::cell::Cell::new(0);
+            let table = limiter.store.table();
+            let shard = &table.shards()[0];
+            let judge = |tag| {
+                let goes = idle.contains(&tag);
+                kept_judged.set(kept_judged.get() + usize::from(!goes));
+                goes
+            };
+            let mut evicted = 0;
+            for range in [0..mid, mid..lines] {
+                evicted += table.sweep_shard(shard, &mut shard.lock(), range, |tag, _| judge(tag));
+            }
+            assert_eq!(evicted, idle.len(), "seed {seed}, split {split}");
+            for key in 0..KEYS {
+                let held = limiter.position_of(&key).is_some();
+                assert_eq!(held, !idle.contains(&limiter.locate(&key).0), "seed {seed}");
+            }
+            let kept = KEYS as usize - idle.len();
+            assert!(
+                split || kept_judged.get() <= kept + 2 * idle.len(),
+                "seed {seed}: {} judgements of {kept} kept keys, {} evicted",
+                kept_judged.get(),
+                idle.len()
+            );
         }
-        let slot_of = |key| limiter.position_of(&key).unwrap().1;
-        let slots = limiter.stats().slots;
-        wrapping += u32::from((0..KEYS).any(|key| slot_of(key) < limiter.home_of(&key).1));
-        // The keys in the shard's last four slots go (their shifts carry wrapped keys over the
-        // end), and one in eight of the others.
-        let idle: Vec<_> = (0..KEYS)
-            .filter(|&key| slot_of(key) >= slots - 4 || (key ^ seed) % 8 == 0)
-            .map(|key| limiter.locate(&key).0)
-            .collect();
-        let kept_judged = core::cell::Cell::new(0);
-        let table = limiter.store.table();
-        let shard = &table.shards()[0];
-        let evicted = table.sweep_shard(shard, &mut shard.lock(), 0..slots / 4, |tag, _| {
-            let goes = idle.contains(&tag);
-            kept_judged.set(kept_judged.get() + usize::from(!goes));
-            goes
-        });
-        assert_eq!(evicted, idle.len(), "seed {seed}");
-        for key in 0..KEYS {
-            let held = limiter.position_of(&key).is_some();
-            assert_eq!(held, !idle.contains(&limiter.locate(&key).0), "seed {seed}");
-        }
-        let kept = KEYS as usize - idle.len();
-        assert!(
-            kept_judged.get() <= kept + 2 * idle.len(),
-            "seed {seed}: {} judgements of {kept} kept keys, {} evicted",
-            kept_judged.get(),
-            idle.len()
-        );
     }
     assert!(
-        wrapping > 100,
-        "{wrapping} of 400 layouts had a wrapping chain"
+        wrapping > 200,
+        "{wrapping} of 800 layouts had a wrapping chain"
     );
 }

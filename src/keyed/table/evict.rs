@@ -46,19 +46,20 @@ impl Table {
         };
         let at = self.position(shard, slot);
         slot.close(tag, self.nonce(held));
-        self.shift_back(shard, held, at);
+        self.shift_back(shard, held, at, at);
         self.forget(held, 1);
         true
     }
 
     /// Evicts the idle keys among the cache lines `lines` of `shard` (lock holder), last slot
     /// first; how many. Sweeps visit the table backwards, so a key a shift moves back into a hole
-    /// mostly comes from a slot already visited; after each shift the hole is looked at again,
-    /// for the key that came from a slot not yet visited (a sweep that began mid-shard), and so
-    /// is the slot where a key from the shard's start landed at its end (a chain that wraps). A
-    /// sweep of every line in claim order so evicts every key idle throughout it, unless a move
-    /// made between two of its steps (an insert's sweep, a reset) carries a key across the
-    /// sweep's position; that key waits for the next sweep.
+    /// mostly comes from a slot already visited. Two kinds come from a slot not visited yet: the
+    /// key moved into the emptied slot itself (looked at again at once), and at most one key
+    /// per shift carried into a visited slot from beyond the range's end (or, wrapping, from
+    /// the shard's start), which is looked at where it lands. A sweep of every line in claim
+    /// order so evicts every key idle throughout it, unless a move made between two of its
+    /// steps (an insert's sweep, a reset) carries a key across the sweep's position; that key
+    /// waits for the next sweep.
     pub(crate) fn sweep_shard(
         &self,
         shard: &Shard,
@@ -67,6 +68,9 @@ impl Table {
         idle: impl Fn(Tag, u64) -> bool,
     ) -> usize {
         let mut evicted = 0;
+        // The first slot past the range: keys from there on (circularly, up to the slot being
+        // swept) have not been looked at.
+        let end = lines.end * LINE;
         // Backwards: a key the shift moves into a hole comes from a later slot, already looked
         // at; and when a run of idle keys goes, each shift stops at once instead of moving the
         // rest of the run (which makes a forward sweep quadratic in the run's length).
@@ -82,7 +86,8 @@ impl Table {
                 }
                 let here = l * LINE + k;
                 let next = line.0.get(k + 1);
-                let Some(mut landed) = self.evict(shard, held, (slot, t, next, here), &idle) else {
+                let Some(mut landed) = self.evict(shard, held, (slot, t, next, here, end), &idle)
+                else {
                     continue;
                 };
                 evicted += 1;
@@ -91,9 +96,9 @@ impl Table {
                 if slot.tag() != EMPTY {
                     k += 1;
                 }
-                // A key the shift carried from the shard's start (not visited yet) to a later
-                // slot at its end (visited): look at it where it landed, and at each key its
-                // own eviction carries over the end in turn (each evicts a key, so this ends).
+                // A key the shift carried from beyond the range (not visited yet) into a slot it
+                // had visited: look at it where it landed, and at each key its own eviction
+                // carries in turn (each evicts a key, so this ends).
                 while let Some(at) = landed.filter(|&at| at != here) {
                     let slot = self.slot(shard, at);
                     let t = slot.tag();
@@ -101,7 +106,8 @@ impl Table {
                         break;
                     }
                     let next = (at % LINE != LINE - 1).then(|| self.slot(shard, at + 1));
-                    let Some(next) = self.evict(shard, held, (slot, t, next, at), &idle) else {
+                    let Some(next) = self.evict(shard, held, (slot, t, next, at, end), &idle)
+                    else {
                         break;
                     };
                     evicted += 1;
@@ -119,15 +125,15 @@ impl Table {
 
     /// Evicts the key `t` in `slot`, slot `at` of `shard`, which `idle` judged idle, if it
     /// still is once closed (a check may take from it between the look and the close; then it
-    /// stays); `next` is the following slot if it is in the same line. `None` if the key stays;
-    /// else `Some` of what [`shift_back`](Self::shift_back) returns. The caller accounts for the
-    /// key.
+    /// stays); `next` is the following slot if it is in the same line, `end` as for
+    /// [`shift_back`](Self::shift_back). `None` if the key stays; else `Some` of what
+    /// `shift_back` returns. The caller accounts for the key.
     #[inline(always)]
     fn evict(
         &self,
         shard: &Shard,
         held: &mut Held<'_>,
-        (slot, t, next, at): (&Slot, Tag, Option<&Slot>, usize),
+        (slot, t, next, at, end): (&Slot, Tag, Option<&Slot>, usize, usize),
         idle: impl Fn(Tag, u64) -> bool,
     ) -> Option<Option<usize>> {
         let word = slot.close(t, self.nonce(held));
@@ -142,7 +148,7 @@ impl Table {
             slot.clear();
             return Some(None);
         }
-        Some(self.shift_back(shard, held, at))
+        Some(self.shift_back(shard, held, at, end))
     }
 
     /// A fresh nonce for a close in `held`'s shard: nonzero, and a value no earlier close of
@@ -180,12 +186,20 @@ impl Table {
 
     /// Fills the hole left by the closed slot `hole` by moving later keys of its probe chain
     /// back (each closed at its old place before it is published at its new one, so no key is
-    /// ever in two slots), then clears the last hole. Where a key from the start of the shard
-    /// landed at its end, if one did (a chain that wraps; at most one key per shift does).
+    /// ever in two slots), then clears the last hole. Where a key from `end` or beyond (counted
+    /// forwards from `hole`, wrapping at the shard's end) landed before `end`, if one did: a
+    /// sweep that has visited the slots from `hole` to `end` has not looked at that key (at
+    /// most one key per shift crosses `end`; `end` may be the shard's length).
     #[inline]
-    fn shift_back(&self, shard: &Shard, held: &mut Held<'_>, mut hole: usize) -> Option<usize> {
+    fn shift_back(
+        &self,
+        shard: &Shard,
+        held: &mut Held<'_>,
+        mut hole: usize,
+        end: usize,
+    ) -> Option<usize> {
         let len = self.shard_len();
-        // Slots from `from` forwards to `to`, wrapping (both below `len`).
+        // Slots from `from` forwards to `to`, wrapping (`from` below `len`, `to` at most `len`).
         let distance = |from: usize, to: usize| {
             if to >= from {
                 to - from
@@ -193,6 +207,7 @@ impl Table {
                 to + len - from
             }
         };
+        let (start, border) = (hole, distance(hole, end));
         let mut j = hole;
         let mut landed = None;
         loop {
@@ -210,7 +225,8 @@ impl Table {
             if distance(self.home(t), j) >= distance(hole, j) {
                 let word = slot.close(t, self.nonce(held));
                 self.slot(shard, hole).publish(t, word);
-                if j < hole {
+                let crossed = distance(start, hole) < border && distance(start, j) >= border;
+                if crossed && landed.is_none() {
                     landed = Some(hole);
                 }
                 hole = j;
