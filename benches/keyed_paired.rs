@@ -7,9 +7,9 @@
 //!
 //! The headline draws each decision's key at random, each side from a stream of its own
 //! (`Rounds::drawing`): what a server that takes its key from a request gets. Beside it, "key in
-//! hand": the sides walk one pre-drawn sequence in order (`Rounds::walking`), which lets the CPU
-//! start the next decision's loads early; it is reported, never instead. A `String` key drawn at
-//! random is picked from a table of a million strings, as a server's parsed key would be.
+//! hand": the sides walk one pre-drawn sequence in order (`Rounds::walking`); it is reported,
+//! never instead. A `String` key drawn at random is picked from a table of a million strings,
+//! as a server's parsed key would be (two more misses per decision, the same for both crates).
 //!
 //! The floors: the *throughput* floor on a 16 MiB table (consecutive hits overlap in the CPU's
 //! out-of-order window), and the *latency* floor on a 16 MiB and a 64 MiB table (each hit's

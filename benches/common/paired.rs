@@ -68,9 +68,9 @@ impl Rounds {
 
     /// [`run`](Self::run) of `sides` on `threads` = 1 or 2 threads, each decision on a key the
     /// side derives from a fresh random number (see [`below`]): what a server that takes its
-    /// key from a request gets, where walking pre-drawn keys in order (`walking`, "key in hand")
-    /// lets the CPU start the next decision's loads early. Every side and thread draws from a
-    /// stream of its own, so that no side decides on the keys another just brought into cache.
+    /// key from a request gets, where `walking` ("key in hand") reads pre-drawn keys in order
+    /// and all sides share one sequence. Every side and thread draws from a stream of its own,
+    /// so that no side decides on the keys another just brought into cache.
     pub fn drawing(rounds: usize, sides: &[&(dyn Fn(u64) -> bool + Sync)], threads: usize) -> Self {
         // Each side's position in its stream (the high bits keep the streams apart).
         let at: Vec<Cell<u64>> = (0..sides.len())
