@@ -166,3 +166,35 @@ pub fn random(n: u64) -> u64 {
 pub fn below(x: u64, n: usize) -> usize {
     (((x >> 32) * n as u64) >> 32) as usize
 }
+
+/// Rounds of a direct (single-bucket) case: 400 under `cargo bench`, a smoke run of 4 under
+/// `cargo test`, none for `--list`.
+pub fn direct_rounds() -> Option<usize> {
+    mode().map(|bench| if bench { 400 } else { 4 })
+}
+
+/// One direct case: flowgate and governor in both conventions, and the floor, in one set of
+/// rounds; and where the target for it (0.85x governor, whole) lies against the floor: below
+/// 1.00, no limiter that does the floor's work can meet it.
+pub fn report_direct(rounds: usize, name: &str, sides: [&dyn Fn() -> bool; 5]) {
+    let r = Rounds::run(rounds, sides.len(), |i| batch(sides[i]));
+    print_direct(name, &r);
+    println!(
+        "{:<22} target 0.85x governor (whole) = {:.2}x the floor",
+        "",
+        0.85 * r.ratio(1, 4)
+    );
+}
+
+/// Prints one direct case's figures: contenders 0–1 flowgate and governor with the whole
+/// result, 2–3 with `is_ok()`, 4 the floor.
+pub fn print_direct(name: &str, r: &Rounds) {
+    println!(
+        "{name:<22} whole:  flowgate {:6.2} ns  governor {:6.2} ns  ratio {:.3}  flowgate/floor {:.2}  governor/floor {:.2}",
+        r.median(0), r.median(1), r.ratio(0, 1), r.ratio(0, 4), r.ratio(1, 4)
+    );
+    println!(
+        "{:<22} is_ok:  flowgate {:6.2} ns  governor {:6.2} ns  ratio {:.3}  flowgate/floor {:.2}  (floor {:.2} ns)",
+        "", r.median(2), r.median(3), r.ratio(2, 3), r.ratio(2, 4), r.median(4)
+    );
+}

@@ -58,6 +58,51 @@ fn a_new_key_takes_the_slot_of_an_idle_one() {
     assert_eq!(limiter.position_of(&1), None);
 }
 
+/// While its home line has a free slot to spare, an insert leaves the idle keys on its probe
+/// chain where they are: their owners, back within their interval, are found rather than
+/// inserted again. Each new key is picked to share its home line (four slots) with one or two
+/// idle keys, so an insert that reused the first idle slot of its chain would evict one every
+/// time; none may go.
+#[test]
+fn an_insert_with_room_in_its_line_evicts_no_idle_key() {
+    for seed in 0..4 {
+        let clock = ManualClock::new();
+        let limiter =
+            KeyedRateLimiter::<u64, _, _>::builder(Gcra::new(&Quota::per_second(2).unwrap()))
+                .clock(clock.clone())
+                .max_keys(1024)
+                .shards(1)
+                .hash_seed(seed)
+                .build()
+                .unwrap();
+        let table = limiter.store.table();
+        let line = |key: u64| table.line_of(limiter.locate(&key).0);
+        let mut held = std::collections::HashMap::new();
+        for key in 0..64 {
+            assert!(limiter.check_key(&key).is_ok());
+            *held.entry(line(key)).or_insert(0) += 1;
+        }
+        clock.advance(Duration::from_secs(1));
+        let mut new = 0;
+        for key in 64..100_000 {
+            if new == 32 {
+                break;
+            }
+            let count = held.get(&line(key)).copied().unwrap_or(0);
+            // One or two keys in the line and none homed in the line before (whose chain could
+            // run into it): the new key's free slot leaves the line one to spare.
+            if (1..3).contains(&count) && !held.contains_key(&line(key).wrapping_sub(1)) {
+                assert!(limiter.check_key(&key).is_ok());
+                *held.entry(line(key)).or_insert(0) += 1;
+                new += 1;
+            }
+        }
+        assert_eq!(new, 32, "seed {seed}");
+        assert_eq!(limiter.stats().evicted, 0, "seed {seed}");
+        assert!((0..64).all(|key| limiter.position_of(&key).is_some()));
+    }
+}
+
 /// Three threads check key 0 while another removes the two keys ahead of it on its probe
 /// chain, so key 0 moves back twice during the checks (each round rebuilds that layout). The
 /// clock stands still and the burst is large, so every check is admitted and writes; after each

@@ -280,9 +280,10 @@ impl Table {
         self.find(tag)
     }
 
-    /// Finds `tag`, or inserts it with the word `fresh()`, reusing an idle slot of its probe chain
-    /// if there is one, and making room by sweeping part of the shard if it is full (`idle` says
-    /// which slots may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
+    /// Finds `tag`, or inserts it with the word `fresh()` where it costs the fewest probes: a
+    /// free slot early in its home line, an idle slot of its probe chain, a free slot further
+    /// on, or one made by sweeping part of the shard when it is full (`idle` says which slots
+    /// may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
     /// just before the key would be written, refuses.
     pub(crate) fn entry<'a, E>(
         &'a self,
@@ -298,7 +299,8 @@ impl Table {
         let mut admit = Some(admit);
         for attempt in 0..2 {
             let len = self.shard_len();
-            let mut i = self.home(tag);
+            let home = self.home(tag);
+            let mut i = home;
             let mut reusable = None;
             // The chain from the home slot to the first EMPTY slot (there is always one).
             loop {
@@ -318,36 +320,44 @@ impl Table {
                     i = 0;
                 }
             }
-            if let Some((slot, old)) = reusable {
-                // Computed before the close, so that little runs with the slot closed.
-                let new = fresh();
-                let word = slot.close(old, self.nonce(held));
-                if idle(old, word) {
-                    if let Err(denied) = admitted(&mut admit) {
-                        slot.publish(old, word);
-                        return Entry::Denied(denied);
+            // A free slot in the key's home line that leaves the line a free slot (so a miss
+            // there still ends in the line) goes before an idle key's slot: the idle key's
+            // owner, back within its interval, is found instead of inserted again. Any other
+            // free slot comes after one: taking it would lengthen the probes that cross it.
+            let near = reusable.is_none() || i.wrapping_sub(home) < LINE - 1;
+            for free in [near, !near] {
+                if free {
+                    if held.state.live < shard.cap && self.reserve() {
+                        if let Err(denied) = admitted(&mut admit) {
+                            self.release(1);
+                            return Entry::Denied(denied);
+                        }
+                        let slot = self.slot(shard, i);
+                        slot.publish(tag, fresh());
+                        held.state.live += 1;
+                        held.state.created += 1;
+                        self.metrics.keys.increment(1.0);
+                        return Entry::Inserted(slot);
                     }
-                    slot.publish(tag, new);
-                    held.state.evicted += 1;
-                    held.state.created += 1;
-                    // One key for another: the count of keys stays.
-                    self.metrics.evicted.increment(1);
-                    return Entry::Inserted(slot);
+                } else if let Some((slot, old)) = reusable.take() {
+                    // Computed before the close, so that little runs with the slot closed.
+                    let new = fresh();
+                    let word = slot.close(old, self.nonce(held));
+                    if idle(old, word) {
+                        if let Err(denied) = admitted(&mut admit) {
+                            slot.publish(old, word);
+                            return Entry::Denied(denied);
+                        }
+                        slot.publish(tag, new);
+                        held.state.evicted += 1;
+                        held.state.created += 1;
+                        // One key for another: the count of keys stays.
+                        self.metrics.evicted.increment(1);
+                        return Entry::Inserted(slot);
+                    }
+                    // Taken from since the look: it stays.
+                    slot.publish(old, word);
                 }
-                // Taken from since the look: it stays.
-                slot.publish(old, word);
-            }
-            if held.state.live < shard.cap && self.reserve() {
-                if let Err(denied) = admitted(&mut admit) {
-                    self.release(1);
-                    return Entry::Denied(denied);
-                }
-                let slot = self.slot(shard, i);
-                slot.publish(tag, fresh());
-                held.state.live += 1;
-                held.state.created += 1;
-                self.metrics.keys.increment(1.0);
-                return Entry::Inserted(slot);
             }
             if attempt == 0 {
                 // The next lines below the shard's cursor, backwards like every sweep.
