@@ -326,37 +326,16 @@ impl Table {
             // free slot comes after one: taking it would lengthen the probes that cross it.
             let near = reusable.is_none() || i.wrapping_sub(home) < LINE - 1;
             for free in [near, !near] {
-                if free {
-                    if held.state.live < shard.cap && self.reserve() {
-                        if let Err(denied) = admitted(&mut admit) {
-                            self.release(1);
-                            return Entry::Denied(denied);
-                        }
-                        let slot = self.slot(shard, i);
-                        slot.publish(tag, fresh());
-                        held.state.live += 1;
-                        held.state.created += 1;
-                        self.metrics.keys.increment(1.0);
-                        return Entry::Inserted(slot);
-                    }
-                } else if let Some((slot, old)) = reusable.take() {
-                    // Computed before the close, so that little runs with the slot closed.
-                    let new = fresh();
-                    let word = slot.close(old, self.nonce(held));
-                    if idle(old, word) {
-                        if let Err(denied) = admitted(&mut admit) {
-                            slot.publish(old, word);
-                            return Entry::Denied(denied);
-                        }
-                        slot.publish(tag, new);
-                        held.state.evicted += 1;
-                        held.state.created += 1;
-                        // One key for another: the count of keys stays.
-                        self.metrics.evicted.increment(1);
-                        return Entry::Inserted(slot);
-                    }
-                    // Taken from since the look: it stays.
-                    slot.publish(old, word);
+                let entry = if free {
+                    self.insert_free(shard, held, (i, tag), &fresh, &mut admit)
+                } else {
+                    let reuse = reusable.take();
+                    reuse.and_then(|old| {
+                        self.insert_idle(held, old, tag, (&fresh, &idle), &mut admit)
+                    })
+                };
+                if let Some(entry) = entry {
+                    return entry;
                 }
             }
             if attempt == 0 {
@@ -373,6 +352,60 @@ impl Table {
             }
         }
         Entry::Full
+    }
+
+    /// [`entry`](Self::entry) in the free slot `i`, if the table and the shard have room.
+    fn insert_free<'a, E>(
+        &'a self,
+        shard: &Shard,
+        held: &mut Held<'_>,
+        (i, tag): (usize, Tag),
+        fresh: impl Fn() -> u64,
+        admit: &mut Option<impl FnOnce() -> Result<(), E>>,
+    ) -> Option<Entry<'a, E>> {
+        if held.state.live >= shard.cap || !self.reserve() {
+            return None;
+        }
+        if let Err(denied) = admitted(admit) {
+            self.release(1);
+            return Some(Entry::Denied(denied));
+        }
+        let slot = self.slot(shard, i);
+        slot.publish(tag, fresh());
+        held.state.live += 1;
+        held.state.created += 1;
+        self.metrics.keys.increment(1.0);
+        Some(Entry::Inserted(slot))
+    }
+
+    /// [`entry`](Self::entry) in the slot of the key `old` the chain's look found idle, if it
+    /// still is once closed.
+    fn insert_idle<'a, E>(
+        &'a self,
+        held: &mut Held<'_>,
+        (slot, old): (&'a Slot, Tag),
+        tag: Tag,
+        (fresh, idle): (impl Fn() -> u64, impl Fn(Tag, u64) -> bool),
+        admit: &mut Option<impl FnOnce() -> Result<(), E>>,
+    ) -> Option<Entry<'a, E>> {
+        // Computed before the close, so that little runs with the slot closed.
+        let new = fresh();
+        let word = slot.close(old, self.nonce(held));
+        if !idle(old, word) {
+            // Taken from since the look: it stays.
+            slot.publish(old, word);
+            return None;
+        }
+        if let Err(denied) = admitted(admit) {
+            slot.publish(old, word);
+            return Some(Entry::Denied(denied));
+        }
+        slot.publish(tag, new);
+        held.state.evicted += 1;
+        held.state.created += 1;
+        // One key for another: the count of keys stays.
+        self.metrics.evicted.increment(1);
+        Some(Entry::Inserted(slot))
     }
 }
 
