@@ -2,8 +2,8 @@
 //! What the size of a decision's result costs a caller that keeps it: a direct `check()` kept
 //! whole (`Result<Allowed, Refused>`, 56 bytes since the outcomes cite nothing for a single
 //! limiter; 80 before), the same decision narrowed to its gauge (`Result<Gauge, Gauge>`, 40
-//! bytes), `is_ok()` only, and governor's whole result, paired in rounds as `benches/paired.rs`
-//! does. A measurement for the design of the outcome types, not a target of its own.
+//! bytes), `is_ok()` only, and governor's whole result, paired in rounds as the `paired*` benches
+//! do (`benches/common/paired.rs`). A measurement for the design of the outcome types, not a target of its own.
 //! `cargo bench -p flowgate-benches --bench result_size`.
 
 mod common;

@@ -118,9 +118,9 @@ macro_rules! side {
             }
 
             /// The plain per-user-per-endpoint table after one more pass over every call: keys
-            /// it holds, and the share of the pass's checks that created their key (the table
-            /// reuses idle keys' slots for new keys, and with these quotas every key is idle by
-            /// its next request).
+            /// it holds, and the share of the pass's checks that created their key (a new key
+            /// takes an idle key's slot on its probe chain unless its home line has a free slot
+            /// to spare, and with these quotas every key is idle by its next request).
             pub fn churn(s: &Side, calls: (&[u32], &[u32])) -> (usize, f64) {
                 let before = s.user_endpoint.stats().created;
                 for from in (0..DRAWS).step_by(super::BATCH) {

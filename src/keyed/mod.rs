@@ -36,9 +36,9 @@
 //! decision changing. flowgate forgets only such buckets, in three ways, none of which ever holds
 //! a shard's lock for more than a bounded number of slots:
 //!
-//! * an insert reuses an idle slot on its key's probe chain, unless its home line has a free
-//!   slot to spare (then idle keys stay, so that an owner back within its interval is found
-//!   rather than inserted again);
+//! * an insert reuses an idle slot on its key's probe chain, unless the table has room and the
+//!   key's home line a free slot to spare (then idle keys stay, so that an owner back within
+//!   its interval is found rather than inserted again);
 //! * an insert into a full shard sweeps the next 64 slots of that shard;
 //! * [`KeyedRateLimiter::sweep`] visits the next `budget` slots of the table (256 per lock hold,
 //!   plus the rest of the shard again in the rare pass where a probe chain wraps around it),

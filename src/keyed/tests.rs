@@ -62,9 +62,10 @@ fn a_new_key_takes_the_slot_of_an_idle_one() {
 /// chain where they are: their owners, back within their interval, are found rather than
 /// inserted again. Each new key is picked to share its home line (four slots) with one or two
 /// idle keys, so an insert that reused the first idle slot of its chain would evict one every
-/// time; none may go.
+/// time; none may go. Past its home line's spare slot an idle key's slot still goes first: a
+/// key homed in a line of three idle keys evicts one (taking any free slot first would not).
 #[test]
-fn an_insert_with_room_in_its_line_evicts_no_idle_key() {
+fn an_insert_evicts_an_idle_key_only_past_its_home_lines_spare_slot() {
     for seed in 0..4 {
         let clock = ManualClock::new();
         let limiter =
@@ -77,29 +78,56 @@ fn an_insert_with_room_in_its_line_evicts_no_idle_key() {
                 .unwrap();
         let table = limiter.store.table();
         let line = |key: u64| table.line_of(limiter.locate(&key).0);
+        // How far from its home slot a held key sits.
+        let offset = |key: u64| {
+            let home = table.home(limiter.locate(&key).0);
+            limiter
+                .position_of(&key)
+                .map(|(_, slot)| slot.wrapping_sub(home))
+        };
         let mut held = std::collections::HashMap::new();
         for key in 0..64 {
             assert!(limiter.check_key(&key).is_ok());
             *held.entry(line(key)).or_insert(0) += 1;
         }
+        // Four keys homed in one line with no key homed in it or the line before; three now.
+        let crowded = (1_000..)
+            .map(line)
+            .find(|&l| l > 0 && !held.contains_key(&l) && !held.contains_key(&(l - 1)))
+            .unwrap();
+        let crowd: Vec<u64> = (1_000..)
+            .filter(|&key| line(key) == crowded)
+            .take(4)
+            .collect();
+        for key in &crowd[..3] {
+            assert!(limiter.check_key(key).is_ok());
+        }
+        held.insert(crowded, 3);
         clock.advance(Duration::from_secs(1));
         let mut new = 0;
-        for key in 64..100_000 {
-            if new == 32 {
-                break;
-            }
-            let count = held.get(&line(key)).copied().unwrap_or(0);
+        for key in 64..1_000 {
+            let l = line(key);
             // One or two keys in the line and none homed in the line before (whose chain could
             // run into it): the new key's free slot leaves the line one to spare.
-            if (1..3).contains(&count) && !held.contains_key(&line(key).wrapping_sub(1)) {
+            let count = held.get(&l).copied().unwrap_or(0);
+            if new < 32 && l > 0 && (1..3).contains(&count) && !held.contains_key(&(l - 1)) {
                 assert!(limiter.check_key(&key).is_ok());
-                *held.entry(line(key)).or_insert(0) += 1;
+                assert!(offset(key).is_some_and(|o| o < 3), "seed {seed}: spilled");
+                *held.entry(l).or_insert(0) += 1;
                 new += 1;
             }
         }
         assert_eq!(new, 32, "seed {seed}");
         assert_eq!(limiter.stats().evicted, 0, "seed {seed}");
-        assert!((0..64).all(|key| limiter.position_of(&key).is_some()));
+        assert_eq!(limiter.len(), 64 + 3 + 32, "seed {seed}");
+        // The fourth key of the crowded line: its free slot would be the line's last.
+        assert!(limiter.check_key(&crowd[3]).is_ok());
+        assert_eq!(limiter.stats().evicted, 1, "seed {seed}");
+        assert_eq!(
+            offset(crowd[3]),
+            Some(0),
+            "seed {seed}: the first idle slot"
+        );
     }
 }
 

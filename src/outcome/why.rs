@@ -12,9 +12,9 @@ use super::Cause;
 /// A word and not a `Cause` and a `bool`: those two bytes would be the only invalid values in a
 /// `Refused`, so `Result<Allowed, Refused>` would keep its tag in one of them, and a caller who
 /// keeps the result would store it byte by byte, padding and all. With no invalid value the
-/// tag is a word of its own, stored whole, which `cargo bench -p flowgate-benches --bench paired_refused`
-/// measures
-/// (BENCHMARKS.md, issue 23's fourth pass).
+/// tag is a word of its own, stored whole, which
+/// `cargo bench -p flowgate-benches --bench paired_refused` measures (BENCHMARKS.md, issue 23's
+/// fourth pass).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct Why(u64);
 

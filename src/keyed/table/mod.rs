@@ -280,10 +280,10 @@ impl Table {
         self.find(tag)
     }
 
-    /// Finds `tag`, or inserts it with the word `fresh()` where it costs the fewest probes: a
-    /// free slot early in its home line, an idle slot of its probe chain, a free slot further
-    /// on, or one made by sweeping part of the shard when it is full (`idle` says which slots
-    /// may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
+    /// Finds `tag`, or inserts it with the word `fresh()`: in a free slot of its home line that
+    /// leaves the line one to spare (idle keys stay for their owners), else in an idle slot of
+    /// its probe chain (probes stay short), else in the free slot further on, else in one made
+    /// by sweeping part of the shard when it is full (`idle` says which slots may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
     /// just before the key would be written, refuses.
     pub(crate) fn entry<'a, E>(
         &'a self,
