@@ -283,8 +283,9 @@ impl Table {
     /// Finds `tag`, or inserts it with the word `fresh()`: in a free slot of its home line that
     /// leaves the line one to spare (idle keys stay for their owners), else in an idle slot of
     /// its probe chain (probes stay short), else in the free slot further on, else in one made
-    /// by sweeping part of the shard when it is full (`idle` says which slots may go). `Full` if there is no room; `Denied` if there is, but `admit`, asked
-    /// just before the key would be written, refuses.
+    /// by sweeping part of the shard when it is full (`idle` says which slots may go). `Full` if
+    /// there is no room; `Denied` if there is, but `admit`, asked just before the key would be
+    /// written, refuses.
     pub(crate) fn entry<'a, E>(
         &'a self,
         shard: &Shard,
