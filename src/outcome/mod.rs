@@ -115,19 +115,38 @@ impl Gauge {
         self.reset
     }
 
+    /// Whether this bucket is tighter than `other`: fewer whole cells
+    /// [`remaining`](Self::remaining), or as many and a longer [`reset`](Self::reset_after).
+    /// An admission of several quotas describes the tightest of them (the first of equals).
+    ///
+    /// ```
+    /// use flowgate::outcome::Gauge;
+    /// // 2 of 10 cells used (8 left) against 8 of 100 used (92 left).
+    /// let (small, large) = (Gauge::new(2, 1, 10, 0), Gauge::new(8, 1, 100, 0));
+    /// assert!(small.is_tighter_than(&large));
+    /// assert!(!large.is_tighter_than(&small));
+    /// // As many left: the longer reset is the tighter.
+    /// let later = Gauge::new(2, 1, 10, 5);
+    /// assert!(later.is_tighter_than(&small) && !small.is_tighter_than(&later));
+    /// assert!(!small.is_tighter_than(&small));
+    /// ```
+    #[inline]
+    pub fn is_tighter_than(&self, other: &Gauge) -> bool {
+        self.tightness() < other.tightness()
+    }
+
+    /// [`is_tighter_than`](Self::is_tighter_than) as one number, the smaller the tighter: what
+    /// a policy set's decision compares, without a branch (see `policy::report`).
+    #[inline(always)]
+    pub(crate) fn tightness(&self) -> u128 {
+        u128::from(self.remaining()) << 64 | u128::from(u64::MAX - self.reset)
+    }
+
     /// Whether at least four fifths of the bucket are in use (Envoy's "near limit"), without a
     /// division.
     pub fn near_limit(&self) -> bool {
         u128::from(self.used) * 5 >= u128::from(self.unit) * u128::from(self.limit) * 4
     }
-}
-
-/// How tight a quota with `remaining` cells and full again in `reset_after_nanos` is, as one
-/// number: the smaller, the tighter (fewer cells left, then the longer reset). What an
-/// admission of several quotas and the legacy rate-limit headers report.
-#[inline(always)]
-pub fn tightness(remaining: u32, reset_after_nanos: u64) -> u128 {
-    u128::from(remaining) << 64 | u128::from(u64::MAX - reset_after_nanos)
 }
 
 /// Why a request was refused.

@@ -139,12 +139,6 @@ impl QuotaState {
         self.quota
     }
 
-    /// [`Gauge::reset_after`] in nanoseconds (the HTTP headers').
-    #[cfg(feature = "tower")]
-    pub(crate) fn reset_after_nanos(&self) -> u64 {
-        self.gauge.reset_after_nanos()
-    }
-
     /// The quota's bucket.
     pub fn gauge(&self) -> Gauge {
         self.gauge

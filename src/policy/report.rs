@@ -11,7 +11,7 @@ use super::layer::Place;
 use super::Allowed;
 use super::MAX_QUOTAS;
 use crate::keyed::Tag;
-use crate::outcome::{tightness, DryRun, Gauge, PolicyQuota, QuotaState};
+use crate::outcome::{DryRun, Gauge, PolicyQuota, QuotaState};
 use crate::quota::Quota;
 
 /// One write to undo if a later quota refuses (or a wait gives its reservation back).
@@ -57,12 +57,15 @@ pub(crate) struct Summary<'a, 'p> {
 }
 
 /// The tightest enforcing quota (fewest cells left, then the longest reset, then the first):
-/// an [`Allowed`] that describes it. Kept without a branch on "none yet" (it starts as the
-/// loosest possible), so that a caller who ignores the report leaves only dead arithmetic.
+/// an [`Allowed`] that describes it. Kept without a branch, even on "none yet" (it starts as
+/// the loosest possible), so that a caller who ignores the report leaves only dead arithmetic:
+/// a choice that skips work behind a branch (the kept quota's cells worked out only once a
+/// second quota comes, the others compared with them by a multiplication) stays alive in every
+/// `is_ok()`, as measured (BENCHMARKS.md, "Policy results").
 pub(crate) struct Tightest {
     by: Option<&'static PolicyQuota>,
     gauge: Gauge,
-    /// The kept quota's [`tightness`] (`u128::MAX` before any).
+    /// The kept quota's [`Gauge::tightness`] (`u128::MAX` before any).
     key: u128,
 }
 
@@ -80,7 +83,7 @@ impl Tightest {
     /// The quota `by`, left as `gauge`: kept if it is the tightest so far.
     #[inline(always)]
     pub(crate) fn offer(&mut self, by: &'static PolicyQuota, gauge: Gauge) {
-        let key = tightness(gauge.remaining(), gauge.reset_after_nanos());
+        let key = gauge.tightness();
         if key < self.key {
             *self = Self {
                 by: Some(by),

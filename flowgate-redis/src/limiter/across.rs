@@ -17,7 +17,7 @@ use crate::failure::Link;
 use crate::nanos;
 use crate::script::{self, Plan, Prepared, Reply, Undo};
 use flowgate::backend::{Failure, Source, Verdict};
-use flowgate::outcome::{tightness, Gauge};
+use flowgate::outcome::Gauge;
 use flowgate::policy::Allowed;
 
 /// A decision across the slots of a cluster: the link to it, the policies, and the reading the
@@ -207,10 +207,9 @@ impl<'a, R: ?Sized> Slots<'a, R> {
             delay = delay.max(nanos(allowed.delay()));
             dry_run = dry_run.or(allowed.dry_run());
             let tighter = allowed.by().is_some()
-                && best.as_ref().is_none_or(|b| {
-                    tightness(allowed.remaining(), nanos(allowed.reset_after()))
-                        < tightness(b.remaining(), nanos(b.reset_after()))
-                });
+                && best
+                    .as_ref()
+                    .is_none_or(|b| allowed.gauge().is_tighter_than(&b.gauge()));
             if tighter || best.is_none() {
                 best = Some(allowed);
             }

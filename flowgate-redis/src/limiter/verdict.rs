@@ -9,7 +9,7 @@ use crate::script::{Dry, Plan, Prepared, Reply};
 use crate::stats::Counters;
 use flowgate::algorithm::Algorithm;
 use flowgate::backend::{Source, Verdict};
-use flowgate::outcome::{tightness, DryRun, Gauge, PolicyQuota, QuotaState};
+use flowgate::outcome::{DryRun, Gauge, PolicyQuota, QuotaState};
 use flowgate::policy::{Allowed, Refused};
 
 /// A decision Redis (or a lease) made, and the script's replies behind it, in the plan's
@@ -216,10 +216,7 @@ fn admitted<R: ?Sized>(
         if policies[p].dry_run {
             continue;
         }
-        let tighter = best.is_none_or(|(_, b)| {
-            tightness(g.remaining(), nanos(g.reset_after()))
-                < tightness(b.remaining(), nanos(b.reset_after()))
-        });
+        let tighter = best.is_none_or(|(_, b)| g.is_tighter_than(&b));
         if tighter {
             best = Some((bucket, g));
         }
