@@ -210,7 +210,24 @@
 //! `flowgate::stream::RateLimited` wraps a `Stream` and `RateLimitedSink` wraps a `Sink`, so
 //! items go on no faster than a limiter allows, each costing one cell or what a cost function
 //! says (bytes for a bandwidth limit). `stream::Over::new(policies, user)` pays a policy set
-//! instead, in process or in Redis. See the `stream` module.
+//! instead, in process or in Redis. They sleep on tokio's timer through `new`, and on any
+//! executor's through `with_timer`; `with_jitter` spreads the retries of adapters refused
+//! together. Here on futures-timer's timer, with no tokio anywhere (the limiter's default clock
+//! keeps real time, as that timer does):
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::{sync::Arc, time::Duration};
+//! use futures_util::StreamExt;
+//! use flowgate::{stream::RateLimited, RateLimiter};
+//!
+//! let rows_per_second = Arc::new(RateLimiter::new("500/s".parse()?));
+//! let rows = futures_util::stream::iter(0..2_000);
+//! let mut paced = RateLimited::with_timer(rows, rows_per_second, futures_timer::Delay::new)
+//!     .with_jitter(Duration::ZERO, Duration::from_millis(5));
+//! while let Some(row) = paced.next().await { /* write it */ }
+//! # Ok(()) }
+//! ```
 //!
 //! # Without `std`
 //!
@@ -361,6 +378,7 @@
 //! | `tower_governor` | `flowgate::http` (feature `tower`) |
 //! | `actix-governor` | `RateLimitLayer::actix()` (feature `actix`) |
 //! | `ratelimit_stream()`, `ratelimit_sink()` | `stream::RateLimited`, `stream::RateLimitedSink` (feature `futures`), items weighted by a cost function |
+//! | `…_with_jitter(jitter)`, any executor's timer | `.with_jitter(min, max)`, `with_timer(inner, limiter, sleep)` |
 //! | `default-features = false` (no_std) | the same: `RateLimiter<FnClock>` on your clock |
 //!
 //! The same limit on both, decided alike on fake clocks (not compiled here: governor is not a

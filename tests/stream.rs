@@ -1,18 +1,19 @@
 //! The `futures` adapters on tokio's paused clock (`TokioClock` follows it), with exact
 //! timings: items go on when the limiter's cells allow and not a nanosecond earlier or later,
 //! costly items pay over time, streams sharing a limiter keep it busy, and dropping an adapter
-//! mid-payment gives the cells back.
+//! mid-payment gives the cells back. And off tokio: on futures-timer's timer with a parking
+//! executor, and on a timer that moves a manual clock (jitter, a sink's inner parts).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flowgate::backend::Backend;
-use flowgate::clock::TokioClock;
-use flowgate::policy::{Policies, Policy};
+use flowgate::clock::{ManualClock, TokioClock};
+use flowgate::policy::{seed_jitter, Policies, Policy};
 use flowgate::stream::{Over, RateLimited, RateLimitedSink};
 use flowgate::RateLimiter;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, Sink, SinkExt, StreamExt};
 use tokio::time::Instant;
 
 fn limiter(quota: &str) -> Arc<RateLimiter<TokioClock>> {
@@ -258,4 +259,131 @@ async fn a_sink_over_a_backend_passes_items_at_the_tightest_quota() {
     })
     .await;
     assert_eq!(seen, [(0, 0), (1, 0), (2, 200), (3, 400)]);
+}
+
+/// Runs `future` to its end on this thread, parking between polls: an executor that is not
+/// tokio's (there is no tokio runtime here: a tokio sleep would panic).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
+
+/// A stream on another executor's timer (futures-timer's, real time) and the default clock:
+/// four items through a burst of 1 at 20 a second take at least three intervals of 50 ms. (An
+/// early wake-up cannot let an item through early: the limiter decides by its own clock and the
+/// adapter asks again.)
+#[test]
+fn a_stream_runs_on_another_executors_timer() {
+    let limiter = Arc::new(RateLimiter::new("20/s burst 1".parse().unwrap()));
+    let start = std::time::Instant::now();
+    let items = RateLimited::with_timer(
+        futures_util::stream::iter(0..4),
+        limiter,
+        futures_timer::Delay::new,
+    );
+    assert_eq!(block_on(items.collect::<Vec<_>>()), [0, 1, 2, 3]);
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(145), "{elapsed:?}");
+}
+
+/// The sleeps a timer was asked for.
+type Asked = Arc<Mutex<Vec<Duration>>>;
+
+/// A timer that moves a manual clock instead of sleeping, and notes each sleep it was asked for:
+/// adapters on it run with no executor and no real time.
+fn manual_timer() -> (
+    ManualClock,
+    Asked,
+    impl FnMut(Duration) -> std::future::Ready<()> + Send + 'static,
+) {
+    let clock = ManualClock::new();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (timer, log) = (clock.clone(), asked.clone());
+    let sleep = move |wait: Duration| {
+        log.lock().unwrap().push(wait);
+        timer.advance(wait);
+        std::future::ready(())
+    };
+    (clock, asked, sleep)
+}
+
+/// With jitter each retry sleeps the refusal's wait (100 ms here) plus a draw from the range,
+/// and the draws differ; without it, exactly the wait.
+#[test]
+fn jitter_lengthens_each_retry_by_a_draw_from_its_range() {
+    for jitter in [
+        None,
+        Some((Duration::from_millis(10), Duration::from_millis(20))),
+    ] {
+        let (clock, asked, sleep) = manual_timer();
+        let limiter = Arc::new(RateLimiter::with_clock(
+            "10/s burst 1".parse().unwrap(),
+            clock,
+        ));
+        let mut items = RateLimited::with_timer(futures_util::stream::iter(0..5), limiter, sleep);
+        if let Some((min, max)) = jitter {
+            seed_jitter(11);
+            items = items.with_jitter(max, min); // either order
+        }
+        let all = items.collect::<Vec<_>>().now_or_never();
+        assert_eq!(all, Some(vec![0, 1, 2, 3, 4]));
+        let asked = asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 4, "{asked:?}");
+        let hundred = Duration::from_millis(100);
+        match jitter {
+            None => assert!(asked.iter().all(|&wait| wait == hundred), "{asked:?}"),
+            Some((min, max)) => {
+                let range = hundred + min..=hundred + max;
+                assert!(asked.iter().all(|wait| range.contains(wait)), "{asked:?}");
+                assert!(asked.windows(2).any(|w| w[0] != w[1]), "{asked:?}");
+            }
+        }
+    }
+}
+
+/// A sink on a manual timer: `get_mut` reaches the inner sink, and `into_inner` hands back the
+/// inner sink with the items sent but not passed on, in order.
+#[test]
+fn a_sink_gives_back_its_inner_sink_and_the_items_it_kept() {
+    let (clock, _, sleep) = manual_timer();
+    let limiter = Arc::new(RateLimiter::with_clock("1/s".parse().unwrap(), clock));
+    let mut sink = RateLimitedSink::with_timer(Vec::<u32>::new(), limiter, sleep);
+    // Sent without waiting for readiness: kept, none paid for yet.
+    for item in [1, 2, 3] {
+        std::pin::Pin::new(&mut sink).start_send(item).unwrap();
+    }
+    sink.get_mut().push(0); // straight to the inner sink, unpaid
+    assert_eq!(sink.get_ref(), &[0]);
+    let (inner, kept) = sink.into_inner();
+    assert_eq!((inner, kept), (vec![0], vec![1, 2, 3]));
+
+    // The same sink flushed pays every item (1 a second after the first) and passes all on.
+    let (clock, _, sleep) = manual_timer();
+    let limiter = Arc::new(RateLimiter::with_clock(
+        "1/s".parse().unwrap(),
+        clock.clone(),
+    ));
+    let mut sink = RateLimitedSink::with_timer(Vec::<u32>::new(), limiter, sleep);
+    let sent = async {
+        for item in [1, 2, 3] {
+            sink.send(item).await.unwrap();
+        }
+        sink.flush().await.unwrap();
+    };
+    assert_eq!(sent.now_or_never(), Some(()));
+    assert_eq!(sink.into_inner(), (vec![1, 2, 3], vec![]));
+    assert_eq!(clock.get(), 2_000_000_000);
 }

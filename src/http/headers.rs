@@ -9,6 +9,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::text::{number, Text};
 
+use crate::clock::nanos;
 use crate::outcome::{Gauge, QuotaState};
 use crate::quota::Quota;
 
@@ -281,7 +282,7 @@ impl Ready {
             map.insert(X_RATELIMIT_REMAINING, number(u64::from(gauge.remaining())));
             map.insert(
                 X_RATELIMIT_RESET,
-                number(ceil_secs(gauge.reset_after_nanos())),
+                number(ceil_secs(nanos(gauge.reset_after()))),
             );
         }
     }

@@ -110,11 +110,6 @@ impl Gauge {
         Duration::from_nanos(self.reset)
     }
 
-    /// [`reset_after`](Self::reset_after) in nanoseconds.
-    pub(crate) fn reset_after_nanos(&self) -> u64 {
-        self.reset
-    }
-
     /// Whether this bucket is tighter than `other`: fewer whole cells
     /// [`remaining`](Self::remaining), or as many and a longer [`reset`](Self::reset_after).
     /// An admission of several quotas describes the tightest of them (the first of equals).

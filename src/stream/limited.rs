@@ -1,7 +1,9 @@
 //! [`RateLimited`]: a `Stream` whose items go on no faster than a limiter allows.
 
+use core::future::Future;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
+use core::time::Duration;
 
 use futures_core::Stream;
 use pin_project_lite::pin_project;
@@ -32,12 +34,24 @@ pin_project! {
 
 impl<S: Stream, P: Payee> RateLimited<S, P, fn(&S::Item) -> u32> {
     /// `inner`'s items, one cell each, no faster than `payee` allows (an
-    /// `Arc<RateLimiter>`, or a backend and request: [`Over`](super::Over)).
+    /// `Arc<RateLimiter>`, or a backend and request: [`Over`](super::Over)), sleeping on
+    /// tokio's timer (feature `tokio`; any other: [`with_timer`](Self::with_timer)).
+    #[cfg(feature = "tokio")]
     pub fn new(inner: S, payee: P) -> Self {
+        Self::with_timer(inner, payee, tokio::time::sleep)
+    }
+
+    /// [`new`](Self::new), sleeping with `sleep`: a future that ends once the duration it is
+    /// given has passed, from any executor's timer (see the [module docs](super#time)).
+    pub fn with_timer<Z, T>(inner: S, payee: P, sleep: Z) -> Self
+    where
+        Z: FnMut(Duration) -> T + Send + 'static,
+        T: Future<Output = ()> + Send + 'static,
+    {
         Self {
             inner,
             cost: |_| 1,
-            payment: Payment::new(payee),
+            payment: Payment::new(payee, sleep),
             held: None,
         }
     }
@@ -55,6 +69,16 @@ impl<S: Stream, P: Payee, F> RateLimited<S, P, F> {
         }
     }
 
+    /// The same stream with each wait before another attempt (a refusal's `retry_after`)
+    /// lengthened by a uniform draw from `[min, max]` (the bounds swapped if given the wrong way
+    /// round), so that streams refused together do not come back together (governor's
+    /// `with_jitter`). The generator is the per-thread one
+    /// [`seed_jitter`](crate::policy::seed_jitter) seeds.
+    pub fn with_jitter(mut self, min: Duration, max: Duration) -> Self {
+        self.payment.jitter(min, max);
+        self
+    }
+
     /// What items are paid to: the limiter, or the backend and request.
     pub fn limiter(&self) -> &P {
         self.payment.payee()
@@ -63,6 +87,11 @@ impl<S: Stream, P: Payee, F> RateLimited<S, P, F> {
     /// The inner stream.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// The inner stream, mutably (taking items from it here skips paying for them).
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
     }
 
     /// The inner stream, and the item pulled from it but not yet yielded (paying for it

@@ -36,8 +36,9 @@
 //! # How an item is paid for
 //! An item takes its cells as they come: [`RateLimiter::check_up_to`] (or
 //! [`Backend::check_up_to`]) takes what the bucket holds (the tightest quota), up to what the
-//! item still owes, and when it holds none the adapter sleeps on tokio's
-//! timer for the refusal's `retry_after` and asks again. So an item costing more than the
+//! item still owes, and when it holds none the adapter sleeps on its timer for the refusal's
+//! `retry_after` (plus a draw of jitter, if [`with_jitter`](RateLimited::with_jitter) asks) and
+//! asks again. So an item costing more than the
 //! burst still passes (over more than one burst's time, at the limiter's rate), and
 //! nothing is ever dropped or refused. With a shaping algorithm the cells may come with a
 //! delay ([`Allowed::delay`](crate::Allowed::delay)), which the adapter sleeps before the item
@@ -57,9 +58,35 @@
 //! stay spent, which can leave cells unused and never admits an item too many.
 //!
 //! # Time
-//! The adapters sleep on tokio's timer, so the limiter's clock must agree with it:
-//! [`TokioClock`](crate::clock::TokioClock) (which also follows a paused test clock), or the
-//! default clock when time is not paused.
+//! [`RateLimited::new`] and [`RateLimitedSink::new`] sleep on tokio's timer (feature `tokio`);
+//! [`with_timer`](RateLimited::with_timer) takes any other: a function from a duration to a
+//! future that ends once it has passed (`futures_timer::Delay::new`, `async_io::Timer::after`
+//! with its output dropped, …), so that the adapters run on any executor. The limiter's clock
+//! must agree with the timer: [`TokioClock`](crate::clock::TokioClock) with tokio's (it also
+//! follows a paused test clock), the default clock with a timer of real time. A timer that moves
+//! a [`ManualClock`](crate::clock::ManualClock) instead of sleeping runs with no executor at all:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use futures_util::{FutureExt, StreamExt};
+//! use flowgate::clock::ManualClock;
+//! use flowgate::stream::RateLimited;
+//! use flowgate::RateLimiter;
+//!
+//! let clock = ManualClock::new();
+//! let limiter = Arc::new(RateLimiter::with_clock("10/s burst 1".parse()?, clock.clone()));
+//! let timer = clock.clone();
+//! let sleep = move |wait: Duration| {
+//!     timer.advance(wait);
+//!     core::future::ready(())
+//! };
+//! let items = RateLimited::with_timer(futures_util::stream::iter(0..3), limiter, sleep);
+//! // Nothing ever waits for real time: the stream ends within one poll.
+//! assert_eq!(items.collect::<Vec<_>>().now_or_never(), Some(vec![0, 1, 2]));
+//! assert_eq!(clock.get(), 200_000_000); // the burst at once, then one every 100 ms
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod limited;
 mod payment;

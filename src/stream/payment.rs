@@ -1,6 +1,6 @@
 //! What an item's cells are paid to ([`Payee`]: a [`RateLimiter`] or a [`Backend`] with the
 //! request naming the buckets, [`Over`]), and [`Payment`]: one item's cost being paid, batch by
-//! batch, sleeping on tokio's timer in between; what both adapters drive.
+//! batch, sleeping on the adapter's timer in between; what both adapters drive.
 
 use core::borrow::Borrow;
 use core::future::Future;
@@ -12,8 +12,36 @@ use std::sync::Arc;
 
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, Verdict};
-use crate::clock::Clock;
+use crate::clock::{nanos, Clock};
+use crate::jitter;
 use crate::{RateLimiter, Receipt};
+
+/// A value reached only through `&mut` (never locked), so that what holds it is `Sync` as long
+/// as the value is `Send`: a backend's call under way, an adapter's timer.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Unshared<T>(std::sync::Mutex<T>);
+
+impl<T> Unshared<T> {
+    fn new(value: T) -> Self {
+        Self(std::sync::Mutex::new(value))
+    }
+
+    fn get(&mut self) -> &mut T {
+        self.0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A sleep under way.
+type Sleeping = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// How an adapter sleeps: the timer it was given, and its sleep under way.
+struct Timer {
+    sleep: Box<dyn FnMut(Duration) -> Sleeping + Send>,
+    sleeping: Option<Sleeping>,
+}
 
 /// What a stream or sink pays its items' cells to: an `Arc<`[`RateLimiter`]`>`, or a
 /// [`Backend`] with one request ([`Over`]). Sealed.
@@ -148,11 +176,9 @@ impl<B: core::fmt::Debug, Q: core::fmt::Debug, R: ?Sized> core::fmt::Debug for O
 }
 
 /// The backend's call under way (one allocation per batch: it owns clones of the backend and
-/// the request, so that it outlives a poll). In a mutex only reached through `&mut` (never
-/// locked), so that an adapter is `Sync` as its parts are.
+/// the request, so that it outlives a poll).
 #[doc(hidden)]
-#[derive(Default)]
-pub struct Call(std::sync::Mutex<Option<Pin<Box<Taking>>>>);
+pub type Call = Unshared<Option<Pin<Box<Taking>>>>;
 
 type Taking = dyn Future<Output = (u32, Verdict)> + Send;
 
@@ -170,10 +196,7 @@ where
         owed: u32,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(u32, Duration), Duration>> {
-        let call = call
-            .0
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let call = call.get();
         let future = call.get_or_insert_with(|| {
             let (backend, request) = (self.backend.clone(), self.request.clone());
             Box::pin(async move { backend.check_up_to(request.borrow(), owed).await })
@@ -196,19 +219,37 @@ pub(super) struct Payment<P: Payee> {
     owed: u32,
     /// What the item under way has taken (given back if it never goes on).
     taken: P::Taken,
-    /// The sleep before the next attempt (a refusal's wait), or before the item goes on (a
-    /// shaper's delay). Boxed: tokio's `Sleep` is not `Unpin`.
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The sleep before the next attempt (a refusal's wait, plus `jitter`), or before the item
+    /// goes on (a shaper's delay).
+    timer: Unshared<Timer>,
+    /// The range of the draw added to each wait before another attempt, in ns.
+    jitter: (u64, u64),
 }
 
 impl<P: Payee> Payment<P> {
-    pub(super) fn new(payee: P) -> Self {
+    /// Paying `payee`, sleeping with `sleep`.
+    pub(super) fn new<Z, F>(payee: P, mut sleep: Z) -> Self
+    where
+        Z: FnMut(Duration) -> F + Send + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let timer = Timer {
+            sleep: Box::new(move |wait| Box::pin(sleep(wait))),
+            sleeping: None,
+        };
         Self {
             payee,
             owed: 0,
             taken: P::Taken::default(),
-            sleep: None,
+            timer: Unshared::new(timer),
+            jitter: (0, 0),
         }
+    }
+
+    /// The same payment, adding a draw from `[min, max]` to each wait before another attempt.
+    pub(super) fn jitter(&mut self, min: Duration, max: Duration) {
+        let (min, max) = (nanos(min), nanos(max));
+        self.jitter = (min.min(max), min.max(max));
     }
 
     /// What is paid.
@@ -218,7 +259,7 @@ impl<P: Payee> Payment<P> {
 
     /// Starts paying `cost` cells for a new item (the last one must be paid).
     pub(super) fn start(&mut self, cost: u32) {
-        debug_assert!(self.owed == 0 && self.sleep.is_none());
+        debug_assert!(self.owed == 0 && self.timer.get().sleeping.is_none());
         self.owed = cost;
         self.taken = P::Taken::default();
     }
@@ -233,11 +274,12 @@ impl<P: Payee> Payment<P> {
     /// (given back on drop, where that can be done) until [`settle`](Self::settle).
     pub(super) fn poll_paid(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            if let Some(sleep) = self.sleep.as_mut() {
-                if sleep.as_mut().poll(cx).is_pending() {
+            let timer = self.timer.get();
+            if let Some(sleeping) = timer.sleeping.as_mut() {
+                if sleeping.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                self.sleep = None;
+                timer.sleeping = None;
             }
             if self.owed == 0 {
                 return Poll::Ready(());
@@ -250,10 +292,16 @@ impl<P: Payee> Payment<P> {
                         self.owed -= k.min(self.owed);
                         delay
                     }
-                    Err(retry_after) => retry_after,
+                    Err(retry_after) => match self.jitter {
+                        (_, 0) => retry_after,
+                        (min, max) => {
+                            retry_after.saturating_add(Duration::from_nanos(jitter::draw(min, max)))
+                        }
+                    },
                 };
             if wait > Duration::ZERO {
-                self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
+                let timer = self.timer.get();
+                timer.sleeping = Some((timer.sleep)(wait));
             }
         }
     }
@@ -271,7 +319,7 @@ impl<P: Payee + core::fmt::Debug> core::fmt::Debug for Payment<P> {
         f.debug_struct("Payment")
             .field("payee", &self.payee)
             .field("owed", &self.owed)
-            .field("sleeping", &self.sleep.is_some())
+            .field("jitter", &self.jitter)
             .finish_non_exhaustive()
     }
 }

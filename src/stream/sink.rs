@@ -1,7 +1,9 @@
 //! [`RateLimitedSink`]: a `Sink` that passes items on no faster than a limiter allows.
 
+use core::future::Future;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
+use core::time::Duration;
 use std::collections::VecDeque;
 
 use futures_sink::Sink;
@@ -36,12 +38,24 @@ pin_project! {
 
 impl<Si, T, P: Payee> RateLimitedSink<Si, T, P, fn(&T) -> u32> {
     /// Passes items on to `inner`, one cell each, no faster than `payee` allows (an
-    /// `Arc<RateLimiter>`, or a backend and request: [`Over`](super::Over)).
+    /// `Arc<RateLimiter>`, or a backend and request: [`Over`](super::Over)), sleeping on
+    /// tokio's timer (feature `tokio`; any other: [`with_timer`](Self::with_timer)).
+    #[cfg(feature = "tokio")]
     pub fn new(inner: Si, payee: P) -> Self {
+        Self::with_timer(inner, payee, tokio::time::sleep)
+    }
+
+    /// [`new`](Self::new), sleeping with `sleep`: a future that ends once the duration it is
+    /// given has passed, from any executor's timer (see the [module docs](super#time)).
+    pub fn with_timer<Z, F>(inner: Si, payee: P, sleep: Z) -> Self
+    where
+        Z: FnMut(Duration) -> F + Send + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
         Self {
             inner,
             cost: |_| 1,
-            payment: Payment::new(payee),
+            payment: Payment::new(payee, sleep),
             held: VecDeque::new(),
             paying: false,
         }
@@ -60,6 +74,13 @@ impl<Si, T, P: Payee, F> RateLimitedSink<Si, T, P, F> {
         }
     }
 
+    /// The same sink with each wait before another attempt lengthened by a uniform draw from
+    /// `[min, max]`, as [`RateLimited::with_jitter`](super::RateLimited::with_jitter) says.
+    pub fn with_jitter(mut self, min: Duration, max: Duration) -> Self {
+        self.payment.jitter(min, max);
+        self
+    }
+
     /// What items are paid to: the limiter, or the backend and request.
     pub fn limiter(&self) -> &P {
         self.payment.payee()
@@ -68,6 +89,17 @@ impl<Si, T, P: Payee, F> RateLimitedSink<Si, T, P, F> {
     /// The inner sink.
     pub fn get_ref(&self) -> &Si {
         &self.inner
+    }
+
+    /// The inner sink, mutably (items sent to it here skip paying).
+    pub fn get_mut(&mut self) -> &mut Si {
+        &mut self.inner
+    }
+
+    /// The inner sink, and the items sent but not yet passed on to it, in order (paying for
+    /// them stops: the cells the first one took are given back).
+    pub fn into_inner(self) -> (Si, Vec<T>) {
+        (self.inner, self.held.into())
     }
 }
 
