@@ -208,6 +208,8 @@ fn a_full_table_makes_room_from_idle_keys_on_insert() {
     let stats = limiter.stats();
     assert!((1..=4).contains(&stats.keys));
     assert_eq!(stats.keys as u64 + stats.evicted, 5);
+    let held = (0..4).filter(|key| limiter.contains_key(key)).count();
+    assert_eq!(held, stats.keys - 1, "the evicted keys are gone");
     assert!(limiter.reset_key(&99), "the new key is held");
 }
 
@@ -222,6 +224,7 @@ fn admit_untracked_answers_as_a_new_bucket_and_keeps_nothing() {
     }
     assert_eq!(limiter.len(), 2);
     assert_eq!(limiter.stats().untracked, 5);
+    assert!(!limiter.contains_key(&3) && limiter.contains_key(&1));
 }
 
 #[test]
@@ -279,10 +282,13 @@ fn zero_cells_and_oversized_requests_create_nothing() {
 #[test]
 fn reset_key_forgets_one_key() {
     let limiter = manual("1/h", 16, WhenFull::Refuse);
+    assert!(!limiter.contains_key(&1), "not before its first admission");
     assert!(limiter.check_key(&1).is_ok());
     assert!(limiter.check_key(&2).is_ok());
     assert!(limiter.check_key(&1).is_err());
+    assert!(limiter.contains_key(&1) && limiter.contains_key(&2));
     assert!(limiter.reset_key(&1));
+    assert!(!limiter.contains_key(&1) && limiter.contains_key(&2));
     assert!(!limiter.reset_key(&1));
     assert!(limiter.check_key(&1).is_ok());
     assert!(limiter.check_key(&2).is_err());
