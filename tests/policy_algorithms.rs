@@ -234,12 +234,12 @@ fn configurations_name_algorithms() {
     let keys = KeyExtractors::new().key("user", |u: &u64, k| {
         k.add(u);
     });
-    let config = |quotas: &str| -> PoliciesConfig {
-        serde_json::from_str(&format!(
+    let parse = |quotas: &str| {
+        serde_json::from_str::<PoliciesConfig>(&format!(
             r#"{{ "policies": [ {{ "name": "per-user", "key": "user", "quotas": {quotas} }} ] }}"#
         ))
-        .unwrap()
     };
+    let config = |quotas: &str| parse(quotas).unwrap();
     let policies = config(r#"["200/10s", "20000/day fixed", "5/min sliding"]"#)
         .build(&keys, ManualClock::new())
         .unwrap();
@@ -247,22 +247,23 @@ fn configurations_name_algorithms() {
         policies.algorithms("per-user").unwrap(),
         [any("200/10s"), any("20000/day fixed"), any("5/min sliding")]
     );
-    let error = config(r#"["100/min burst 20 fixed"]"#)
-        .build(&keys, ManualClock::new())
-        .unwrap_err();
+    // Refused as the file is read, at the value's place.
+    let error = parse(r#"["100/min burst 20 fixed"]"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("algorithm `fixed`"), "{error}");
+    assert!(error.ends_with("at line 1 column 89"), "{error}");
+    let error = parse(r#"["10/min bucket"]"#).unwrap_err().to_string();
+    assert!(error.contains("expected an algorithm"), "{error}");
+    // Made in code, the same quota is refused by `build`, naming the policy and field.
+    let mut made = config(r#"["200/10s"]"#);
+    made.policies[0].quotas[0] = "100/min burst 20 fixed".into();
+    let error = made.build(&keys, ManualClock::new()).unwrap_err();
     assert_eq!(
-        (error.policy.as_str(), error.field.as_str()),
-        ("'per-user'", "quotas[0]")
+        (error.policy.as_deref(), error.field.as_str()),
+        (Some("'per-user'"), "quotas[0]")
     );
     assert!(error.message.contains("`fixed`"), "{}", error.message);
-    let error = config(r#"["10/min bucket"]"#)
-        .build(&keys, ManualClock::new())
-        .unwrap_err();
-    assert!(
-        error.message.contains("expected an algorithm"),
-        "{}",
-        error.message
-    );
     // A reload: new counts are fine, another algorithm family is not, and changes nothing.
     config(r#"["300/10s", "30000/day fixed", "6/min sliding"]"#)
         .apply(&policies)

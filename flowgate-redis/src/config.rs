@@ -4,7 +4,7 @@
 
 use flowgate::clock::Clock;
 use flowgate::policy::{ConfigError, KeyExtractors, PoliciesConfig, PolicyConfig};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::any::{AnyPolicies, BuildRedis};
 use crate::error::RedisConfigError;
@@ -76,10 +76,8 @@ impl Config {
                     ));
                 };
                 let set = builder.build_redis(redis_backend(redis)?);
-                set.map(AnyPolicies::from).map_err(|error| match error {
-                    RedisConfigError::Policy(e) => file.blame(e),
-                    other => ConfigError::setting("redis", other.to_string()),
-                })
+                set.map(AnyPolicies::from)
+                    .map_err(|error| blame(&file, error))
             }
             Some(other) => Err(ConfigError::setting(
                 "backend",
@@ -149,16 +147,20 @@ pub struct RedisConfig {
     pub prefix: Option<String>,
     /// The longest a decision waits for Redis, as a duration ("50ms" if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "checked::<_, DURATION>")]
     pub timeout: Option<String>,
     /// What to decide when Redis does not answer: `"open"` (the default), `"closed"` or
     /// `"local"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "checked::<_, ON_FAILURE>")]
     pub on_failure: Option<String>,
     /// With `on_failure = "closed"`: the retry-after of those refusals ("1s" if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "checked::<_, DURATION>")]
     pub retry_after: Option<String>,
     /// With `on_failure = "local"`: the share of every quota each process keeps, in `(0, 1]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "share")]
     pub local_share: Option<f64>,
     /// Cells per lease and a lease's lifetime (`[10, "100ms"]`); no leases if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,6 +178,42 @@ pub struct RedisConfig {
     pub check_at_start: Option<bool>,
 }
 
+/// What a checked setting holds.
+const DURATION: u8 = 0;
+const ON_FAILURE: u8 = 1;
+
+/// A setting of kind `K` checked as it is read, so that the format's parser reports a bad one
+/// at its line and column (as flowgate checks the policies' values).
+fn checked<'de, D: Deserializer<'de>, const K: u8>(d: D) -> Result<Option<String>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    if let Some(text) = &text {
+        let fine = match K {
+            DURATION => flowgate::quota::parse_duration(text).map_err(|e| e.to_string()),
+            _ => on_failure(text).map(|_| 0),
+        };
+        fine.map_err(|e| serde::de::Error::custom(format!("{text:?}: {e}")))?;
+    }
+    Ok(text)
+}
+
+/// An `on_failure` value's name, if it is one.
+fn on_failure(text: &str) -> Result<&str, String> {
+    match text {
+        "open" | "closed" | "local" => Ok(text),
+        _ => Err("expected \"open\", \"closed\" or \"local\"".into()),
+    }
+}
+
+/// A `local_share`, checked as it is read: in `(0, 1]`.
+fn share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let share = Option::<f64>::deserialize(d)?;
+    if let Some(share) = share.filter(|s| !(*s > 0.0 && *s <= 1.0)) {
+        let message = RedisConfigError::Share(share).to_string();
+        return Err(serde::de::Error::custom(message));
+    }
+    Ok(share)
+}
+
 /// The `breaker` setting of a [`RedisConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -184,6 +222,35 @@ pub enum BreakerConfig {
     Enabled(bool),
     /// Consecutive failures that open it, and its cool-down as a duration (`[3, "100ms"]`).
     Settings(u32, String),
+}
+
+/// A Redis build's error, pointed at its policy or at the `[redis]` setting that caused it.
+fn blame(file: &PoliciesConfig, error: RedisConfigError) -> ConfigError {
+    let at = |policy: &str, field: String| ConfigError {
+        policy: Some(format!("'{policy}'")),
+        field,
+        message: error.to_string(),
+    };
+    let field = match &error {
+        RedisConfigError::Policy(e) => return file.blame(e.clone()),
+        RedisConfigError::BadName {
+            what: "policy",
+            name,
+        } => return at(name, "name".into()),
+        RedisConfigError::WindowTooLong { policy, quota }
+        | RedisConfigError::InitialNotFull { policy, quota } => {
+            return at(policy, format!("quotas[{quota}]"))
+        }
+        RedisConfigError::ShareTooSmall { policy, .. } => return at(policy, "quotas".into()),
+        RedisConfigError::BadName { .. } => "redis.prefix",
+        RedisConfigError::Share(_) | RedisConfigError::LocalLog => "redis.local_share",
+        RedisConfigError::Lease => "redis.lease",
+        RedisConfigError::Timeout => "redis.timeout",
+        RedisConfigError::Breaker => "redis.breaker",
+        RedisConfigError::Client(_) | RedisConfigError::Unreachable { .. } => "redis.url",
+        _ => "redis",
+    };
+    ConfigError::setting(field, error.to_string())
 }
 
 /// The backend a `[redis]` table describes.

@@ -139,10 +139,19 @@ async fn bad_backends_are_errors_naming_the_setting() {
         "backend = \"redis\"\n[redis]\nurl = \"nonsense\"\n{policies}"
     ));
     assert_eq!(bad_url.field, "redis.url");
-    let bad_timeout = error(&format!(
+    // A timeout that is no duration is refused as the file is read, at its line.
+    let bad_timeout = toml::from_str::<Config>(&format!(
         "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\ntimeout = \"soon\"\n{policies}"
     ));
-    assert_eq!(bad_timeout.field, "redis.timeout");
+    let bad_timeout = bad_timeout.unwrap_err().to_string();
+    assert!(
+        bad_timeout.starts_with("TOML parse error at line 4"),
+        "{bad_timeout}"
+    );
+    assert!(
+        bad_timeout.contains("\"soon\": invalid duration"),
+        "{bad_timeout}"
+    );
     let no_share = error(&format!(
         "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\non_failure = \"local\"\n{policies}"
     ));
@@ -152,7 +161,7 @@ async fn bad_backends_are_errors_naming_the_setting() {
     ));
     assert_eq!(
         (zero.field.as_str(), zero.message.as_str()),
-        ("redis", "the timeout is zero")
+        ("redis.timeout", "the timeout is zero")
     );
     // A breaker is `[failures, "cool-down"]` with both above zero, or `true` / `false`.
     for breaker in ["[0, \"1s\"]", "[3, \"0s\"]", "[3, \"soon\"]"] {
@@ -180,8 +189,8 @@ async fn bad_backends_are_errors_naming_the_setting() {
         "backend = \"redis\"\n[redis]\nurl = \"redis://127.0.0.1:1/\"\n[[policies]]\nname = \"p\"\nquotas = []\n",
     );
     assert_eq!(
-        (empty.policy.as_str(), empty.field.as_str()),
-        ("'p'", "quotas")
+        (empty.policy.as_deref(), empty.field.as_str()),
+        (Some("'p'"), "quotas")
     );
     // flowgate alone builds in process only, and says so rather than ignoring the file's
     // backend; its own reader has no `[redis]` table.

@@ -108,8 +108,11 @@ impl core::error::Error for QuotaError {}
 /// Why a quota string was rejected, and where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParseQuotaError {
-    pub(super) kind: ParseQuotaErrorKind,
-    pub(super) position: usize,
+    kind: ParseQuotaErrorKind,
+    position: usize,
+    /// Whether the string was read as a duration ([`parse_duration`](super::parse_duration)),
+    /// not a quota: the message says so.
+    duration: bool,
 }
 
 /// The kinds of [`ParseQuotaError`].
@@ -120,6 +123,8 @@ pub enum ParseQuotaErrorKind {
     Empty,
     /// A whole number was expected (a sign, a decimal point or a letter was found).
     ExpectedCount,
+    /// A number with a fraction (`1.5h`, `2.5/s`): counts are whole (`90m`, `5/2s`).
+    Fraction,
     /// The number is above 4 294 967 295.
     CountTooLarge,
     /// The `/` between count and period is missing.
@@ -154,7 +159,19 @@ pub enum ParseQuotaErrorKind {
 impl ParseQuotaError {
     /// An error of `kind` at byte `position`.
     pub(crate) fn new(kind: ParseQuotaErrorKind, position: usize) -> Self {
-        Self { kind, position }
+        Self {
+            kind,
+            position,
+            duration: false,
+        }
+    }
+
+    /// The same error, of a string read as a duration.
+    pub(super) fn in_duration(self) -> Self {
+        Self {
+            duration: true,
+            ..self
+        }
     }
 
     /// What is wrong.
@@ -187,19 +204,34 @@ impl fmt::Display for ParseQuotaError {
                 "a quota is a rate and a burst; the algorithm is chosen where the quota is used \
                  (a policy's quota, a configuration file)"
             }
-            ParseQuotaErrorKind::Empty => "the quota string is empty",
+            ParseQuotaErrorKind::Empty => "the string is empty",
+            ParseQuotaErrorKind::ExpectedCount if self.duration => "expected a whole number",
             ParseQuotaErrorKind::ExpectedCount => "expected a whole number of cells",
+            ParseQuotaErrorKind::Fraction if self.duration => {
+                "expected a whole number, not a fraction (a smaller unit: `1500us` for `1.5ms`)"
+            }
+            ParseQuotaErrorKind::Fraction => {
+                "expected a whole number, not a fraction (`90m` for `1.5h`, `5/2s` for `2.5/s`)"
+            }
             ParseQuotaErrorKind::CountTooLarge => "the number is above 4294967295",
             ParseQuotaErrorKind::ExpectedSlash => "expected `/` between the count and the period",
             ParseQuotaErrorKind::UnknownUnit => {
                 "expected a time unit (ns, us, ms, s, m or min, h, d or day)"
             }
             ParseQuotaErrorKind::PeriodTooLong => "the period is longer than 584 years",
+            ParseQuotaErrorKind::TrailingInput if self.duration => {
+                "unexpected text after the duration"
+            }
             ParseQuotaErrorKind::TrailingInput => {
                 "unexpected text (only `burst N` and `initial N` may follow the period, once each)"
             }
         };
-        write!(f, "invalid quota string at byte {}: {what}", self.position)
+        let of = if self.duration {
+            "duration"
+        } else {
+            "quota string"
+        };
+        write!(f, "invalid {of} at byte {}: {what}", self.position)
     }
 }
 
@@ -207,9 +239,6 @@ impl core::error::Error for ParseQuotaError {}
 
 impl From<QuotaError> for ParseQuotaError {
     fn from(e: QuotaError) -> Self {
-        Self {
-            kind: ParseQuotaErrorKind::Invalid(e),
-            position: 0,
-        }
+        Self::new(ParseQuotaErrorKind::Invalid(e), 0)
     }
 }

@@ -68,10 +68,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn error(&self, kind: ParseQuotaErrorKind) -> ParseQuotaError {
-        ParseQuotaError {
-            kind,
-            position: self.at,
-        }
+        ParseQuotaError::new(kind, self.at)
     }
 
     /// Takes the longest run of characters matching `pred`.
@@ -90,10 +87,12 @@ impl<'a> Cursor<'a> {
             return Err(self.error(ParseQuotaErrorKind::ExpectedCount));
         }
         // Digits only, so the one possible failure is overflow.
-        digits.parse::<u32>().map_err(|_| ParseQuotaError {
-            kind: ParseQuotaErrorKind::CountTooLarge,
-            position: start,
-        })
+        if self.rest().starts_with(['.', ',']) {
+            return Err(self.error(ParseQuotaErrorKind::Fraction));
+        }
+        digits
+            .parse::<u32>()
+            .map_err(|_| ParseQuotaError::new(ParseQuotaErrorKind::CountTooLarge, start))
     }
 
     fn keyword(&mut self, word: &str) -> bool {
@@ -126,14 +125,14 @@ impl<'a> Cursor<'a> {
             .filter(|_| !(word.starts_with('M') && word.len() <= 2))
             .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(word)))
             .map(|&(_, nanos)| nanos)
-            .ok_or(ParseQuotaError {
-                kind: ParseQuotaErrorKind::UnknownUnit,
-                position: unit_at,
-            })?;
-        multiplier.checked_mul(unit).ok_or(ParseQuotaError {
-            kind: ParseQuotaErrorKind::PeriodTooLong,
-            position: start,
-        })
+            .ok_or(ParseQuotaError::new(
+                ParseQuotaErrorKind::UnknownUnit,
+                unit_at,
+            ))?;
+        multiplier.checked_mul(unit).ok_or(ParseQuotaError::new(
+            ParseQuotaErrorKind::PeriodTooLong,
+            start,
+        ))
     }
 }
 
@@ -143,6 +142,11 @@ impl<'a> Cursor<'a> {
 /// # Errors
 /// A [`ParseQuotaError`] naming what is wrong and where.
 pub fn parse_duration(s: &str) -> Result<u64, ParseQuotaError> {
+    duration(s).map_err(ParseQuotaError::in_duration)
+}
+
+/// [`parse_duration`], its errors worded for quotas.
+fn duration(s: &str) -> Result<u64, ParseQuotaError> {
     let mut cur = Cursor { input: s, at: 0 };
     cur.skip_ws();
     if cur.rest().is_empty() {
@@ -245,10 +249,7 @@ impl<'a> Cursor<'a> {
         self.at += 1;
         let period = self.period()?;
         let invalid = |position: usize| {
-            move |e: QuotaError| ParseQuotaError {
-                kind: ParseQuotaErrorKind::Invalid(e),
-                position,
-            }
+            move |e: QuotaError| ParseQuotaError::new(ParseQuotaErrorKind::Invalid(e), position)
         };
         let mut quota = Quota::from_nanos(count, period).map_err(invalid(0))?;
         let (mut burst, mut initial) = (None, None);
@@ -283,7 +284,16 @@ impl<'a> Cursor<'a> {
             .position(|name| name.eq_ignore_ascii_case(word))
         else {
             self.at = at;
-            return Err(self.error(ParseQuotaErrorKind::UnknownAlgorithm));
+            // `burst` or `initial` again: the quota's own words, said twice.
+            let again = ["burst", "initial"]
+                .iter()
+                .any(|w| w.eq_ignore_ascii_case(word));
+            let kind = if again {
+                ParseQuotaErrorKind::TrailingInput
+            } else {
+                ParseQuotaErrorKind::UnknownAlgorithm
+            };
+            return Err(self.error(kind));
         };
         Ok(match i {
             0 => Named::Gcra,
@@ -325,10 +335,10 @@ impl<'a> Cursor<'a> {
         };
         match (hours, minutes) {
             (Some(h @ 0..=23), Some(m @ 0..=59)) => Ok(sign * (h * 60 + m)),
-            _ => Err(ParseQuotaError {
-                kind: ParseQuotaErrorKind::ExpectedUtcOffset,
-                position: at,
-            }),
+            _ => Err(ParseQuotaError::new(
+                ParseQuotaErrorKind::ExpectedUtcOffset,
+                at,
+            )),
         }
     }
 }
@@ -353,7 +363,7 @@ impl FromStr for Quota {
             Ok(_) => ParseQuotaErrorKind::AlgorithmNotExpected,
             Err(_) => ParseQuotaErrorKind::TrailingInput,
         };
-        Err(ParseQuotaError { kind, position: at })
+        Err(ParseQuotaError::new(kind, at))
     }
 }
 

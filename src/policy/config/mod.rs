@@ -1,7 +1,24 @@
 //! Policy sets from configuration files (feature `serde`): [`PoliciesConfig`] reads from TOML,
 //! JSON or any serde format, with quotas in the core's string grammar (an algorithm's name may
-//! follow a quota: `"20000/day fixed"`; GCRA otherwise), and reports every mistake as a
-//! [`ConfigError`] naming the policy and the field.
+//! follow a quota: `"20000/day fixed"`; GCRA otherwise). A value that is wrong in itself (a
+//! quota, a duration, `when_full`) is refused as it is read, so the format's parser reports it
+//! at its line and column; what only the whole set can tell (an unknown key extractor, a
+//! repeated name) comes from [`build`](PoliciesConfig::build) as a [`ConfigError`] naming the
+//! policy and the field.
+//!
+//! ```
+//! use flowgate::policy::PoliciesConfig;
+//!
+//! let file = "[[policies]]\nname = \"per-user\"\nquotas = [\"200/10s\", \"5000/1.5h\"]\n";
+//! let error = toml::from_str::<PoliciesConfig>(file).unwrap_err().to_string();
+//! assert!(error.starts_with("TOML parse error at line 3, column 10"), "{error}");
+//! assert!(error.contains("\"5000/1.5h\": invalid quota string at byte 6: expected a whole \
+//!                         number, not a fraction"), "{error}");
+//! let json = r#"{ "policies": [{ "name": "api", "quotas": ["0/s"] }] }"#;
+//! let error = serde_json::from_str::<PoliciesConfig>(json).unwrap_err().to_string();
+//! assert!(error.starts_with("\"0/s\": invalid quota: the rate's count is 0"), "{error}");
+//! assert!(error.ends_with("at line 1 column 49"), "{error}");
+//! ```
 //!
 //! ```
 //! use flowgate::clock::ManualClock;
@@ -60,8 +77,11 @@ use super::named::Policy;
 use super::Policies;
 use crate::algorithm::AnyAlgorithm;
 use crate::clock::Clock;
-use crate::keyed::WhenFull;
 use crate::quota::parse_duration;
+
+mod checked;
+
+use checked::{checked_list, checked_option, checked_pair, when_full, DURATION, QUOTA, WHEN_FULL};
 
 /// A policy set as written in a configuration file.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -89,18 +109,21 @@ pub struct PolicyConfig {
     /// Quotas in the quota grammar, each optionally followed by its algorithm: `"200/10s"`,
     /// `"5000/h"`, `"100/s burst 20"`, `"20000/day fixed"`, `"10/min sliding"` (see
     /// [`AnyAlgorithm`]).
+    #[serde(deserialize_with = "checked_list::<_, QUOTA>")]
     pub quotas: Vec<String>,
     /// Dry-run mode: evaluated and counted, never refusing.
     #[serde(default)]
     pub dry_run: bool,
     /// Retry-after jitter, `[min, max]`, as durations: `["1ms", "5ms"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "checked_pair::<_, DURATION>")]
     pub jitter: Option<[String; 2]>,
     /// Keys per table of a keyed policy (65 536 if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_keys: Option<usize>,
     /// `"refuse"` (the default) or `"admit_untracked"`: what a full keyed table does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "checked_option::<_, WHEN_FULL>")]
     pub when_full: Option<String>,
 }
 
@@ -144,13 +167,14 @@ impl<R: ?Sized> fmt::Debug for KeyExtractors<R> {
     }
 }
 
-/// A mistake in a configuration: which policy (by name, or by place if it has none), which
-/// field, and what is wrong.
+/// A mistake in a configuration that only the whole set shows: which policy (by name, or by
+/// place if it has none) or which setting of the file, which field, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    /// The policy: its name, or `#i` for the i-th (from 0) if the name is the problem.
-    pub policy: String,
-    /// The field: `quotas[1]`, `jitter[0]`, `key`, `name`…
+    /// The policy: `'name'`, or `#i` for the i-th (from 0) if the name is the problem; `None`
+    /// for a setting of the whole file (`backend`, `redis.timeout`, `policies`).
+    pub policy: Option<String>,
+    /// The field: `quotas[1]`, `jitter[0]`, `key`, `name`, `redis.local_share`…
     pub field: String,
     /// What is wrong.
     pub message: String,
@@ -158,11 +182,11 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "policy {}, field `{}`: {}",
-            self.policy, self.field, self.message
-        )
+        match &self.policy {
+            Some(policy) => write!(f, "policy {policy}, field `{}`: ", self.field)?,
+            None => write!(f, "setting `{}`: ", self.field)?,
+        }
+        f.write_str(&self.message)
     }
 }
 
@@ -172,7 +196,7 @@ impl ConfigError {
     /// A mistake in a setting of the whole file (`backend`, `redis.…`), not of one policy.
     pub fn setting(field: &str, message: impl Into<String>) -> Self {
         Self {
-            policy: "(all)".into(),
+            policy: None,
             field: field.into(),
             message: message.into(),
         }
@@ -270,7 +294,7 @@ impl PoliciesConfig {
             .find(|name| !self.policies.iter().any(|p| p.name == *name))
         {
             return Err(ConfigError {
-                policy: format!("'{missing}'"),
+                policy: Some(format!("'{missing}'")),
                 field: "name".into(),
                 message: "the running set has this policy and the configuration does not".into(),
             });
@@ -283,21 +307,20 @@ impl PoliciesConfig {
 
     /// A builder's error, pointed at its policy.
     pub fn blame(&self, error: BuildError) -> ConfigError {
+        let named = |policy: &str| Some(format!("'{policy}'"));
         let (policy, field) = match &error {
-            BuildError::NoPolicies => (String::from("(none)"), "policies"),
-            BuildError::NoName { index } => (format!("#{index}"), "name"),
+            BuildError::NoPolicies => (None, "policies"),
+            BuildError::NoName { index } => (Some(format!("#{index}")), "name"),
             BuildError::DuplicateName { policy } | BuildError::UnknownPolicy { policy } => {
-                (format!("'{policy}'"), "name")
+                (named(policy), "name")
             }
-            BuildError::NoQuotas { policy } | BuildError::QuotaCount { policy, .. } => {
-                (format!("'{policy}'"), "quotas")
-            }
-            BuildError::Quota { policy, .. } | BuildError::Incompatible { policy, .. } => {
-                (format!("'{policy}'"), "quotas")
-            }
-            BuildError::TooManyQuotas { .. } => (String::from("(all)"), "quotas"),
-            BuildError::Jitter { policy } => (format!("'{policy}'"), "jitter"),
-            BuildError::Keyed { policy, .. } => (format!("'{policy}'"), "max_keys"),
+            BuildError::NoQuotas { policy }
+            | BuildError::QuotaCount { policy, .. }
+            | BuildError::Quota { policy, .. }
+            | BuildError::Incompatible { policy, .. } => (named(policy), "quotas"),
+            BuildError::TooManyQuotas { .. } => (None, "policies"),
+            BuildError::Jitter { policy } => (named(policy), "jitter"),
+            BuildError::Keyed { policy, .. } => (named(policy), "max_keys"),
         };
         ConfigError {
             policy,
@@ -309,11 +332,11 @@ impl PoliciesConfig {
 
 impl PolicyConfig {
     fn error(&self, index: usize, field: impl Into<String>, message: String) -> ConfigError {
-        let policy = if self.name.is_empty() {
+        let policy = Some(if self.name.is_empty() {
             format!("#{index}")
         } else {
             format!("'{}'", self.name)
-        };
+        });
         ConfigError {
             policy,
             field: field.into(),
@@ -372,18 +395,9 @@ impl PolicyConfig {
         if let Some(max_keys) = self.max_keys {
             policy = policy.max_keys(max_keys);
         }
-        if let Some(when_full) = &self.when_full {
-            policy = policy.when_full(match when_full.as_str() {
-                "refuse" => WhenFull::Refuse,
-                "admit_untracked" => WhenFull::AdmitUntracked,
-                other => {
-                    return Err(self.error(
-                        index,
-                        "when_full",
-                        format!("{other:?}: expected \"refuse\" or \"admit_untracked\""),
-                    ))
-                }
-            });
+        if let Some(text) = &self.when_full {
+            let full = when_full(text).map_err(|e| self.error(index, "when_full", e))?;
+            policy = policy.when_full(full);
         }
         Ok(policy)
     }
