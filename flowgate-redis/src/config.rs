@@ -242,8 +242,9 @@ fn blame(file: &PoliciesConfig, error: RedisConfigError) -> ConfigError {
             return at(policy, format!("quotas[{quota}]"))
         }
         RedisConfigError::ShareTooSmall { policy, .. } => return at(policy, "quotas".into()),
-        RedisConfigError::BadName { .. } => "redis.prefix",
-        RedisConfigError::Share(_) | RedisConfigError::LocalLog => "redis.local_share",
+        RedisConfigError::BadName { what: "prefix", .. } => "redis.prefix",
+        RedisConfigError::Share(_) => "redis.local_share",
+        RedisConfigError::LocalLog => "redis.on_failure",
         RedisConfigError::Lease => "redis.lease",
         RedisConfigError::Timeout => "redis.timeout",
         RedisConfigError::Breaker => "redis.breaker",

@@ -256,9 +256,10 @@ impl<K: ?Sized + Hash, C: Clock, A: Algorithm> KeyedRateLimiter<K, C, A> {
         Ok(algorithm.peek(word, now, n))
     }
 
-    /// Whether the table holds `key`'s bucket now (lock-free, as a decision looks it up): not
-    /// before its first admission, nor after [`reset_key`](Self::reset_key) or its eviction,
-    /// nor for a key admitted untracked ([`WhenFull::AdmitUntracked`]).
+    /// Whether the table holds `key`'s bucket now, found as a decision finds it (lock-free when
+    /// it is there; a miss is confirmed under the shard's lock): not before its first
+    /// admission, nor after [`reset_key`](Self::reset_key) or its eviction, nor for a key
+    /// admitted untracked ([`WhenFull::AdmitUntracked`]).
     pub fn contains_key(&self, key: &K) -> bool {
         self.store.word(self.locate(key).0).is_some()
     }

@@ -123,7 +123,7 @@ pub enum ParseQuotaErrorKind {
     Empty,
     /// A whole number was expected (a sign, a decimal point or a letter was found).
     ExpectedCount,
-    /// A number with a fraction (`1.5h`, `2.5/s`): counts are whole (`90m`, `5/2s`).
+    /// A number with a decimal point (`1.5h`, `2.5/s`): counts are whole (`90m`, `5/2s`).
     Fraction,
     /// The number is above 4 294 967 295.
     CountTooLarge,

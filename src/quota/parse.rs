@@ -87,7 +87,7 @@ impl<'a> Cursor<'a> {
             return Err(self.error(ParseQuotaErrorKind::ExpectedCount));
         }
         // Digits only, so the one possible failure is overflow.
-        if self.rest().starts_with(['.', ',']) {
+        if self.rest().starts_with('.') {
             return Err(self.error(ParseQuotaErrorKind::Fraction));
         }
         digits

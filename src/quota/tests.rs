@@ -257,7 +257,7 @@ fn rejects_bad_strings_with_a_position() {
     assert_eq!(e("-5/s"), (ExpectedCount, 0));
     assert_eq!(e("1.5/s"), (Fraction, 1));
     assert_eq!(e("5000/1.5h"), (Fraction, 6));
-    assert_eq!(e("1,5/s"), (Fraction, 1));
+    assert_eq!(e("1,000/s"), (ExpectedSlash, 1));
     assert_eq!(e("NaN/s"), (ExpectedCount, 0));
     assert_eq!(e("abc"), (ExpectedCount, 0));
     assert_eq!(e("100"), (ExpectedSlash, 3));

@@ -41,8 +41,9 @@ impl<S: Stream, P: Payee> RateLimited<S, P, fn(&S::Item) -> u32> {
         Self::with_timer(inner, payee, tokio::time::sleep)
     }
 
-    /// [`new`](Self::new), sleeping with `sleep`: a future that ends once the duration it is
-    /// given has passed, from any executor's timer (see the [module docs](super#time)).
+    /// `new`, sleeping with `sleep`: a future that ends once the duration it is given has
+    /// passed (never before), from any executor's timer whose futures are `Send` (see the
+    /// [module docs](super#time)).
     pub fn with_timer<Z, T>(inner: S, payee: P, sleep: Z) -> Self
     where
         Z: FnMut(Duration) -> T + Send + 'static,
@@ -95,7 +96,7 @@ impl<S: Stream, P: Payee, F> RateLimited<S, P, F> {
     }
 
     /// The inner stream, and the item pulled from it but not yet yielded (paying for it
-    /// stops: the cells it took are given back).
+    /// stops: the cells it took are given back where that can be done, as on a drop).
     pub fn into_inner(self) -> (S, Option<S::Item>) {
         (self.inner, self.held)
     }

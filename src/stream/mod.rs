@@ -58,13 +58,16 @@
 //! stay spent, which can leave cells unused and never admits an item too many.
 //!
 //! # Time
-//! [`RateLimited::new`] and [`RateLimitedSink::new`] sleep on tokio's timer (feature `tokio`);
+//! `RateLimited::new` and `RateLimitedSink::new` sleep on tokio's timer (feature `tokio`);
 //! [`with_timer`](RateLimited::with_timer) takes any other: a function from a duration to a
-//! future that ends once it has passed (`futures_timer::Delay::new`, `async_io::Timer::after`
-//! with its output dropped, …), so that the adapters run on any executor. The limiter's clock
-//! must agree with the timer: [`TokioClock`](crate::clock::TokioClock) with tokio's (it also
-//! follows a paused test clock), the default clock with a timer of real time. A timer that moves
-//! a [`ManualClock`](crate::clock::ManualClock) instead of sleeping runs with no executor at all:
+//! future that ends once it has passed, never before (`futures_timer::Delay::new`,
+//! `async_io::Timer::after` with its output dropped, …; `Send`, as the adapters are), so that
+//! the adapters run on any executor. A timer that ends early lets a refused item ask again
+//! sooner (and be refused again), but a shaper's delay is not checked again: its item goes on
+//! early. The limiter's clock must agree with the timer: `clock::TokioClock` with tokio's (it
+//! also follows a paused test clock), the default clock with a timer of real time. A timer that
+//! moves a [`ManualClock`](crate::clock::ManualClock) instead of sleeping runs with no executor
+//! at all:
 //!
 //! ```
 //! use std::sync::Arc;

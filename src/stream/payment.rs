@@ -108,7 +108,7 @@ impl<C: Clock, A: Algorithm> Payee for Arc<RateLimiter<C, A>> {
 /// boxed call of the backend, which owns a clone of the backend and of the request (an
 /// `Arc<str>` clones without allocating). A refused batch waits until the set conforms, without
 /// the policy's jitter (which spreads clients, not one stream's batches). The request must be
-/// owned: a set of HTTP requests ([`Inbound`](crate::http::Inbound)) cannot pay a stream.
+/// owned: a set of HTTP requests (`http::Inbound`) cannot pay a stream.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -45,8 +45,9 @@ impl<Si, T, P: Payee> RateLimitedSink<Si, T, P, fn(&T) -> u32> {
         Self::with_timer(inner, payee, tokio::time::sleep)
     }
 
-    /// [`new`](Self::new), sleeping with `sleep`: a future that ends once the duration it is
-    /// given has passed, from any executor's timer (see the [module docs](super#time)).
+    /// `new`, sleeping with `sleep`: a future that ends once the duration it is given has
+    /// passed (never before), from any executor's timer whose futures are `Send` (see the
+    /// [module docs](super#time)).
     pub fn with_timer<Z, F>(inner: Si, payee: P, sleep: Z) -> Self
     where
         Z: FnMut(Duration) -> F + Send + 'static,
@@ -97,9 +98,10 @@ impl<Si, T, P: Payee, F> RateLimitedSink<Si, T, P, F> {
     }
 
     /// The inner sink, and the items sent but not yet passed on to it, in order (paying for
-    /// them stops: the cells the first one took are given back).
-    pub fn into_inner(self) -> (Si, Vec<T>) {
-        (self.inner, self.held.into())
+    /// them stops: the cells the first one took are given back where that can be done, as on
+    /// a drop).
+    pub fn into_inner(self) -> (Si, VecDeque<T>) {
+        (self.inner, self.held)
     }
 }
 
