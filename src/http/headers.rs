@@ -9,8 +9,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::text::{number, Text};
 
-use crate::clock::nanos;
-use crate::outcome::{Gauge, QuotaState};
+use crate::outcome::{tightness, QuotaState};
 use crate::quota::Quota;
 
 /// Which quota headers responses carry (admitted and refused alike).
@@ -153,7 +152,7 @@ pub(crate) struct QuotaHeaders<'s> {
     matched: Option<usize>,
     policy: Text,
     state: Text,
-    tightest: Option<Gauge>,
+    tightest: Option<(u32, u32, u64)>,
     /// The latest `t` (ns) of a quota with no cell left: a refusal's `Retry-After` is never
     /// earlier.
     exhausted_next: u64,
@@ -163,7 +162,7 @@ pub(crate) struct QuotaHeaders<'s> {
 #[derive(Debug)]
 pub(crate) struct Ready {
     draft: Option<(HeaderValue, HeaderValue)>,
-    legacy: Option<Gauge>,
+    legacy: Option<(u32, u32, u64)>,
     /// See [`QuotaHeaders`]: the earliest a refusal's `Retry-After` may point, in ns.
     pub(crate) retry_floor: u64,
 }
@@ -229,12 +228,16 @@ impl<'s> QuotaHeaders<'s> {
                 }
             }
         }
-        let gauge = state.gauge();
-        if self
-            .tightest
-            .map_or(true, |kept| gauge.is_tighter_than(&kept))
-        {
-            self.tightest = Some(gauge);
+        let candidate = tightness(state.gauge().remaining(), state.gauge().reset_after_nanos());
+        let tighter = self.tightest.map_or(true, |(remaining, _, nanos)| {
+            candidate < tightness(remaining, nanos)
+        });
+        if tighter {
+            self.tightest = Some((
+                state.gauge().remaining(),
+                state.gauge().limit(),
+                state.gauge().reset_after_nanos(),
+            ));
         }
     }
 
@@ -277,13 +280,10 @@ impl Ready {
             map.append(RATELIMIT_POLICY, policy);
             map.append(RATELIMIT, state);
         }
-        if let Some(gauge) = self.legacy {
-            map.insert(X_RATELIMIT_LIMIT, number(u64::from(gauge.limit())));
-            map.insert(X_RATELIMIT_REMAINING, number(u64::from(gauge.remaining())));
-            map.insert(
-                X_RATELIMIT_RESET,
-                number(ceil_secs(nanos(gauge.reset_after()))),
-            );
+        if let Some((remaining, limit, reset)) = self.legacy {
+            map.insert(X_RATELIMIT_LIMIT, number(u64::from(limit)));
+            map.insert(X_RATELIMIT_REMAINING, number(u64::from(remaining)));
+            map.insert(X_RATELIMIT_RESET, number(ceil_secs(reset)));
         }
     }
 }

@@ -110,6 +110,12 @@ impl Gauge {
         Duration::from_nanos(self.reset)
     }
 
+    /// [`reset_after`](Self::reset_after) in nanoseconds (the HTTP headers').
+    #[cfg(feature = "tower")]
+    pub(crate) fn reset_after_nanos(&self) -> u64 {
+        self.reset
+    }
+
     /// Whether this bucket is tighter than `other`: fewer whole cells
     /// [`remaining`](Self::remaining), or as many and a longer [`reset`](Self::reset_after).
     /// An admission of several quotas describes the tightest of them (the first of equals).
@@ -134,7 +140,7 @@ impl Gauge {
     /// a policy set's decision compares, without a branch (see `policy::report`).
     #[inline(always)]
     pub(crate) fn tightness(&self) -> u128 {
-        u128::from(self.remaining()) << 64 | u128::from(u64::MAX - self.reset)
+        tightness(self.remaining(), self.reset)
     }
 
     /// Whether at least four fifths of the bucket are in use (Envoy's "near limit"), without a
@@ -142,6 +148,13 @@ impl Gauge {
     pub fn near_limit(&self) -> bool {
         u128::from(self.used) * 5 >= u128::from(self.unit) * u128::from(self.limit) * 4
     }
+}
+
+/// [`Gauge::tightness`] of a bucket with `remaining` cells, full again in `reset` ns (what the
+/// HTTP headers keep of the tightest quota).
+#[inline(always)]
+pub(crate) fn tightness(remaining: u32, reset: u64) -> u128 {
+    u128::from(remaining) << 64 | u128::from(u64::MAX - reset)
 }
 
 /// Why a request was refused.
