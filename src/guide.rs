@@ -215,7 +215,8 @@
 //! together. Here on futures-timer's timer, with no tokio anywhere (the limiter's default clock
 //! keeps real time, as that timer does):
 //!
-//! ```no_run
+#![cfg_attr(feature = "futures", doc = "```no_run")]
+#![cfg_attr(not(feature = "futures"), doc = "```ignore")]
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::{sync::Arc, time::Duration};
 //! use futures_util::StreamExt;
