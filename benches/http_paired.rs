@@ -20,19 +20,17 @@ use common::paired::{median, mode, BATCH};
 use sides::{serve, Sides, CLIENTS};
 use tower::Service;
 
-/// A service every side is: the request and response types of `sides::serve`.
-trait Side:
-    Service<http::Request<()>, Response = http::Response<axum::body::Body>, Error = Infallible>
-{
-}
+/// A service every side is: the request and response types of `sides::serve` (`B` the response
+/// body: axum's, or the layer's around it).
+trait Side<B>: Service<http::Request<()>, Response = http::Response<B>, Error = Infallible> {}
 
-impl<S> Side for S where
-    S: Service<http::Request<()>, Response = http::Response<axum::body::Body>, Error = Infallible>
+impl<S, B> Side<B> for S where
+    S: Service<http::Request<()>, Response = http::Response<B>, Error = Infallible>
 {
 }
 
 /// Times one batch of requests through `service`, ns per request.
-fn batch(service: &mut impl Side, at: &mut usize) -> f64 {
+fn batch<B>(service: &mut impl Side<B>, at: &mut usize) -> f64 {
     let start = Instant::now();
     for _ in 0..BATCH {
         *at = (*at + 1) % CLIENTS;
@@ -42,11 +40,11 @@ fn batch(service: &mut impl Side, at: &mut usize) -> f64 {
 }
 
 /// Medians of the three sides' times and of the per-round overhead ratio.
-fn overhead(
+fn overhead<B, C>(
     rounds: usize,
     bare: &mut sides::Inner,
-    ours: &mut impl Side,
-    theirs: &mut impl Side,
+    ours: &mut impl Side<B>,
+    theirs: &mut impl Side<C>,
 ) -> [f64; 4] {
     let (mut t0, mut t1, mut t2, mut ratio) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut at = [0; 3];

@@ -333,11 +333,44 @@
 //! bucket is an explicit choice (`ClientIp::when_missing(Unkeyed::Shared)`).
 //!
 //! **actix-web** (feature `actix`): `RateLimitLayer::actix()` is the same layer as actix-web
-//! middleware, with the same answers header for header. **gRPC**: a call (content type
+//! middleware, with the same answers header for header. **gRPC**: the layer goes on tonic's
+//! own server (the feature `tonic` reads the peer's address from tonic's `TcpConnectInfo`), or
+//! on an axum router of tonic's routes (`Routes::into_axum_router`). A call (content type
 //! `application/grpc`) is refused as gRPC, `RESOURCE_EXHAUSTED` (`grpc-status: 8`) with the
-//! policy's name and the wait in `RetryInfo`, which tonic clients read. The rest (a cost per
-//! request, bodies, delayed refusals, the layer over Redis) is in the [`flowgate::http`][http]
-//! docs; `cargo run -p flowgate-integration --example http_server` serves three layers.
+//! policy's name and the wait in `RetryInfo`, which tonic clients read.
+//!
+#![cfg_attr(feature = "tonic", doc = "```")]
+#![cfg_attr(not(feature = "tonic"), doc = "```ignore")]
+//! use flowgate::http::{by_client_ip, Inbound, RateLimitLayer};
+//! use flowgate::policy::{Policies, Policy};
+//! use tonic::transport::Server;
+//! # #[derive(Clone)]
+//! # struct GreeterServer;
+//! # impl tonic::server::NamedService for GreeterServer { const NAME: &'static str = "Greeter"; }
+//! # impl tower_service::Service<http::Request<tonic::body::Body>> for GreeterServer {
+//! #     type Response = http::Response<tonic::body::Body>;
+//! #     type Error = std::convert::Infallible;
+//! #     type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+//! #     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> { std::task::Poll::Ready(Ok(())) }
+//! #     fn call(&mut self, _: http::Request<tonic::body::Body>) -> Self::Future { std::future::ready(Ok(http::Response::new(tonic::body::Body::empty()))) }
+//! # }
+//!
+//! let policies = Policies::<Inbound>::builder()
+//!     .policy(Policy::keyed_with("per-client", by_client_ip).quota("100/s".parse()?))
+//!     .build()?;
+//! let server = Server::builder()
+//!     .layer(RateLimitLayer::new(policies))
+//!     .add_service(GreeterServer); // tonic-build's `GreeterServer::new(MyGreeter)`
+//! // In an async main:
+//! let serving = server.serve("127.0.0.1:50051".parse()?);
+//! // serving.await?;
+//! # drop(serving);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The rest (a cost per request, bodies, delayed refusals, the layer over Redis) is in the
+//! [`flowgate::http`][http] docs; `cargo run -p flowgate-integration --example http_server`
+//! serves three layers.
 //!
 #![cfg_attr(feature = "tower", doc = "[http]: crate::http")]
 #![cfg_attr(not(feature = "tower"), doc = "[http]: #http-feature-tower")]

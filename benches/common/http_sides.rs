@@ -86,9 +86,9 @@ pub fn tower_governor_headers() -> TowerGovernorHeaders {
 
 /// One request through `service`, answered at once; whether it was admitted.
 #[inline(always)]
-pub fn serve<S>(service: &mut S, i: usize) -> bool
+pub fn serve<S, B>(service: &mut S, i: usize) -> bool
 where
-    S: Service<Request<()>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<()>, Response = Response<B>, Error = Infallible>,
 {
     let response = crate::common::ready_now(service.call(request(i))).unwrap();
     response.status().is_success()

@@ -12,6 +12,9 @@ mod axum_server;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
+#[path = "support/ruling.rs"]
+mod ruling;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -20,7 +23,7 @@ use axum::routing::get;
 use axum::Router;
 use flowgate::backend::Backend;
 use flowgate::clock::ManualClock;
-use flowgate::http::{ActixRateLimit, ClientIp, HeaderStyle, Inbound, RateLimitLayer};
+use flowgate::http::{ActixRateLimit, ClientIp, HeaderStyle, Inbound, RateLimitLayer, Ruling};
 use flowgate::policy::{Policies, Policy};
 use flowgate_redis::BuildRedis as _;
 use http::StatusCode;
@@ -64,6 +67,12 @@ fn serve_actix<B: Backend<Inbound>>(limit: ActixRateLimit<B>) -> SocketAddr {
                     .wrap(limit.clone())
                     .route("/", web::get().to(|| async { "ok" }))
                     .route("/users/{id}", web::get().to(|| async { "user" }))
+                    .route(
+                        "/ruling",
+                        web::get().to(|r: Option<web::ReqData<Ruling>>| async move {
+                            ruling::describe(r.as_deref())
+                        }),
+                    )
             })
             .workers(1)
             .disable_signals()
@@ -80,6 +89,12 @@ async fn serve_axum(layer: RateLimitLayer<Policies<Inbound, ManualClock>>) -> So
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/users/{id}", get(|| async { "user" }))
+        .route(
+            "/ruling",
+            get(|r: Option<axum::Extension<Ruling>>| async move {
+                ruling::describe(r.as_ref().map(|r| &r.0))
+            }),
+        )
         .route_layer(layer);
     axum_server::serve(app, true).await
 }
@@ -210,4 +225,88 @@ async fn actix_over_redis_says_where_a_decision_came_from() {
     let (status, headers, _) = http_client::get(&client, actix, "/", &forwarded).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers["x-ratelimit-source"], "decided by the buckets");
+}
+
+/// In permissive mode every request reaches the handler with the decision, in actix as in
+/// tower, in process as over Redis: three admissions counting down (the dry-run policy would
+/// refuse from the second), then refusals let through that took nothing (the route's quota
+/// stays at 2), with no rate-limit header; a request without a client address is let through
+/// with its refusal too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permissive_handlers_read_the_same_rulings_everywhere() {
+    let trial = || {
+        Policy::global("trial")
+            .dry_run(true)
+            .quota("1/min".parse().unwrap())
+    };
+    let server = redis_server::RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let backend = server.backend().prefix("ruling").client_time(true);
+    let remote = policies(&clock)
+        .policy(trial())
+        .build_redis(backend)
+        .unwrap();
+    let in_process = || policies(&clock).policy(trial()).build().unwrap();
+    let actix = serve_actix(layer(remote).permissive(true).actix());
+    let actix_here = serve_actix(layer(in_process()).permissive(true).actix());
+    let axum = serve_axum(layer(in_process()).permissive(true)).await;
+
+    let client = http_client::client();
+    let forwarded = [("x-forwarded-for", "192.0.2.1")];
+    let mut bodies = Vec::new();
+    let quotas = |a, b| format!("quotas=per-client-per-route:{a},per-route:{b}");
+    for i in 0..5 {
+        let from_axum = seen(&client, axum, "/ruling", &forwarded).await;
+        let from_actix = seen(&client, actix_here, "/ruling", &forwarded).await;
+        assert_eq!(from_actix, from_axum);
+        let over_redis = seen(&client, actix, "/ruling", &forwarded).await;
+        if i < 4 {
+            assert_eq!(over_redis, from_axum);
+        } else {
+            // A key refused again is answered by the Redis set's local shield, which knows
+            // only the refusing quota.
+            let only = "refused by per-client-per-route quotas=per-client-per-route:0 \
+                        tightest=per-client-per-route dry_run=-";
+            assert_eq!(over_redis.2, only);
+        }
+        assert_eq!(from_axum.0, StatusCode::OK);
+        bodies.push(from_axum);
+    }
+    assert_eq!(
+        bodies[0].2,
+        format!(
+            "admitted {} tightest=per-client-per-route dry_run=-",
+            quotas(2, 4)
+        )
+    );
+    assert_eq!(
+        bodies[1].2,
+        format!(
+            "admitted {} tightest=per-client-per-route dry_run=trial",
+            quotas(1, 3)
+        )
+    );
+    for refused in &bodies[3..] {
+        assert_eq!(
+            refused.2,
+            format!(
+                "refused by per-client-per-route {} tightest=per-client-per-route dry_run=-",
+                quotas(0, 2)
+            )
+        );
+        let headers: Vec<&str> = refused.1.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(headers, ["content-type"], "no rate-limit header");
+    }
+    // The proxy is trusted but a client it does not name cannot be told: let through too.
+    let unknown = seen(
+        &client,
+        axum,
+        "/ruling",
+        &[("x-forwarded-for", "not an address")],
+    )
+    .await;
+    assert_eq!(
+        (unknown.0, unknown.2.as_str()),
+        (StatusCode::OK, "refused 500 quotas= tightest=- dry_run=-")
+    );
 }

@@ -1,13 +1,17 @@
 //! gRPC refusals over real sockets: a tonic service (its messages derived with prost's macro,
-//! no protoc) behind the middleware in an axum router on 127.0.0.1:0, called by a tonic client
-//! over HTTP/2. The client must see `RESOURCE_EXHAUSTED`, the policy's name, and the wait in
-//! `retry-after` and in a `google.rpc.RetryInfo` detail. Quotas run on a manual clock.
+//! no protoc) behind the middleware, on tonic's own server (`Server::builder().layer(...)`) and
+//! in an axum router, on 127.0.0.1:0, called by a tonic client over HTTP/2. The client must see
+//! `RESOURCE_EXHAUSTED`, the policy's name, and the wait in `retry-after` and in a
+//! `google.rpc.RetryInfo` detail. Quotas run on a manual clock.
 
 #[path = "support/http_client.rs"]
 mod http_client;
 
 #[path = "support/axum_server.rs"]
 mod axum_server;
+
+#[path = "support/ruling.rs"]
+mod ruling;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,12 +22,13 @@ use std::time::Duration;
 
 use axum::Router;
 use flowgate::clock::ManualClock;
-use flowgate::http::{Inbound, RateLimitLayer};
+use flowgate::http::{Inbound, RateLimitLayer, Ruling};
 use flowgate::policy::{Policies, Policy};
 use http::uri::PathAndQuery;
 use http::StatusCode;
 use tonic::codec::ProstCodec;
-use tonic::transport::Channel;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
@@ -42,8 +47,16 @@ impl tonic::server::UnaryService<Ping> for Echo {
     type Response = Ping;
     type Future = Pin<Box<dyn Future<Output = Result<tonic::Response<Ping>, Status>> + Send>>;
 
+    /// The text, and the layer's ruling if it attached one.
     fn call(&mut self, request: tonic::Request<Ping>) -> Self::Future {
-        let text = request.into_inner().text;
+        let ruling = request
+            .extensions()
+            .get::<Ruling>()
+            .map(|r| ruling::describe(Some(r)));
+        let mut text = request.into_inner().text;
+        if let Some(ruling) = ruling {
+            text = format!("{text} | {ruling}");
+        }
         Box::pin(async move { Ok(tonic::Response::new(Ping { text })) })
     }
 }
@@ -52,7 +65,16 @@ impl tonic::server::UnaryService<Ping> for Echo {
 #[derive(Clone)]
 struct EchoRoute;
 
-impl tower::Service<http::Request<axum::body::Body>> for EchoRoute {
+impl tonic::server::NamedService for EchoRoute {
+    const NAME: &'static str = "flowgate.test.Echo";
+}
+
+/// Any request body: axum's, or tonic's on its own server.
+impl<B> tower::Service<http::Request<B>> for EchoRoute
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
@@ -61,7 +83,7 @@ impl tower::Service<http::Request<axum::body::Body>> for EchoRoute {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: http::Request<axum::body::Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(ProstCodec::<Ping, Ping>::default());
             Ok(grpc.unary(Echo, request).await)
@@ -91,6 +113,16 @@ async fn serve(
     axum_server::serve(app, connect_info).await
 }
 
+/// The same service on tonic's own server, the layer given to `Server::builder().layer(...)`
+/// (the peer address from tonic's `TcpConnectInfo`).
+async fn serve_tonic(layer: RateLimitLayer<Policies<Inbound, ManualClock>>) -> SocketAddr {
+    let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let address = incoming.local_addr().unwrap();
+    let server = Server::builder().layer(layer).add_service(EchoRoute);
+    tokio::spawn(server.serve_with_incoming(incoming));
+    address
+}
+
 async fn ping(channel: &Channel, text: &str) -> Result<tonic::Response<Ping>, Status> {
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready().await.unwrap();
@@ -115,11 +147,60 @@ async fn channel(address: SocketAddr) -> Channel {
 async fn a_refused_call_is_resource_exhausted_with_its_wait() {
     let clock = ManualClock::new();
     let address = serve(RateLimitLayer::new(policies(&clock)), true).await;
+    refuses_the_third_call(address, &clock).await;
+
+    // Not a gRPC call (no `application/grpc`): the HTTP refusal.
+    let client = http_client::client();
+    let (status, headers, _) =
+        http_client::get(&client, address, PATH, &[] as &[(&str, &str)]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["content-type"], "application/problem+json");
+}
+
+/// On tonic's own server, the layer given to `Server::builder().layer(...)`: the same answers,
+/// each client told by its address (a second client is not refused with the first).
+#[tokio::test]
+async fn tonics_own_server_takes_the_layer() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(policies(&clock)).attach_decisions(true);
+    let address = serve_tonic(layer).await;
+    refuses_the_third_call(address, &clock).await;
+
+    // Another client (a second loopback address) has a bucket of its own: two calls pass
+    // while the first client's bucket has one cell left at most.
+    let connector = tower::service_fn(move |_: http::Uri| async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind("127.0.0.2:0".parse().unwrap())?;
+        let stream = socket.connect(address).await?;
+        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+    });
+    let other = Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect_with_connector(connector)
+        .await
+        .unwrap();
+    // The method's handler reads the decision from the request's extensions.
+    for left in [1, 0] {
+        let answer = ping(&other, "other").await.expect("admitted");
+        let ruling = format!(
+            "admitted quotas=per-client-per-method:{left} tightest=per-client-per-method dry_run=-"
+        );
+        assert_eq!(answer.get_ref().text, format!("other | {ruling}"));
+    }
+    assert_eq!(
+        ping(&other, "other").await.expect_err("refused").code(),
+        Code::ResourceExhausted
+    );
+}
+
+/// Two calls to `address` pass; the third, 10.5 s later, is refused with its wait; after it,
+/// a call passes again.
+async fn refuses_the_third_call(address: SocketAddr, clock: &ManualClock) {
     let channel = channel(address).await;
 
     for i in 0..2 {
         let answer = ping(&channel, "hello").await.expect("admitted");
-        assert_eq!(answer.get_ref().text, "hello", "call {i}");
+        assert!(answer.get_ref().text.starts_with("hello"), "call {i}");
         let remaining = format!("\"per-client-per-method\";r={};t=30", 1 - i);
         let ratelimit = answer.metadata().get("ratelimit").unwrap();
         assert_eq!(ratelimit.to_str().unwrap(), remaining, "call {i}");
@@ -136,13 +217,6 @@ async fn a_refused_call_is_resource_exhausted_with_its_wait() {
     let retry_info = status.get_details_retry_info().expect("RetryInfo detail");
     assert_eq!(retry_info.retry_delay, Some(Duration::from_millis(19_500)));
     assert!(status.metadata().get("ratelimit").is_some());
-
-    // Not a gRPC call (no `application/grpc`): the HTTP refusal.
-    let client = http_client::client();
-    let (status, headers, _) =
-        http_client::get(&client, address, PATH, &[] as &[(&str, &str)]).await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(headers["content-type"], "application/problem+json");
 
     // After the wait, the call passes again.
     clock.advance(Duration::from_millis(19_500));

@@ -8,6 +8,9 @@ mod http_client;
 #[path = "support/axum_server.rs"]
 mod axum_server;
 
+#[path = "support/ruling.rs"]
+mod ruling;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -17,7 +20,8 @@ use axum_server::serve;
 use bytes::Bytes;
 use flowgate::clock::ManualClock;
 use flowgate::http::{
-    by_client_ip, ClientIp, ForwardedHeader, HeaderStyle, Inbound, RateLimitLayer, Refusal, Unkeyed,
+    by_client_ip, ClientIp, ForwardedHeader, HeaderStyle, Inbound, RateLimitLayer, Refusal, Ruling,
+    Unkeyed,
 };
 use flowgate::policy::{Policies, Policy};
 use http::{HeaderMap, Request, StatusCode};
@@ -644,7 +648,7 @@ async fn in_process_the_inner_service_need_not_be_clone() {
     let layer =
         RateLimitLayer::new(policies).client_ip(ClientIp::peer().when_missing(Unkeyed::Shared));
     let mut service = layer.layer(Counting(Rc::clone(&calls)));
-    let first: flowgate::http::ResponseFuture<_, Bytes> =
+    let first: flowgate::http::ResponseFuture<_, Bytes, _> =
         service.ready().await.unwrap().call(Request::new(()));
     assert_eq!(first.await.unwrap().status(), StatusCode::OK);
     let second = service.ready().await.unwrap().call(Request::new(())).await;
@@ -653,5 +657,59 @@ async fn in_process_the_inner_service_need_not_be_clone() {
         calls.get(),
         1,
         "the refused request never reached the service"
+    );
+}
+
+/// A handler finds the decision in the request's extensions only when the layer attaches it:
+/// each quota's cells left (counting down) and the dry-run policy that would have refused;
+/// refusals are still answered by the layer (not permissive), with their headers.
+#[tokio::test]
+async fn handlers_read_the_decision_only_when_attached() {
+    let clock = ManualClock::new();
+    let policies = || {
+        Policies::<Inbound>::builder()
+            .clock(clock.clone())
+            .policy(
+                Policy::global("trial")
+                    .dry_run(true)
+                    .quota("1/min".parse().unwrap()),
+            )
+            .policy(Policy::keyed_with("per-client", by_client_ip).quota("2/min".parse().unwrap()))
+            .build()
+            .unwrap()
+    };
+    let app = |layer: RateLimitLayer<Policies<Inbound, ManualClock>>| {
+        let handler = |r: Option<axum::Extension<Ruling>>| async move {
+            ruling::describe(r.as_ref().map(|r| &r.0))
+        };
+        Router::new().route("/", get(handler)).route_layer(layer)
+    };
+    let attached = serve(
+        app(RateLimitLayer::new(policies()).attach_decisions(true)),
+        true,
+    )
+    .await;
+    let plain = serve(app(RateLimitLayer::new(policies())), true).await;
+    let client = http_client::client();
+
+    let seen = |dry_run, left| {
+        format!("admitted quotas=per-client:{left} tightest=per-client dry_run={dry_run}")
+    };
+    assert_eq!(
+        get_with(&client, attached, "/", &[]).await.body,
+        seen("-", 1)
+    );
+    assert_eq!(
+        get_with(&client, attached, "/", &[]).await.body,
+        seen("trial", 0)
+    );
+    let refused = get_with(&client, attached, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), Some("30"));
+
+    let reply = get_with(&client, plain, "/", &[]).await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (StatusCode::OK, "no ruling")
     );
 }

@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use crate::outcome::policy::{Error, Refused};
 use crate::outcome::Attempt;
-use crate::outcome::{InsufficientCapacity, QuotaState};
+use crate::outcome::{DryRun, InsufficientCapacity, QuotaState};
 use crate::quota::Quota;
 
 pub use verdict::{Failure, Source, Verdict};
@@ -176,6 +176,12 @@ pub trait States {
     /// Forgets the states pushed so far (a decision that went on to refuse, which then
     /// reports the states it refused at).
     fn clear(&mut self);
+
+    /// An admission's first dry-run policy that would have refused (a refusal carries its
+    /// own: [`Refused::dry_run`]). Ignored unless a sink keeps it.
+    fn dry_run(&mut self, dry_run: DryRun) {
+        let _ = dry_run;
+    }
 }
 
 impl States for Vec<QuotaState> {
@@ -208,6 +214,9 @@ pub struct Settled {
     pub source: Source,
     /// As [`Backend::decide`] describes them; empty if they were not asked for.
     pub states: Vec<QuotaState>,
+    /// An admission's first dry-run policy that would have refused, if the backend tells it
+    /// (`None` from [`new`](Self::new)); a refusal carries its own.
+    pub dry_run: Option<DryRun>,
 }
 
 impl Settled {
@@ -225,6 +234,7 @@ impl Settled {
             answer,
             source,
             states,
+            dry_run: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! [`Transform`]: https://docs.rs/actix-web/4/actix_web/dev/trait.Transform.html
 
+use core::convert::Infallible;
 use core::future::{ready, Future, Ready};
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -20,10 +21,10 @@ use actix_web::{Error, HttpResponse};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
-use super::future::{Concluded, Conclusion};
+use super::future::{Concluded, Judged};
 use super::headers::{RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_SOURCE};
 use super::inbound::MatchedRoute;
-use super::service::{judge, unkeyed, Judged};
+use super::service::{judge, unkeyed};
 use super::{peer_addr, Inbound, RateLimitLayer, Shared};
 use crate::backend::Backend;
 
@@ -136,33 +137,20 @@ where
         let client = shared
             .client_ip
             .resolve(peer_addr(head.extensions()), head.headers());
-        if client.is_none() {
-            if let Some((response, delay)) = unkeyed(shared, head.headers()) {
-                return Box::pin(refuse(request, response, delay));
-            }
-        }
+        let judged = match client {
+            None => unkeyed(shared, head.headers()),
+            Some(_) => None,
+        };
         let inner = Rc::clone(&self.inner);
-        match judge(shared, &head, client) {
-            Judged::Admit(headers) => Box::pin(admit(inner.call(request), headers.map(|h| *h))),
-            Judged::Refuse(refused) => {
-                let (response, delay) = *refused;
-                Box::pin(refuse(request, response, delay))
-            }
+        match judged.unwrap_or_else(|| judge(shared, &head, client)) {
             Judged::Pending(pending) => {
                 let shared = Arc::clone(&self.shared);
                 Box::pin(async move {
                     let settled = pending.await;
                     let source = settled.source;
-                    let Concluded(conclusion, header) = shared.conclude(settled, head.headers());
-                    let mut answer = match conclusion {
-                        Conclusion::Admit(headers) => {
-                            actix_web::HttpMessage::extensions_mut(&request).insert(source);
-                            admit(inner.call(request), headers.map(|h| *h)).await
-                        }
-                        Conclusion::Refuse(response, delay) => {
-                            refuse(request, response, delay).await
-                        }
-                    };
+                    let Concluded(judged, header) = shared.conclude(settled, head.headers());
+                    actix_web::HttpMessage::extensions_mut(&request).insert(source);
+                    let mut answer = answer(inner, request, judged).await;
                     if let (Ok(response), Some(header)) = (&mut answer, header) {
                         let one = HeaderMap::from_iter([(X_RATELIMIT_SOURCE, header)]);
                         copy_headers(&one, response.headers_mut());
@@ -170,7 +158,36 @@ where
                     answer
                 })
             }
+            Judged::Admit(headers, ruling) => {
+                Box::pin(answer(inner, request, Judged::Admit(headers, ruling)))
+            }
+            Judged::Refuse(refused) => Box::pin(answer(inner, request, Judged::Refuse(refused))),
         }
+    }
+}
+
+/// What a decision comes to: the inner service's response, with the quota headers added and
+/// the ruling in the request's extensions; or the refusal.
+async fn answer<S, T>(
+    inner: Rc<S>,
+    request: ServiceRequest,
+    judged: Judged<Infallible>,
+) -> Answer<T>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<T>, Error = Error> + 'static,
+{
+    match judged {
+        Judged::Admit(headers, ruling) => {
+            if let Some(ruling) = ruling {
+                actix_web::HttpMessage::extensions_mut(&request).insert(*ruling);
+            }
+            admit(inner.call(request), headers.map(|h| *h)).await
+        }
+        Judged::Refuse(refused) => {
+            let (response, delay) = *refused;
+            refuse(request, response, delay).await
+        }
+        Judged::Pending(never) => match never {},
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`ResponseFuture`]: the service's answer — the inner service's response with the quota
 //! headers added, or a refusal, ready at once or after the configured delay; for a backend
-//! whose decision is pending ([`Defer`]), first the decision.
+//! whose decision is pending ([`Defer`]), first the decision. Its body is a [`ResponseBody`]:
+//! the inner service's, or the refusal's bytes.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -8,21 +9,27 @@ use core::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response};
+use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::headers::Ready;
+use super::refusal::{Answer, Ruling};
 use crate::backend::{AtOnce, Pending, Remote, Settled};
 
 /// What the middleware concludes from a decision, as the sealed [`Defer`] passes it: the
-/// conclusion, and the `X-RateLimit-Source` value if the layer writes one.
-pub struct Concluded(pub(crate) Conclusion, pub(crate) Option<HeaderValue>);
+/// conclusion (never pending), and the `X-RateLimit-Source` value if the layer writes one.
+pub struct Concluded(
+    pub(crate) Judged<core::convert::Infallible>,
+    pub(crate) Option<HeaderValue>,
+);
 
-/// What the middleware concludes from a decision.
-pub(crate) enum Conclusion {
-    /// Go on to the inner service, adding these headers to its response.
-    Admit(Option<Box<Ready>>),
-    /// Answer this, after this delay.
-    Refuse(Response<Bytes>, Option<core::time::Duration>),
+/// What deciding a request came to: the quota headers an admission carries (if the style has
+/// any) and its ruling (if the layer attaches it), the refusal (boxed: the rare answer, and
+/// the admission's result stays small), or a decision still pending.
+pub(crate) enum Judged<P> {
+    Admit(Option<Box<Ready>>, Option<Box<Ruling>>),
+    Refuse(Box<Answer>),
+    Pending(P),
 }
 
 /// How the middleware concludes from a settled decision, given the request's headers.
@@ -45,7 +52,7 @@ where
 pub(crate) use sealed::Hold;
 
 mod sealed {
-    use super::{Conclude, Later, Request, Response};
+    use super::{Conclude, Later, Request, Response, ResponseBody};
 
     /// What [`Defer`](super::Defer) does, out of users' sight.
     pub trait Hold<S: tower_service::Service<Request<Q>>, Q, B> {
@@ -55,7 +62,7 @@ mod sealed {
             inner: &mut S,
             request: Request<Q>,
             conclude: Conclude,
-        ) -> Later<Result<Response<B>, S::Error>>;
+        ) -> Later<Result<Response<ResponseBody<B>>, S::Error>>;
     }
 }
 
@@ -69,7 +76,7 @@ where
     S: tower_service::Service<Request<Q>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send,
     Q: Send + 'static,
-    B: From<Bytes> + Send + 'static,
+    B: Send + 'static,
 {
 }
 
@@ -77,7 +84,12 @@ impl<S, Q, B> sealed::Hold<S, Q, B> for AtOnce
 where
     S: tower_service::Service<Request<Q>, Response = Response<B>>,
 {
-    fn defer(self, _: &mut S, _: Request<Q>, _: Conclude) -> Later<Result<Response<B>, S::Error>> {
+    fn defer(
+        self,
+        _: &mut S,
+        _: Request<Q>,
+        _: Conclude,
+    ) -> Later<Result<Response<ResponseBody<B>>, S::Error>> {
         match self {}
     }
 }
@@ -87,36 +99,41 @@ where
     S: tower_service::Service<Request<Q>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send,
     Q: Send + 'static,
-    B: From<Bytes> + Send + 'static,
+    B: Send + 'static,
 {
     fn defer(
         self,
         inner: &mut S,
         request: Request<Q>,
         conclude: Conclude,
-    ) -> Later<Result<Response<B>, S::Error>> {
+    ) -> Later<Result<Response<ResponseBody<B>>, S::Error>> {
         let clone = inner.clone();
         let mut ready = core::mem::replace(inner, clone);
         Box::pin(async move {
             let settled = self.await;
             let source = settled.source;
-            let Concluded(conclusion, header) = conclude(settled, request.headers());
-            let mut response = match conclusion {
-                Conclusion::Admit(headers) => {
+            let Concluded(judged, header) = conclude(settled, request.headers());
+            let mut response = match judged {
+                Judged::Admit(headers, ruling) => {
                     let mut request = request;
                     request.extensions_mut().insert(source);
-                    let mut response = ready.call(request).await?;
+                    if let Some(ruling) = ruling {
+                        request.extensions_mut().insert(*ruling);
+                    }
+                    let mut response = ready.call(request).await?.map(ResponseBody::inner);
                     if let Some(headers) = headers {
                         headers.write(response.headers_mut());
                     }
                     response
                 }
-                Conclusion::Refuse(response, delay) => {
+                Judged::Refuse(refused) => {
+                    let (response, delay) = *refused;
                     if let Some(delay) = delay {
                         tokio::time::sleep(delay).await;
                     }
-                    response.map(B::from)
+                    response.map(ResponseBody::refusal)
                 }
+                Judged::Pending(never) => match never {},
             };
             if let Some(header) = header {
                 response
@@ -130,23 +147,23 @@ where
 
 pin_project! {
     /// The future of [`RateLimitService`](super::RateLimitService)'s response: `F` the inner
-    /// service's future, `B` the response body.
+    /// service's future, which answers a `Response<B>` or an error `E`.
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct ResponseFuture<F: Future, B> {
+    pub struct ResponseFuture<F, B, E> {
         #[pin]
-        kind: Kind<F, B>,
+        kind: Kind<F, B, E>,
     }
 }
 
 pin_project! {
     #[project = KindProjection]
-    enum Kind<F: Future, B> {
+    enum Kind<F, B, E> {
         // A decision that was pending, and the rest of the response after it (a remote
         // backend's), boxed so that the in-process kinds stay as small as they were.
         Later {
             // `None` once answered: polled again, it stays pending instead of resuming a
             // finished future (which panics).
-            future: Option<Later<F::Output>>,
+            future: Option<Later<Result<Response<ResponseBody<B>>, E>>>,
         },
         Admitted {
             #[pin]
@@ -161,15 +178,15 @@ pin_project! {
         },
         Refused {
             // Boxed: refusals are the rare answer; the future stays the inner one's size.
-            response: Option<Box<Response<B>>>,
+            response: Option<Box<Response<Bytes>>>,
             // Boxed: a timer is large, and most refusals are not delayed.
             delay: Option<Pin<Box<tokio::time::Sleep>>>,
         },
     }
 }
 
-impl<F: Future, B> ResponseFuture<F, B> {
-    pub(crate) fn later(future: Later<F::Output>) -> Self {
+impl<F, B, E> ResponseFuture<F, B, E> {
+    pub(crate) fn later(future: Later<Result<Response<ResponseBody<B>>, E>>) -> Self {
         Self {
             kind: Kind::Later {
                 future: Some(future),
@@ -187,7 +204,7 @@ impl<F: Future, B> ResponseFuture<F, B> {
         }
     }
 
-    pub(crate) fn refused(response: Response<B>, delay: Option<core::time::Duration>) -> Self {
+    pub(crate) fn refused(response: Response<Bytes>, delay: Option<core::time::Duration>) -> Self {
         Self {
             kind: Kind::Refused {
                 response: Some(Box::new(response)),
@@ -197,11 +214,11 @@ impl<F: Future, B> ResponseFuture<F, B> {
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F, B>
+impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
 {
-    type Output = Result<Response<B>, E>;
+    type Output = Result<Response<ResponseBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
@@ -223,11 +240,11 @@ where
                 }
                 let answer = ready!(future.poll(cx));
                 *answered = true;
-                let mut response = answer?;
+                let (mut parts, body) = answer?.into_parts();
                 if let Some(headers) = headers.take() {
-                    headers.write(response.headers_mut());
+                    headers.write(&mut parts.headers);
                 }
-                Poll::Ready(Ok(response))
+                Poll::Ready(Ok(Response::from_parts(parts, ResponseBody::inner(body))))
             }
             KindProjection::Refused { response, delay } => {
                 if let Some(sleep) = delay {
@@ -235,7 +252,7 @@ where
                     *delay = None;
                 }
                 match response.take() {
-                    Some(response) => Poll::Ready(Ok(*response)),
+                    Some(response) => Poll::Ready(Ok(response.map(ResponseBody::refusal))),
                     None => Poll::Pending,
                 }
             }
@@ -243,9 +260,88 @@ where
     }
 }
 
-impl<F: Future, B> core::fmt::Debug for ResponseFuture<F, B> {
+impl<F, B, E> core::fmt::Debug for ResponseFuture<F, B, E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project! {
+    /// The body of [`RateLimitService`](super::RateLimitService)'s responses: the inner
+    /// service's body, or a refusal's bytes. It is an [`http_body::Body`] whenever the inner one
+    /// is, with the same error, so the layer fits any server that takes a body of its own type
+    /// (axum, hyper, tonic's `Server::builder().layer(...)`).
+    pub struct ResponseBody<B> {
+        #[pin]
+        kind: BodyKind<B>,
+    }
+}
+
+pin_project! {
+    #[project = BodyProjection]
+    enum BodyKind<B> {
+        Inner { #[pin] body: B },
+        // `None` once sent. Boxed: a refusal is the rare answer, and a response whose body
+        // is no larger than the inner one's moves as cheaply.
+        Refusal { bytes: Option<Box<Bytes>> },
+    }
+}
+
+impl<B> ResponseBody<B> {
+    fn inner(body: B) -> Self {
+        Self {
+            kind: BodyKind::Inner { body },
+        }
+    }
+
+    fn refusal(bytes: Bytes) -> Self {
+        let bytes = (!bytes.is_empty()).then(|| Box::new(bytes));
+        Self {
+            kind: BodyKind::Refusal { bytes },
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    #[inline]
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            BodyProjection::Inner { body } => body.poll_frame(cx),
+            BodyProjection::Refusal { bytes } => {
+                Poll::Ready(bytes.take().map(|b| Ok(Frame::data(*b))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            BodyKind::Inner { body } => body.is_end_stream(),
+            BodyKind::Refusal { bytes } => bytes.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            BodyKind::Inner { body } => body.size_hint(),
+            BodyKind::Refusal { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+        }
+    }
+}
+
+impl<B: core::fmt::Debug> core::fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.kind {
+            BodyKind::Inner { body } => f.debug_tuple("ResponseBody").field(body).finish(),
+            BodyKind::Refusal { bytes } => f.debug_tuple("ResponseBody").field(bytes).finish(),
+        }
     }
 }
 
@@ -264,7 +360,7 @@ mod tests {
         future.poll(&mut Context::from_waker(&waker))
     }
 
-    type Answer = ResponseFuture<core::future::Ready<Result<Response<Bytes>, ()>>, Bytes>;
+    type Answer = ResponseFuture<core::future::Ready<Result<Response<Bytes>, ()>>, Bytes, ()>;
 
     /// Polled again after answering, every kind stays pending: the admitted one does not poll
     /// its finished inner future (`Ready` would panic), the refused one has nothing left, and
@@ -282,9 +378,44 @@ mod tests {
         assert!(matches!(poll(refused.as_mut()), Poll::Ready(Ok(_))));
         assert!(poll(refused.as_mut()).is_pending());
 
-        let later = Answer::later(Box::pin(async { Ok(Response::new(Bytes::new())) }));
+        let later = Answer::later(Box::pin(async {
+            Ok(Response::new(ResponseBody::inner(Bytes::new())))
+        }));
         let mut later = core::pin::pin!(later);
         assert!(matches!(poll(later.as_mut()), Poll::Ready(Ok(_))));
         assert!(poll(later.as_mut()).is_pending());
+    }
+
+    /// A refusal's body gives its bytes once, with their exact length, then ends; an empty
+    /// one (a gRPC refusal's) is at its end at once; an inner body is passed through.
+    #[test]
+    fn a_refusal_body_sends_its_bytes_once() {
+        let mut body = core::pin::pin!(ResponseBody::<String>::refusal(Bytes::from("no")));
+        assert_eq!(body.size_hint().exact(), Some(2));
+        assert!(!body.is_end_stream());
+        let Poll::Ready(Some(Ok(frame))) = poll_frame(body.as_mut()) else {
+            panic!("no frame");
+        };
+        assert_eq!(frame.into_data().ok(), Some(Bytes::from("no")));
+        assert!(body.is_end_stream());
+        assert!(matches!(poll_frame(body.as_mut()), Poll::Ready(None)));
+
+        let empty = ResponseBody::<String>::refusal(Bytes::new());
+        assert!(empty.is_end_stream());
+        assert_eq!(empty.size_hint().exact(), Some(0));
+
+        let mut inner = core::pin::pin!(ResponseBody::inner(String::from("yes")));
+        assert_eq!(inner.size_hint().exact(), Some(3));
+        let Poll::Ready(Some(Ok(frame))) = poll_frame(inner.as_mut()) else {
+            panic!("no frame");
+        };
+        assert_eq!(frame.into_data().ok(), Some(Bytes::from("yes")));
+    }
+
+    type Polled<B> = Poll<Option<Result<Frame<<B as Body>::Data>, <B as Body>::Error>>>;
+
+    fn poll_frame<B: Body>(body: Pin<&mut B>) -> Polled<B> {
+        let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+        body.poll_frame(&mut Context::from_waker(&waker))
     }
 }

@@ -168,6 +168,7 @@ pub(crate) struct Ready {
 }
 
 impl<'s> QuotaHeaders<'s> {
+    #[inline]
     pub(crate) fn new(style: HeaderStyle, cache: &'s PolicyCache) -> Self {
         Self {
             style,

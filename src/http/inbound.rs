@@ -210,7 +210,8 @@ pub fn by_client_ip(request: &Inbound, key: &mut Key<'_>) {
 }
 
 /// The peer's address from a request's extensions: axum's `ConnectInfo<SocketAddr>` (with the
-/// `axum` feature; serve with `into_make_service_with_connect_info::<SocketAddr>()`), or a
+/// `axum` feature; serve with `into_make_service_with_connect_info::<SocketAddr>()`), tonic's
+/// `TcpConnectInfo` (with the `tonic` feature: tonic's server inserts it), or a
 /// [`SocketAddr`] or an [`IpAddr`] that the connection's service inserted (with plain hyper:
 /// `request.extensions_mut().insert(remote_addr)` in the `service_fn` of each connection).
 #[inline]
@@ -218,6 +219,10 @@ pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(info) = extensions.get::<tonic::transport::server::TcpConnectInfo>() {
+        return info.remote_addr().map(|address| address.ip());
     }
     if let Some(address) = extensions.get::<SocketAddr>() {
         return Some(address.ip());

@@ -1,6 +1,6 @@
 //! HTTP middleware in tower's shape (feature `tower`): [`RateLimitLayer`] wraps any service of
-//! `http` requests whose response body can be made from `Bytes` (axum's `Body`,
-//! `http_body_util::Full`), as axum and plain hyper serve them, and decides each request with a
+//! `http` requests, as axum, hyper and tonic's server serve them (its responses' body is a
+//! [`ResponseBody`]: the inner service's, or a refusal's), and decides each request with a
 //! policy set over [`Inbound`], the request's head: a [`Policies`] set in process, or the same
 //! set decided in Redis (see [Over Redis](#over-redis)); for actix-web, [`RateLimitLayer::actix`].
 //!
@@ -75,7 +75,8 @@
 //! # Client addresses
 //! [`Inbound::client_ip`] is resolved by [`ClientIp`] before the policies run:
 //! * The **peer address** comes from the request's extensions: axum's
-//!   `ConnectInfo<SocketAddr>` (feature `axum`), or a `SocketAddr` / `IpAddr` that a plain
+//!   `ConnectInfo<SocketAddr>` (feature `axum`), tonic's `TcpConnectInfo` (feature `tonic`:
+//!   tonic's server inserts it), or a `SocketAddr` / `IpAddr` that a plain
 //!   hyper server inserts per connection.
 //! * `Forwarded`, `X-Forwarded-For` and `X-Real-IP` are **ignored unless** the operator trusts
 //!   proxies ([`ClientIp::trust`]): any client can write them. With trusted proxies, the chain
@@ -162,11 +163,12 @@ use http::header::HeaderValue;
 pub use actix::{ActixRateLimit, ActixRateLimitService};
 pub use cidr::{Cidr, CidrError};
 pub use client_ip::{ClientIp, ForwardedHeader, Unkeyed};
-pub use future::ResponseFuture;
+pub use future::{ResponseBody, ResponseFuture};
 pub use headers::HeaderStyle;
 pub(crate) use inbound::peer_addr;
 pub use inbound::{by_client_ip, Inbound};
-pub use refusal::Refusal;
+pub use refusal::{Refusal, Ruling};
+use service::Attach;
 pub use service::RateLimitService;
 
 pub use future::Defer;
@@ -195,6 +197,8 @@ pub(crate) struct Shared<B> {
     body: Option<Body>,
     /// Whether responses decided remotely say where the decision came from.
     source_header: bool,
+    /// Whether handlers see the decision, and whether refusals are let through.
+    attach: Attach,
     /// Requests whose client could not be told (shared by every clone of the layer).
     unkeyed: Arc<AtomicU64>,
     /// The same, for the `metrics` feature.
@@ -213,6 +217,7 @@ impl<B> Clone for Shared<B> {
             delay: self.delay,
             body: self.body.clone(),
             source_header: self.source_header,
+            attach: self.attach,
             unkeyed: Arc::clone(&self.unkeyed),
             unkeyed_metric: self.unkeyed_metric.clone(),
         }
@@ -286,6 +291,7 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
                 delay: Duration::ZERO,
                 body: None,
                 source_header: false,
+                attach: Attach::Off,
                 unkeyed: Arc::new(AtomicU64::new(0)),
                 unkeyed_metric: observe::unkeyed_counter(),
             }),
@@ -319,6 +325,52 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// extensions.
     pub fn source_header(mut self, on: bool) -> Self {
         self.shared_mut().source_header = on;
+        self
+    }
+
+    /// Whether the inner service finds the decision in each request's extensions, as a
+    /// [`Ruling`]: the quotas that applied (policy, quota, cells left, reset) and the first
+    /// dry-run policy that would have refused. Off by default: attaching costs an allocation
+    /// per request.
+    ///
+    /// ```
+    /// # use flowgate::http::{by_client_ip, Inbound, RateLimitLayer, Ruling};
+    /// # use flowgate::policy::{Policies, Policy};
+    /// use axum::{routing::get, Extension, Router};
+    ///
+    /// async fn search(Extension(ruling): Extension<Ruling>) -> String {
+    ///     let left = ruling.tightest().map_or(u32::MAX, |quota| quota.gauge().remaining());
+    ///     format!("results ({left} searches left)")
+    /// }
+    /// # let policies = Policies::<Inbound>::builder()
+    /// #     .policy(Policy::keyed_with("per-client", by_client_ip).quota("10/min".parse()?))
+    /// #     .build()?;
+    /// let app: Router = Router::new()
+    ///     .route("/search", get(search))
+    ///     .route_layer(RateLimitLayer::new(policies).attach_decisions(true));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn attach_decisions(mut self, on: bool) -> Self {
+        let shared = self.shared_mut();
+        if shared.attach != Attach::Permissive {
+            shared.attach = if on { Attach::On } else { Attach::Off };
+        }
+        self
+    }
+
+    /// Lets every request through to the inner service, refused or not, with the decision
+    /// attached as a [`Ruling`] ([`Ruling::refusal`] says why the layer would have refused),
+    /// for the handler to decide: a whole layer on trial, or a service that answers refusals
+    /// itself. A refusal takes no cells, so requests let through cost the buckets nothing;
+    /// their responses carry no quota headers and no `Retry-After`. Off by default; turning it
+    /// off leaves decisions attached.
+    pub fn permissive(mut self, on: bool) -> Self {
+        let shared = self.shared_mut();
+        shared.attach = match (on, shared.attach) {
+            (true, _) => Attach::Permissive,
+            (false, Attach::Permissive) => Attach::On,
+            (false, attach) => attach,
+        };
         self
     }
 

@@ -10,7 +10,7 @@ use http::{Response, StatusCode};
 
 use super::headers::{json_string, retry_after_secs, write_retry_after, Ready};
 use super::{grpc, Shared};
-use crate::outcome::{Cause, InsufficientCapacity};
+use crate::outcome::{Cause, DryRun, InsufficientCapacity, QuotaState};
 use crate::policy::Refused;
 
 /// Why a request was answered by the middleware, for a custom body
@@ -123,9 +123,9 @@ impl Refusal {
     /// `grpc-status-details-bin` (a `google.rpc.Status` with a `google.rpc.RetryInfo`, which
     /// tonic reads with `tonic_types::StatusExt::get_details_retry_info`). The quota headers
     /// come as metadata; [`refusal_body`](super::RateLimitLayer::refusal_body) does not apply.
-    /// A tonic server goes behind the layer through axum (`Routes::into_axum_router`), whose
-    /// body type the layer writes refusals in; `integration/tests/grpc.rs` calls one with a tonic
-    /// client.
+    /// The layer goes on tonic's own server (`Server::builder().layer(...)`, with the feature
+    /// `tonic` for the peer's address) or on an axum router of tonic's routes;
+    /// `integration/tests/grpc.rs` calls both with a tonic client.
     ///
     /// ```
     /// # use flowgate::http::Refusal;
@@ -178,6 +178,54 @@ impl fmt::Display for Refusal {
             ),
             Self::Unkeyed(_) => f.write_str("the client's address could not be determined"),
         }
+    }
+}
+
+/// What the layer decided about a request, put in the request's extensions for the inner
+/// service when the layer attaches its decisions ([`RateLimitLayer::attach_decisions`]) or
+/// lets every request through ([`RateLimitLayer::permissive`]). A handler reads it as axum's
+/// `Extension<Ruling>`, actix-web's `ReqData<Ruling>`, or from a tonic request's
+/// `extensions()`.
+///
+/// [`RateLimitLayer::attach_decisions`]: super::RateLimitLayer::attach_decisions
+/// [`RateLimitLayer::permissive`]: super::RateLimitLayer::permissive
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ruling {
+    pub(super) refusal: Option<Refusal>,
+    pub(super) states: Vec<QuotaState>,
+    pub(super) dry_run: Option<DryRun>,
+}
+
+impl Ruling {
+    /// Why the layer would have refused the request: `None` for an admission (`Some` only in
+    /// permissive mode, which lets refused requests through).
+    pub fn refusal(&self) -> Option<&Refusal> {
+        self.refusal.as_ref()
+    }
+
+    /// Every enforcing quota that applied, in evaluation order, as it stands after the
+    /// decision: its policy and quota ([`QuotaState::by`]), cells left and time to the next
+    /// cell; a refusing quota with nothing left. Empty for a request refused before any
+    /// policy ran, or for a full table or an unavailable backend.
+    pub fn quotas(&self) -> &[QuotaState] {
+        &self.states
+    }
+
+    /// The tightest of [`quotas`](Self::quotas) (fewest cells left, then the longest reset),
+    /// as the legacy headers report it.
+    pub fn tightest(&self) -> Option<&QuotaState> {
+        self.states.iter().reduce(|kept, state| {
+            if state.gauge().is_tighter_than(&kept.gauge()) {
+                state
+            } else {
+                kept
+            }
+        })
+    }
+
+    /// The first dry-run policy that would have refused the request, with its wait.
+    pub fn dry_run(&self) -> Option<DryRun> {
+        self.dry_run
     }
 }
 

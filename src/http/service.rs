@@ -8,15 +8,14 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response};
 
-use super::future::{Conclude, Concluded, Conclusion, Defer, Hold as _};
+use super::future::{Conclude, Concluded, Defer, Hold as _, Judged};
 use super::headers::{QuotaHeaders, Ready};
-use super::refusal::{refusal_of, Answer, Refusal};
-use super::{peer_addr, Inbound, ResponseFuture, Shared, Unkeyed};
+use super::refusal::{refusal_of, Refusal, Ruling};
+use super::{peer_addr, Inbound, ResponseBody, ResponseFuture, Shared, Unkeyed};
 use crate::backend::{Backend, Decision, Settled, States};
-use crate::outcome::QuotaState;
+use crate::outcome::{DryRun, QuotaState};
 use crate::policy::Policies;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around another: it decides each
@@ -56,20 +55,69 @@ impl<S, B> RateLimitService<S, B> {
     }
 }
 
-/// The quota headers a decision's states make.
+/// The quota headers a decision's states make, and the [`Ruling`] if the layer attaches it.
 struct Collect<'a, B> {
     shared: &'a Shared<B>,
     headers: QuotaHeaders<'a>,
+    ruling: Option<Box<Ruling>>,
 }
 
 impl<B> States for Collect<'_, B> {
     #[inline]
     fn push(&mut self, state: QuotaState) {
         self.shared.push(&mut self.headers, &state);
+        if let Some(ruling) = &mut self.ruling {
+            ruling.states.push(state);
+        }
     }
 
     fn clear(&mut self) {
         self.headers = QuotaHeaders::new(self.shared.style, &self.shared.cache);
+        if let Some(ruling) = &mut self.ruling {
+            ruling.states.clear();
+        }
+    }
+
+    fn dry_run(&mut self, dry_run: DryRun) {
+        if let Some(ruling) = &mut self.ruling {
+            ruling.dry_run = Some(dry_run);
+        }
+    }
+}
+
+impl<'a, B> Collect<'a, B> {
+    #[inline(always)]
+    fn new(shared: &'a Shared<B>) -> Self {
+        // The ruling first: the headers, made last, are built in place (made before, they
+        // were copied).
+        let ruling = (shared.attach != Attach::Off).then(Box::default);
+        Self {
+            shared,
+            ruling,
+            headers: QuotaHeaders::new(shared.style, &shared.cache),
+        }
+    }
+
+    /// An admission: the quota headers, if the style has any, and the ruling.
+    #[inline(always)]
+    fn admit<P>(self) -> Judged<P> {
+        let headers = self
+            .shared
+            .style
+            .any()
+            .then(|| Box::new(self.headers.finish()));
+        Judged::Admit(headers, self.ruling)
+    }
+
+    /// A refusal, answered with the quota headers as they stand; let through with its ruling
+    /// in permissive mode.
+    fn refuse<P>(self, refusal: Refusal, request: &HeaderMap) -> Judged<P> {
+        let Self {
+            shared,
+            headers,
+            ruling,
+        } = self;
+        shared.refuse(refusal, ruling, || Some(headers.finish()), request)
     }
 }
 
@@ -83,72 +131,78 @@ impl<B> Shared<B> {
         headers.push(state, several);
     }
 
-    /// What a settled decision comes to: the admission's quota headers, or the refusal; and
-    /// the `X-RateLimit-Source` value if the layer writes one.
+    /// The refusal's answer (with the quota headers `quotas` gives), or, in permissive mode,
+    /// the request let through with its ruling.
+    fn refuse<P>(
+        &self,
+        refusal: Refusal,
+        ruling: Option<Box<Ruling>>,
+        quotas: impl FnOnce() -> Option<Ready>,
+        request: &HeaderMap,
+    ) -> Judged<P> {
+        if self.attach == Attach::Permissive {
+            let mut ruling = ruling.unwrap_or_default();
+            if let Refusal::Limited(refused) = refusal {
+                ruling.dry_run = refused.dry_run();
+            }
+            ruling.refusal = Some(refusal);
+            return Judged::Admit(None, Some(ruling));
+        }
+        Judged::Refuse(Box::new(refusal_of(self, &refusal, quotas, request)))
+    }
+
+    /// What a settled decision comes to: the admission's quota headers and ruling, or the
+    /// refusal; and the `X-RateLimit-Source` value if the layer writes one.
     pub(super) fn conclude(&self, settled: Settled, request: &HeaderMap) -> Concluded {
         let source = self.source_header.then(|| settled.source.to_string());
         let header = source.and_then(|source| HeaderValue::try_from(source).ok());
-        Concluded(self.conclusion(settled, request), header)
-    }
-
-    fn conclusion(&self, settled: Settled, request: &HeaderMap) -> Conclusion {
-        let refusal = match settled.answer {
+        let mut collect = Collect::new(self);
+        settled.states.into_iter().for_each(|s| collect.push(s));
+        let judged = match settled.answer {
             Ok(Ok(())) => {
-                let headers = self.style.any().then(|| {
-                    let mut collect = Collect::new(self);
-                    settled.states.into_iter().for_each(|s| collect.push(s));
-                    Box::new(collect.headers.finish())
-                });
-                return Conclusion::Admit(headers);
+                if let Some(dry_run) = settled.dry_run {
+                    collect.dry_run(dry_run);
+                }
+                collect.admit()
             }
-            Ok(Err(refused)) => Refusal::Limited(refused),
-            Err(capacity) => Refusal::Oversized(capacity),
+            // The refusing quota has nothing left in the states (`Settled::new` sees to it).
+            Ok(Err(refused)) => collect.refuse(Refusal::Limited(refused), request),
+            Err(capacity) => collect.refuse(Refusal::Oversized(capacity), request),
         };
-        // The refusing quota has nothing left in the states (`Settled::new` sees to it).
-        let quotas = || {
-            let mut collect = Collect::new(self);
-            settled.states.into_iter().for_each(|s| collect.push(s));
-            Some(collect.headers.finish())
-        };
-        let (response, delay) = refusal_of(self, &refusal, quotas, request);
-        Conclusion::Refuse(response, delay)
+        Concluded(judged, header)
     }
 }
 
-impl<'a, B> Collect<'a, B> {
-    fn new(shared: &'a Shared<B>) -> Self {
-        Self {
-            shared,
-            headers: QuotaHeaders::new(shared.style, &shared.cache),
-        }
-    }
+/// How the layer treats its decisions ([`RateLimitLayer::attach_decisions`] and
+/// [`RateLimitLayer::permissive`]).
+///
+/// [`RateLimitLayer::attach_decisions`]: super::RateLimitLayer::attach_decisions
+/// [`RateLimitLayer::permissive`]: super::RateLimitLayer::permissive
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Attach {
+    /// Decides, and keeps the decision to itself.
+    Off,
+    /// Puts every admission's [`Ruling`] in the request's extensions.
+    On,
+    /// Lets every request through, refused or not, with its ruling.
+    Permissive,
 }
 
-/// A request whose client could not be told: counted, and refused if the rule says so.
+/// A request whose client could not be told: counted, and refused (or let through, in
+/// permissive mode) if the rule says so; `None` to decide it in the shared bucket.
 #[cold]
 #[inline(never)]
-pub(super) fn unkeyed<B>(shared: &Shared<B>, request: &HeaderMap) -> Option<Answer> {
+pub(super) fn unkeyed<B, P>(shared: &Shared<B>, request: &HeaderMap) -> Option<Judged<P>> {
     // Relaxed: a statistic.
     shared.unkeyed.fetch_add(1, Ordering::Relaxed);
     shared.unkeyed_metric.increment(1);
     match shared.client_ip.missing() {
-        Unkeyed::Refuse(status) => Some(refusal_of(
-            shared,
-            &Refusal::Unkeyed(status),
-            || None,
-            request,
-        )),
+        Unkeyed::Refuse(status) => {
+            let ruling = (shared.attach != Attach::Off).then(Box::default);
+            Some(shared.refuse(Refusal::Unkeyed(status), ruling, || None, request))
+        }
         Unkeyed::Shared => None,
     }
-}
-
-/// What deciding a request came to: the quota headers an admission carries (if the style has
-/// any), the refusal (boxed: the rare answer, and the admission's result stays small), or a
-/// decision still pending.
-pub(super) enum Judged<P> {
-    Admit(Option<Box<Ready>>),
-    Refuse(Box<Answer>),
-    Pending(P),
 }
 
 /// Decides `request` (whose client is `client`) through the layer's backend.
@@ -161,19 +215,18 @@ pub(super) fn judge<Q, B: Backend<Inbound>>(
     Inbound::scope(request, client, |inbound| {
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
         let policies: &B = &shared.policies;
-        if !shared.style.any() {
+        if !shared.style.any() && shared.attach == Attach::Off {
             // Nothing to report: a yes or no.
             let answer = match policies.decide(inbound, cost, None::<&mut Collect<'_, B>>) {
                 Decision::Now(answer) => answer,
                 Decision::Pending(pending) => return Judged::Pending(pending),
             };
             let refusal = match answer {
-                Ok(Ok(())) => return Judged::Admit(None),
+                Ok(Ok(())) => return Judged::Admit(None, None),
                 Ok(Err(refused)) => Refusal::Limited(refused),
                 Err(capacity) => Refusal::Oversized(capacity),
             };
-            let answer = refusal_of(shared, &refusal, || None, inbound.headers());
-            return Judged::Refuse(Box::new(answer));
+            return shared.refuse(refusal, None, || None, inbound.headers());
         }
         let mut collect = Collect::new(shared);
         let answer = match policies.decide(inbound, cost, Some(&mut collect)) {
@@ -181,17 +234,22 @@ pub(super) fn judge<Q, B: Backend<Inbound>>(
             Decision::Pending(pending) => return Judged::Pending(pending),
         };
         let refusal = match answer {
-            Ok(Ok(())) => return Judged::Admit(Some(Box::new(collect.headers.finish()))),
+            Ok(Ok(())) if shared.style.any() => {
+                return Judged::Admit(Some(Box::new(collect.headers.finish())), collect.ruling)
+            }
+            Ok(Ok(())) => return Judged::Admit(None, collect.ruling),
             Ok(Err(refused)) => Refusal::Limited(refused),
             Err(capacity) => Refusal::Oversized(capacity),
         };
-        let quotas = || Some(collect.headers.finish());
-        Judged::Refuse(Box::new(refusal_of(
-            shared,
-            &refusal,
-            quotas,
+        let Collect {
+            headers, ruling, ..
+        } = collect;
+        shared.refuse(
+            refusal,
+            ruling,
+            || Some(headers.finish()),
             inbound.headers(),
-        )))
+        )
     })
 }
 
@@ -206,32 +264,39 @@ where
     S: tower_service::Service<Request<ReqBody>, Response = Response<ResBody>>,
     B: Backend<Inbound>,
     B::Pending: Defer<S, ReqBody, ResBody>,
-    ResBody: From<Bytes>,
 {
-    type Response = Response<ResBody>;
+    type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResBody>;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let shared = &*self.shared;
         let client = shared
             .client_ip
             .resolve(peer_addr(request.extensions()), request.headers());
-        if client.is_none() {
-            if let Some((response, delay)) = unkeyed(shared, request.headers()) {
-                return ResponseFuture::refused(response.map(ResBody::from), delay);
+        let judged = match client {
+            None => unkeyed(shared, request.headers()),
+            Some(_) => None,
+        };
+        let judged = match judged {
+            Some(judged) => judged,
+            None => judge(shared, &request, client),
+        };
+        match judged {
+            Judged::Admit(headers, ruling) => {
+                if let Some(ruling) = ruling {
+                    request.extensions_mut().insert(*ruling);
+                }
+                ResponseFuture::admitted(self.inner.call(request), headers)
             }
-        }
-        match judge(shared, &request, client) {
-            Judged::Admit(headers) => ResponseFuture::admitted(self.inner.call(request), headers),
             Judged::Refuse(refused) => {
                 let (response, delay) = *refused;
-                ResponseFuture::refused(response.map(ResBody::from), delay)
+                ResponseFuture::refused(response, delay)
             }
             Judged::Pending(pending) => {
                 let conclude = concluding(&self.shared);

@@ -44,8 +44,7 @@ impl<R: ?Sized + 'static, C: Clock + Send + Sync + 'static> Backend<R> for Polic
             self.inspect_at(request, now(), |state| states.push(state));
             return Decision::Now(Ok(Ok(())));
         }
-        let visit = Visit(|state: QuotaState| states.push(state));
-        let answer = Policies::decide(self, request, n, now, visit);
+        let answer = Policies::decide(self, request, n, now, Visit(&mut *states));
         if !matches!(answer, Ok(Ok(()))) {
             // Every quota as it stood at the decision's own reading (too many cells read none),
             // the refusing one with nothing left for the request.

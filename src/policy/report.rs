@@ -10,6 +10,7 @@ use arrayvec::ArrayVec;
 use super::layer::Place;
 use super::Allowed;
 use super::MAX_QUOTAS;
+use crate::backend::States;
 use crate::keyed::Tag;
 use crate::outcome::{DryRun, Gauge, PolicyQuota, QuotaState};
 use crate::quota::Quota;
@@ -128,11 +129,13 @@ impl<'p> Report<'p> for Silent {
     fn finish(self, _: Summary<'_, 'p>) {}
 }
 
-/// Every enforcing quota's state, in evaluation order, to `visit` (headers that list them).
-/// A refused decision has visited the quotas before the refusing one: the caller discards them.
-pub(crate) struct Visit<F>(pub(crate) F);
+/// Every enforcing quota's state, in evaluation order, and the first dry-run policy that would
+/// have refused, to a [`States`] sink (headers that list them, a handler's view of the
+/// decision). A refused decision has visited the quotas before the refusing one: the caller
+/// discards them.
+pub(crate) struct Visit<'s, S>(pub(crate) &'s mut S);
 
-impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
+impl<'p, S: States> Report<'p> for Visit<'_, S> {
     type Output = ();
 
     #[inline]
@@ -143,9 +146,14 @@ impl<'p, F: FnMut(QuotaState)> Report<'p> for Visit<F> {
         next: impl Fn() -> u64,
     ) {
         let (gauge, quota) = state();
-        (self.0)(QuotaState::new(place.by, quota, gauge).next_after(next()));
+        self.0
+            .push(QuotaState::new(place.by, quota, gauge).next_after(next()));
     }
 
     #[inline(always)]
-    fn finish(self, _: Summary<'_, 'p>) {}
+    fn finish(self, summary: Summary<'_, 'p>) {
+        if let Some(dry_run) = summary.dry_run {
+            self.0.dry_run(dry_run);
+        }
+    }
 }

@@ -161,12 +161,16 @@ async fn settle<R: ?Sized, C: Clock>(
     if let (true, Some(decided)) = (want, &decided) {
         verdict::states(&shared.policies, plan, decided, |state| states.push(state));
     }
-    let answer = match oversized {
-        Some(capacity) => Err(capacity),
+    let (answer, dry_run) = match oversized {
+        Some(capacity) => (Err(capacity), None),
         None => {
             shared.link.counters.decided(verdict.is_allowed());
-            Ok(verdict.outcome().map(drop))
+            let outcome = verdict.outcome();
+            let dry_run = outcome.as_ref().ok().and_then(|allowed| allowed.dry_run());
+            (Ok(outcome.map(drop)), dry_run)
         }
     };
-    Settled::new(answer, verdict.source(), states)
+    let mut settled = Settled::new(answer, verdict.source(), states);
+    settled.dry_run = dry_run;
+    settled
 }
