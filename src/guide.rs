@@ -332,6 +332,38 @@
 //! problem body before any policy runs, and counts it (`RateLimitLayer::unkeyed`); one shared
 //! bucket is an explicit choice (`ClientIp::when_missing(Unkeyed::Shared)`).
 //!
+//! ## The decision in the handler
+//!
+//! `RateLimitLayer::attach_decisions(true)` puts the decision in each admitted request's
+//! extensions, as a `flowgate::http::Ruling`: every enforcing quota that applied with its cells
+//! left, the tightest, and the first dry-run policy that would have refused. axum reads it as
+//! `Extension<Ruling>`, actix-web as `ReqData<Ruling>`, tonic from the request's
+//! `extensions()`. `permissive(true)` lets every request through with its ruling, refusals
+//! included (`Ruling::refusal`), for the handler to decide; a refusal takes no cells.
+//!
+#![cfg_attr(feature = "axum", doc = "```")]
+#![cfg_attr(not(feature = "axum"), doc = "```ignore")]
+//! use axum::{routing::get, Extension, Router};
+//! use flowgate::http::{by_client_ip, Inbound, RateLimitLayer, Ruling};
+//! use flowgate::policy::{Policies, Policy};
+//!
+//! async fn search(Extension(ruling): Extension<Ruling>) -> String {
+//!     match (ruling.refusal(), ruling.tightest()) {
+//!         (Some(refusal), _) => format!("degraded results ({refusal})"),
+//!         (None, Some(quota)) => format!("results ({} searches left)", quota.gauge().remaining()),
+//!         (None, None) => "results".into(),
+//!     }
+//! }
+//!
+//! let policies = Policies::<Inbound>::builder()
+//!     .policy(Policy::keyed_with("per-client", by_client_ip).quota("10/min".parse()?))
+//!     .build()?;
+//! let app: Router = Router::new()
+//!     .route("/search", get(search))
+//!     .route_layer(RateLimitLayer::new(policies).permissive(true));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! **actix-web** (feature `actix`): `RateLimitLayer::actix()` is the same layer as actix-web
 //! middleware, with the same answers header for header. **gRPC**: the layer goes on tonic's
 //! own server (the feature `tonic` reads the peer's address from tonic's `TcpConnectInfo`), or

@@ -331,25 +331,8 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// Whether the inner service finds the decision in each request's extensions, as a
     /// [`Ruling`]: the quotas that applied (policy, quota, cells left, reset) and the first
     /// dry-run policy that would have refused. Off by default: attaching costs an allocation
-    /// per request.
-    ///
-    /// ```
-    /// # use flowgate::http::{by_client_ip, Inbound, RateLimitLayer, Ruling};
-    /// # use flowgate::policy::{Policies, Policy};
-    /// use axum::{routing::get, Extension, Router};
-    ///
-    /// async fn search(Extension(ruling): Extension<Ruling>) -> String {
-    ///     let left = ruling.tightest().map_or(u32::MAX, |quota| quota.gauge().remaining());
-    ///     format!("results ({left} searches left)")
-    /// }
-    /// # let policies = Policies::<Inbound>::builder()
-    /// #     .policy(Policy::keyed_with("per-client", by_client_ip).quota("10/min".parse()?))
-    /// #     .build()?;
-    /// let app: Router = Router::new()
-    ///     .route("/search", get(search))
-    ///     .route_layer(RateLimitLayer::new(policies).attach_decisions(true));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
+    /// per request. The [guide](crate::guide#the-decision-in-the-handler) shows a handler
+    /// reading it.
     pub fn attach_decisions(mut self, on: bool) -> Self {
         let shared = self.shared_mut();
         if shared.attach != Attach::Permissive {
