@@ -168,7 +168,6 @@ pub use headers::HeaderStyle;
 pub(crate) use inbound::peer_addr;
 pub use inbound::{by_client_ip, Inbound};
 pub use refusal::{Refusal, Ruling};
-use service::Attach;
 pub use service::RateLimitService;
 
 pub use future::Defer;
@@ -197,8 +196,9 @@ pub(crate) struct Shared<B> {
     body: Option<Body>,
     /// Whether responses decided remotely say where the decision came from.
     source_header: bool,
-    /// Whether handlers see the decision, and whether refusals are let through.
-    attach: Attach,
+    /// Whether handlers see the decision ([`Ruling`]); whether refusals are let through with it.
+    attach: bool,
+    permissive: bool,
     /// Requests whose client could not be told (shared by every clone of the layer).
     unkeyed: Arc<AtomicU64>,
     /// The same, for the `metrics` feature.
@@ -218,6 +218,7 @@ impl<B> Clone for Shared<B> {
             body: self.body.clone(),
             source_header: self.source_header,
             attach: self.attach,
+            permissive: self.permissive,
             unkeyed: Arc::clone(&self.unkeyed),
             unkeyed_metric: self.unkeyed_metric.clone(),
         }
@@ -291,7 +292,8 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
                 delay: Duration::ZERO,
                 body: None,
                 source_header: false,
-                attach: Attach::Off,
+                attach: false,
+                permissive: false,
                 unkeyed: Arc::new(AtomicU64::new(0)),
                 unkeyed_metric: observe::unkeyed_counter(),
             }),
@@ -334,10 +336,7 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// per request. The [guide](crate::guide#the-decision-in-the-handler) shows a handler
     /// reading it.
     pub fn attach_decisions(mut self, on: bool) -> Self {
-        let shared = self.shared_mut();
-        if shared.attach != Attach::Permissive {
-            shared.attach = if on { Attach::On } else { Attach::Off };
-        }
+        self.shared_mut().attach = on;
         self
     }
 
@@ -345,15 +344,9 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// attached as a [`Ruling`] ([`Ruling::refusal`] says why the layer would have refused),
     /// for the handler to decide: a whole layer on trial, or a service that answers refusals
     /// itself. A refusal takes no cells, so requests let through cost the buckets nothing;
-    /// their responses carry no quota headers and no `Retry-After`. Off by default; turning it
-    /// off leaves decisions attached.
+    /// their responses carry no quota headers and no `Retry-After`. Off by default.
     pub fn permissive(mut self, on: bool) -> Self {
-        let shared = self.shared_mut();
-        shared.attach = match (on, shared.attach) {
-            (true, _) => Attach::Permissive,
-            (false, Attach::Permissive) => Attach::On,
-            (false, attach) => attach,
-        };
+        self.shared_mut().permissive = on;
         self
     }
 

@@ -90,7 +90,7 @@ impl<'a, B> Collect<'a, B> {
     fn new(shared: &'a Shared<B>) -> Self {
         // The ruling first: the headers, made last, are built in place (made before, they
         // were copied).
-        let ruling = (shared.attach != Attach::Off).then(Box::default);
+        let ruling = shared.rulings().then(Box::default);
         Self {
             shared,
             ruling,
@@ -122,6 +122,11 @@ impl<'a, B> Collect<'a, B> {
 }
 
 impl<B> Shared<B> {
+    /// Whether the inner service gets a [`Ruling`].
+    fn rulings(&self) -> bool {
+        self.attach || self.permissive
+    }
+
     fn push(&self, headers: &mut QuotaHeaders, state: &QuotaState) {
         let several = self
             .several
@@ -140,7 +145,7 @@ impl<B> Shared<B> {
         quotas: impl FnOnce() -> Option<Ready>,
         request: &HeaderMap,
     ) -> Judged<P> {
-        if self.attach == Attach::Permissive {
+        if self.permissive {
             let mut ruling = ruling.unwrap_or_default();
             if let Refusal::Limited(refused) = refusal {
                 ruling.dry_run = refused.dry_run();
@@ -173,21 +178,6 @@ impl<B> Shared<B> {
     }
 }
 
-/// How the layer treats its decisions ([`RateLimitLayer::attach_decisions`] and
-/// [`RateLimitLayer::permissive`]).
-///
-/// [`RateLimitLayer::attach_decisions`]: super::RateLimitLayer::attach_decisions
-/// [`RateLimitLayer::permissive`]: super::RateLimitLayer::permissive
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Attach {
-    /// Decides, and keeps the decision to itself.
-    Off,
-    /// Puts every admission's [`Ruling`] in the request's extensions.
-    On,
-    /// Lets every request through, refused or not, with its ruling.
-    Permissive,
-}
-
 /// A request whose client could not be told: counted, and refused (or let through, in
 /// permissive mode) if the rule says so; `None` to decide it in the shared bucket.
 #[cold]
@@ -198,7 +188,7 @@ pub(super) fn unkeyed<B, P>(shared: &Shared<B>, request: &HeaderMap) -> Option<J
     shared.unkeyed_metric.increment(1);
     match shared.client_ip.missing() {
         Unkeyed::Refuse(status) => {
-            let ruling = (shared.attach != Attach::Off).then(Box::default);
+            let ruling = shared.rulings().then(Box::default);
             Some(shared.refuse(Refusal::Unkeyed(status), ruling, || None, request))
         }
         Unkeyed::Shared => None,
@@ -215,7 +205,7 @@ pub(super) fn judge<Q, B: Backend<Inbound>>(
     Inbound::scope(request, client, |inbound| {
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(inbound));
         let policies: &B = &shared.policies;
-        if !shared.style.any() && shared.attach == Attach::Off {
+        if !shared.style.any() && !shared.rulings() {
             // Nothing to report: a yes or no.
             let answer = match policies.decide(inbound, cost, None::<&mut Collect<'_, B>>) {
                 Decision::Now(answer) => answer,
