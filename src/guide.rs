@@ -366,7 +366,8 @@
 //!
 //! **actix-web** (feature `actix`): `RateLimitLayer::actix()` is the same layer as actix-web
 //! middleware, with the same answers header for header. **gRPC**: the layer goes on tonic's
-//! own server (the feature `tonic` reads the peer's address from tonic's `TcpConnectInfo`), or
+//! own server (the feature `tonic` reads the peer's address from tonic's `TcpConnectInfo`, over
+//! plain TCP), or
 //! on an axum router of tonic's routes (`Routes::into_axum_router`). A call (content type
 //! `application/grpc`) is refused as gRPC, `RESOURCE_EXHAUSTED` (`grpc-status: 8`) with the
 //! policy's name and the wait in `RetryInfo`, which tonic clients read.

@@ -61,8 +61,8 @@
 //! * [`wait`] (`std`): waiting for cells instead of being refused: [`WaitOptions`] and the
 //!   engine behind every limiter's `wait` and `until_ready` methods (`until_ready` with feature
 //!   `tokio`).
-//! * `http` (feature `tower`; `axum` adds axum's `ConnectInfo` and `MatchedPath`, `actix` the
-//!   actix-web middleware): `RateLimitLayer`, a tower middleware that decides each request with
+//! * `http` (feature `tower`; `axum` adds axum's `ConnectInfo` and `MatchedPath`, `tonic`
+//!   tonic's `TcpConnectInfo`, `actix` the actix-web middleware): `RateLimitLayer`, a tower middleware that decides each request with
 //!   a policy set over `Inbound` (the request's head and its client) and answers 429 with
 //!   `Retry-After` and the `RateLimit` headers (gRPC calls as `RESOURCE_EXHAUSTED`); `ClientIp`
 //!   and `Cidr` tell the client's address, through trusted proxies only.

@@ -147,7 +147,7 @@ async fn channel(address: SocketAddr) -> Channel {
 async fn a_refused_call_is_resource_exhausted_with_its_wait() {
     let clock = ManualClock::new();
     let address = serve(RateLimitLayer::new(policies(&clock)), true).await;
-    refuses_the_third_call(address, &clock).await;
+    refuses_the_third_call(address, &clock, false).await;
 
     // Not a gRPC call (no `application/grpc`): the HTTP refusal.
     let client = http_client::client();
@@ -164,7 +164,7 @@ async fn tonics_own_server_takes_the_layer() {
     let clock = ManualClock::new();
     let layer = RateLimitLayer::new(policies(&clock)).attach_decisions(true);
     let address = serve_tonic(layer).await;
-    refuses_the_third_call(address, &clock).await;
+    refuses_the_third_call(address, &clock, true).await;
 
     // Another client (a second loopback address) has a bucket of its own: two calls pass
     // while the first client's bucket has one cell left at most.
@@ -193,14 +193,19 @@ async fn tonics_own_server_takes_the_layer() {
     );
 }
 
-/// Two calls to `address` pass; the third, 10.5 s later, is refused with its wait; after it,
-/// a call passes again.
-async fn refuses_the_third_call(address: SocketAddr, clock: &ManualClock) {
+/// Two calls to `address` pass (their echo carrying the layer's ruling when it is `attached`);
+/// the third, 10.5 s later, is refused with its wait; after it, a call passes again.
+async fn refuses_the_third_call(address: SocketAddr, clock: &ManualClock, attached: bool) {
     let channel = channel(address).await;
 
     for i in 0..2 {
         let answer = ping(&channel, "hello").await.expect("admitted");
-        assert!(answer.get_ref().text.starts_with("hello"), "call {i}");
+        let ruling = format!(
+            " | admitted quotas=per-client-per-method:{} tightest=per-client-per-method dry_run=-",
+            1 - i
+        );
+        let text = format!("hello{}", if attached { ruling.as_str() } else { "" });
+        assert_eq!(answer.get_ref().text, text, "call {i}");
         let remaining = format!("\"per-client-per-method\";r={};t=30", 1 - i);
         let ratelimit = answer.metadata().get("ratelimit").unwrap();
         assert_eq!(ratelimit.to_str().unwrap(), remaining, "call {i}");

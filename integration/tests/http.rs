@@ -684,11 +684,9 @@ async fn handlers_read_the_decision_only_when_attached() {
         };
         Router::new().route("/", get(handler)).route_layer(layer)
     };
-    let attached = serve(
-        app(RateLimitLayer::new(policies()).attach_decisions(true)),
-        true,
-    )
-    .await;
+    // Without quota headers: the decision is still reported in full.
+    let layer = RateLimitLayer::new(policies()).headers(HeaderStyle::NONE);
+    let attached = serve(app(layer.attach_decisions(true)), true).await;
     let plain = serve(app(RateLimitLayer::new(policies())), true).await;
     let client = http_client::client();
 
@@ -711,5 +709,39 @@ async fn handlers_read_the_decision_only_when_attached() {
     assert_eq!(
         (reply.status, reply.body.as_str()),
         (StatusCode::OK, "no ruling")
+    );
+}
+
+/// Nested layers each add their ruling: the handler sees the outer layer's quotas first, then
+/// the inner one's, and the outer permissive layer's refusal even when the inner admits.
+#[tokio::test]
+async fn nested_layers_add_up_their_rulings() {
+    let clock = ManualClock::new();
+    let set = |name: &'static str, quota: &str| {
+        Policies::<Inbound>::builder()
+            .clock(clock.clone())
+            .policy(Policy::keyed_with(name, by_client_ip).quota(quota.parse().unwrap()))
+            .build()
+            .unwrap()
+    };
+    let handler = |r: Option<axum::Extension<Ruling>>| async move {
+        ruling::describe(r.as_ref().map(|r| &r.0))
+    };
+    let inner = RateLimitLayer::new(set("inner", "5/min")).attach_decisions(true);
+    let outer = RateLimitLayer::new(set("outer", "1/min")).permissive(true);
+    let app = Router::new()
+        .route("/", get(handler).layer(inner))
+        .layer(outer);
+    let address = serve(app, true).await;
+    let client = http_client::client();
+    let first = get_with(&client, address, "/", &[]).await.body;
+    assert_eq!(
+        first,
+        "admitted quotas=outer:0,inner:4 tightest=outer dry_run=-"
+    );
+    let second = get_with(&client, address, "/", &[]).await.body;
+    assert_eq!(
+        second,
+        "refused by outer quotas=outer:0,inner:3 tightest=outer dry_run=-"
     );
 }

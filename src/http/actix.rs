@@ -179,7 +179,9 @@ where
     match judged {
         Judged::Admit(headers, ruling) => {
             if let Some(ruling) = ruling {
-                actix_web::HttpMessage::extensions_mut(&request).insert(*ruling);
+                let mut extensions = actix_web::HttpMessage::extensions_mut(&request);
+                let outer = extensions.remove();
+                extensions.insert(ruling.after(outer));
             }
             admit(inner.call(request), headers.map(|h| *h)).await
         }

@@ -118,7 +118,8 @@ where
                     let mut request = request;
                     request.extensions_mut().insert(source);
                     if let Some(ruling) = ruling {
-                        request.extensions_mut().insert(*ruling);
+                        let outer = request.extensions_mut().remove();
+                        request.extensions_mut().insert(ruling.after(outer));
                     }
                     let mut response = ready.call(request).await?.map(ResponseBody::inner);
                     if let Some(headers) = headers {
@@ -269,7 +270,7 @@ impl<F, B, E> core::fmt::Debug for ResponseFuture<F, B, E> {
 pin_project! {
     /// The body of [`RateLimitService`](super::RateLimitService)'s responses: the inner
     /// service's body, or a refusal's bytes. It is an [`http_body::Body`] whenever the inner one
-    /// is, with the same error, so the layer fits any server that takes a body of its own type
+    /// is one of `Bytes` (as axum's, hyper's and tonic's are), with the same error, so the layer fits any server that takes a body of its own type
     /// (axum, hyper, tonic's `Server::builder().layer(...)`).
     pub struct ResponseBody<B> {
         #[pin]

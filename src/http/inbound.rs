@@ -211,7 +211,8 @@ pub fn by_client_ip(request: &Inbound, key: &mut Key<'_>) {
 
 /// The peer's address from a request's extensions: axum's `ConnectInfo<SocketAddr>` (with the
 /// `axum` feature; serve with `into_make_service_with_connect_info::<SocketAddr>()`), tonic's
-/// `TcpConnectInfo` (with the `tonic` feature: tonic's server inserts it), or a
+/// `TcpConnectInfo` (with the `tonic` feature: tonic's server inserts it over plain TCP; over
+/// TLS it inserts a `TlsConnectInfo`, which this does not read), or a
 /// [`SocketAddr`] or an [`IpAddr`] that the connection's service inserted (with plain hyper:
 /// `request.extensions_mut().insert(remote_addr)` in the `service_fn` of each connection).
 #[inline]
@@ -221,8 +222,11 @@ pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
         return Some(info.0.ip());
     }
     #[cfg(feature = "tonic")]
-    if let Some(info) = extensions.get::<tonic::transport::server::TcpConnectInfo>() {
-        return info.remote_addr().map(|address| address.ip());
+    if let Some(address) = extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
+    {
+        return Some(address.ip());
     }
     if let Some(address) = extensions.get::<SocketAddr>() {
         return Some(address.ip());

@@ -76,8 +76,9 @@
 //! [`Inbound::client_ip`] is resolved by [`ClientIp`] before the policies run:
 //! * The **peer address** comes from the request's extensions: axum's
 //!   `ConnectInfo<SocketAddr>` (feature `axum`), tonic's `TcpConnectInfo` (feature `tonic`:
-//!   tonic's server inserts it), or a `SocketAddr` / `IpAddr` that a plain
-//!   hyper server inserts per connection.
+//!   tonic's server inserts it over plain TCP; over TLS it inserts a `TlsConnectInfo`, which is
+//!   not read: insert the peer's `SocketAddr` in a layer before this one), or a `SocketAddr` /
+//!   `IpAddr` that a plain hyper server inserts per connection.
 //! * `Forwarded`, `X-Forwarded-For` and `X-Real-IP` are **ignored unless** the operator trusts
 //!   proxies ([`ClientIp::trust`]): any client can write them. With trusted proxies, the chain
 //!   is read from the right, and the first address that is not a trusted proxy is the client;
@@ -344,7 +345,8 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// attached as a [`Ruling`] ([`Ruling::refusal`] says why the layer would have refused),
     /// for the handler to decide: a whole layer on trial, or a service that answers refusals
     /// itself. A refusal takes no cells, so requests let through cost the buckets nothing;
-    /// their responses carry no quota headers and no `Retry-After`. Off by default.
+    /// their responses carry no quota headers and no `Retry-After`, and are never delayed
+    /// ([`delay_refusals`](Self::delay_refusals) does not apply). Off by default.
     pub fn permissive(mut self, on: bool) -> Self {
         self.shared_mut().permissive = on;
         self

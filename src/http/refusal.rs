@@ -198,7 +198,8 @@ pub struct Ruling {
 
 impl Ruling {
     /// Why the layer would have refused the request: `None` for an admission (`Some` only in
-    /// permissive mode, which lets refused requests through).
+    /// permissive mode, which lets refused requests through). Its wait is the decision's; the
+    /// `Retry-After` a refusal is sent with can be later, raised to a quota's next cell.
     pub fn refusal(&self) -> Option<&Refusal> {
         self.refusal.as_ref()
     }
@@ -206,7 +207,9 @@ impl Ruling {
     /// Every enforcing quota that applied, in evaluation order, as it stands after the
     /// decision: its policy and quota ([`QuotaState::by`]), cells left and time to the next
     /// cell; a refusing quota with nothing left. Empty for a request refused before any
-    /// policy ran, or for a full table or an unavailable backend.
+    /// policy ran, by a full table, by the quota on new keys, or by an unavailable backend. A
+    /// Redis set's refusal of a key it refused moments before, answered by its local shield,
+    /// lists the refusing quota alone. Nested layers each add theirs, outer layer first.
     pub fn quotas(&self) -> &[QuotaState] {
         &self.states
     }
@@ -227,6 +230,28 @@ impl Ruling {
     pub fn dry_run(&self) -> Option<DryRun> {
         self.dry_run
     }
+
+    /// This ruling, an inner layer's, after `outer`'s (the ruling an outer layer put in the
+    /// request's extensions): the quotas of both, the outer refusal and dry run first.
+    pub(super) fn after(mut self, outer: Option<Ruling>) -> Ruling {
+        let Some(mut outer) = outer else {
+            return self;
+        };
+        outer.states.append(&mut self.states);
+        outer.refusal = outer.refusal.or(self.refusal);
+        outer.dry_run = outer.dry_run.or(self.dry_run);
+        outer
+    }
+}
+
+impl Refusal {
+    /// Whether the refusal describes quotas: not a new client's (a full table, the quota on new
+    /// keys: the tables do not hold the client, so the quotas would describe a fresh bucket next
+    /// to a 429), nor an unavailable limiter's (no quota was asked).
+    pub(super) fn describes_quotas(&self) -> bool {
+        !matches!(self, Refusal::Limited(r)
+            if matches!(r.cause(), Cause::TableFull | Cause::NewKeys | Cause::Unavailable))
+    }
 }
 
 /// A refusal as the middleware sends it: the response, and how long to hold it first.
@@ -242,12 +267,9 @@ pub(super) fn refusal_of<B>(
     quotas: impl FnOnce() -> Option<Ready>,
     request: &HeaderMap,
 ) -> Answer {
-    // A refusal of a new client (a full table, the quota on new keys) gets no quota headers:
-    // the tables do not hold the client, so they would describe a fresh bucket next to a 429.
-    // Nor does a refusal of an unavailable limiter: no quota was asked.
-    let no_quota = matches!(refusal, Refusal::Limited(r)
-        if matches!(r.cause(), Cause::TableFull | Cause::NewKeys | Cause::Unavailable));
-    let quotas = (shared.style.any() && !no_quota).then(quotas).flatten();
+    let quotas = (shared.style.any() && refusal.describes_quotas())
+        .then(quotas)
+        .flatten();
     // Never earlier than the draft's `t` of a quota with nothing left (the refusal's wait
     // covers every quota, so it is rarely raised: by a booking made after the decision; the
     // floor keeps the headers and the body consistent whatever an algorithm reports).

@@ -150,6 +150,9 @@ impl<B> Shared<B> {
             if let Refusal::Limited(refused) = refusal {
                 ruling.dry_run = refused.dry_run();
             }
+            if !refusal.describes_quotas() {
+                ruling.states.clear();
+            }
             ruling.refusal = Some(refusal);
             return Judged::Admit(None, Some(ruling));
         }
@@ -280,7 +283,8 @@ where
         match judged {
             Judged::Admit(headers, ruling) => {
                 if let Some(ruling) = ruling {
-                    request.extensions_mut().insert(*ruling);
+                    let outer = request.extensions_mut().remove();
+                    request.extensions_mut().insert(ruling.after(outer));
                 }
                 ResponseFuture::admitted(self.inner.call(request), headers)
             }
