@@ -217,14 +217,26 @@ fn a_killed_master_is_replaced_by_its_replica_within_seconds() {
     let cluster = start();
     let key = "flowgate:failover";
     let master = cluster.node_for_slot(cluster.slot_of(key));
-    let _: () = cluster
-        .command(&master, redis::cmd("SET").arg(key).arg("kept"))
+    // Replicated before the kill (WAIT: one replica acknowledged, within a second). WAIT
+    // waits for the writes of its own connection, so both go on one: on a connection of its
+    // own (as `command` opens), WAIT returned at once, and a master killed under load before
+    // the write reached its replica left the promoted replica without the key.
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", master.port)).unwrap();
+    let mut connection = client
+        .get_connection_with_timeout(Duration::from_secs(5))
         .unwrap();
-    // Replicated before the kill (WAIT: one replica acknowledged, within a second).
-    let acknowledged: u64 = cluster
-        .command(&master, redis::cmd("WAIT").arg(1).arg(1000))
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("kept")
+        .query(&mut connection)
+        .unwrap();
+    let acknowledged: u64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut connection)
         .unwrap();
     assert_eq!(acknowledged, 1);
+    drop(connection);
     let shard = cluster.masters().iter().position(|m| *m == master).unwrap();
 
     let killed = cluster.kill_master(shard);
