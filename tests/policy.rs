@@ -746,3 +746,80 @@ fn a_panicking_key_extractor_takes_nothing() {
     );
     assert!(set.check(&(7, 1)).is_err());
 }
+
+/// A key extractor's rejection refuses for good (`Cause::Rejected`, with its status and message
+/// and no retry), gives back what earlier policies took, and wins over an earlier quota's
+/// refusal; a dry-run policy's rejection is a skip; a wait ends at once; `inspect` passes the
+/// rejecting policy by. (With the undo in `Decision::rejected` removed, the front quota's count
+/// after the first rejection was 1, not 2.)
+#[test]
+fn a_rejection_refuses_for_good_and_gives_back_what_was_taken() {
+    use flowgate::outcome::Rejection;
+    use flowgate::WaitOptions;
+    static NO_KEY: Rejection = Rejection::new(401, "no API key");
+    static NOT_IN_TRIAL: Rejection = Rejection::new(403, "not in the trial");
+    type Request = (u64, Option<&'static str>);
+    let policies = Policies::<Request>::builder()
+        .clock(ManualClock::new())
+        .policy(Policy::global("front").quota(q("3/h")))
+        .policy(
+            Policy::keyed_with("trial", |_: &Request, key| {
+                key.reject(&NOT_IN_TRIAL);
+            })
+            .quota(q("1/h"))
+            .dry_run(true),
+        )
+        .policy(
+            Policy::keyed_with("per-key", |(_, api_key): &Request, key| {
+                match api_key {
+                    Some(api_key) => key.add(api_key),
+                    None => key.reject(&NO_KEY),
+                };
+            })
+            .quota(q("2/h")),
+        )
+        .build()
+        .unwrap();
+    let front = |request: Request| {
+        let mut left = Vec::new();
+        policies.inspect(&request, |s| {
+            left.push((s.by().policy(), s.gauge().remaining()))
+        });
+        left
+    };
+    assert!(policies.check(&(1, Some("k"))).is_ok());
+    let refused = policies.check(&(1, None)).unwrap_err();
+    assert_eq!(refused.cause(), Cause::Rejected);
+    assert_eq!(refused.rejection(), Some(&NO_KEY));
+    assert_eq!(refused.by().map(|by| by.policy()), Some("per-key"));
+    assert_eq!(refused.retry_after(), Duration::from_nanos(u64::MAX));
+    assert_eq!(refused.dry_run(), None, "the dry run's rejection is a skip");
+    assert_eq!(
+        refused.to_string(),
+        "rejected by policy 'per-key': no API key"
+    );
+    assert_eq!(front((1, None)), [("front", 2)], "the front cell came back");
+    assert_eq!(front((1, Some("k"))), [("front", 2), ("per-key", 1)]);
+    let stats = policies.stats();
+    assert_eq!((stats[0].refused, stats[2].refused), (0, 1));
+
+    // Up to two cells, or a wait: refused at once, nothing taken.
+    let up_to = policies.check_up_to(&(1, None), 2).unwrap_err();
+    assert_eq!(up_to.cause(), Cause::Rejected);
+    let waited = policies.wait(&(1, None), 1, WaitOptions::new());
+    assert!(
+        matches!(waited, Err(flowgate::policy::Error::Refused(r)) if r.cause() == Cause::Rejected)
+    );
+    assert_eq!(front((1, None)), [("front", 2)]);
+
+    // The front quota spent, its refusal gives way to the later policy's rejection: retrying
+    // would not help.
+    assert!(policies.check(&(2, Some("j"))).is_ok());
+    assert!(policies.check(&(3, Some("i"))).is_ok());
+    assert_eq!(
+        policies.check(&(4, Some("h"))).unwrap_err().cause(),
+        Cause::Quota
+    );
+    let refused = policies.check(&(4, None)).unwrap_err();
+    assert_eq!(refused.rejection(), Some(&NO_KEY));
+}

@@ -299,3 +299,67 @@ async fn looks_and_resets_alike_on_either_backend() {
         assert_eq!(left(limits.look("bob").await.unwrap()), [2, 2], "{name}");
     }
 }
+
+/// A key extractor's rejection is answered alike on either backend: refused for good with its
+/// status and message, nothing taken from the global policy before it, at once for a wait and
+/// for up to n cells. Redis is never asked: with the server gone, a rejection is still one
+/// (not a failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejections_answer_alike_on_either_backend() {
+    use flowgate::outcome::Rejection;
+    use flowgate::wait::until_ready;
+    use flowgate::{Cause, WaitOptions};
+    static NO_USER: Rejection = Rejection::new(401, "no user");
+
+    let mut server = RedisServer::start();
+    let set = || {
+        Policies::<str>::builder()
+            .policy(Policy::global("everyone").quota("5/hour".parse().unwrap()))
+            .policy(
+                Policy::keyed_with("per-user", |u: &str, key| {
+                    match u {
+                        "" => key.reject(&NO_USER),
+                        user => key.add(user),
+                    };
+                })
+                .quota("3/hour".parse().unwrap()),
+            )
+    };
+    let backend = server.backend().prefix("backends-reject");
+    let sets = [
+        AnyPolicies::from(set().build().unwrap()),
+        AnyPolicies::from(set().build_redis(backend).unwrap()),
+    ];
+    let left = |states: Vec<flowgate::policy::QuotaState>| -> Vec<u32> {
+        states.iter().map(|s| s.gauge().remaining()).collect()
+    };
+    let rejected = |outcome: Result<_, flowgate::policy::Refused>, what: &str| {
+        let refused = outcome.expect_err(what);
+        assert_eq!(refused.cause(), Cause::Rejected, "{what}");
+        assert_eq!(refused.rejection(), Some(&NO_USER), "{what}");
+        assert_eq!(refused.by().map(|by| by.policy()), Some("per-user"));
+        let never = std::time::Duration::from_nanos(u64::MAX);
+        assert_eq!(refused.retry_after(), never, "{what}");
+    };
+    for limits in &sets {
+        let name = limits.backend_name();
+        assert!(limits.check_n("alice", 1).await.unwrap().is_allowed());
+        rejected(limits.check_n("", 1).await.unwrap().outcome(), name);
+        let (taken, verdict) = limits.check_up_to("", 2).await;
+        assert_eq!(taken, 0, "{name}");
+        rejected(verdict.outcome(), name);
+        let sleep = |_| async { panic!("{name}: a rejection is never waited out") };
+        match until_ready(limits, "", 1, WaitOptions::new(), sleep).await {
+            Err(flowgate::policy::Error::Refused(refused)) => rejected(Err(refused), name),
+            other => panic!("{name}: {other:?}"),
+        }
+        // The rejecting policy is passed by; the global one lost alice's cell alone.
+        assert_eq!(left(limits.look("").await.unwrap()), [4], "{name}");
+        assert_eq!(left(limits.look("alice").await.unwrap()), [4, 2], "{name}");
+    }
+    server.kill();
+    rejected(
+        sets[1].check_n("", 1).await.unwrap().outcome(),
+        "Redis gone",
+    );
+}

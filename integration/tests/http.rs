@@ -383,7 +383,7 @@ async fn requests_without_a_client_address_follow_the_rule() {
 }
 
 /// Keys from the matched route: `/users/1` and `/users/2` share the `/users/{id}` bucket, and
-/// a custom body replaces the problem document.
+/// a custom answer (status and body) replaces the 429 and its problem document.
 #[tokio::test]
 async fn routes_key_their_bucket_and_the_body_is_configurable() {
     let clock = ManualClock::new();
@@ -395,9 +395,10 @@ async fn routes_key_their_bucket_and_the_body_is_configurable() {
         )
         .build()
         .unwrap();
-    let layer = RateLimitLayer::new(policies).refusal_body(|refusal: &Refusal| {
+    let layer = RateLimitLayer::new(policies).refusal_response(|refusal: &Refusal| {
         let text = format!("slow down ({})", refusal.policy().unwrap_or("-"));
-        (http::HeaderValue::from_static("text/plain"), text.into())
+        let status = StatusCode::SERVICE_UNAVAILABLE;
+        (status, http::HeaderValue::from_static("text/plain"), text.into())
     });
     let address = serve(app(layer), true).await;
     let client = http_client::client();
@@ -408,7 +409,7 @@ async fn routes_key_their_bucket_and_the_body_is_configurable() {
         );
     }
     let refused = get_with(&client, address, "/users/3", &[]).await;
-    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.body, "slow down (per-route)");
     assert_eq!(refused.header("content-type"), Some("text/plain"));
     assert_eq!(refused.header("retry-after"), Some("30"));

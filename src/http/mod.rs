@@ -50,7 +50,8 @@
 //!   seconds rounded up and never 0 (RFC 9110: a client that waits that long is admitted if
 //!   nothing else is taken meanwhile; it includes the policy's jitter), the same quota headers
 //!   as they stand, and an `application/problem+json` body naming the refusing policy
-//!   ([`Refusal::problem`]; [`RateLimitLayer::refusal_body`] replaces it).
+//!   ([`Refusal::problem`]; [`RateLimitLayer::refusal_response`] replaces it, and the status,
+//!   for every kind of refusal below).
 //! * **Never admissible** ([`Refusal::Oversized`]: the request's [cost](RateLimitLayer::cost)
 //!   exceeds a quota's burst; or a wait beyond the clock's horizon): `429` without
 //!   `Retry-After`.
@@ -60,11 +61,14 @@
 //!   refused. Size [`Policy::max_keys`](crate::Policy::max_keys) for the clients you
 //!   expect: keyed by /64, one holder of a /48 can present 65 536 clients.
 //! * **No client address**, when the rule says refuse ([`Unkeyed::Refuse`]): that status.
+//! * **A key extractor's rejection** ([`Key::reject`](crate::policy::Key::reject): a missing
+//!   or malformed API key, say): its status and message, no `Retry-After` and no quota
+//!   headers; what earlier policies took is given back.
 //! * **The limiter unavailable** (Redis did not answer, `OnFailure::Closed`:
 //!   [`Cause::Unavailable`]): `503` with the policy's `Retry-After`, no quota headers and a body
 //!   naming no policy (`the rate limiter is unavailable: retry after 1 s`).
 //! * **A gRPC call**: any refusal above, as gRPC ([`Refusal::grpc_code`]: `grpc-status: 8`; 14
-//!   when the limiter is unavailable).
+//!   when the limiter is unavailable; a rejection's status mapped, 16 for a 401).
 //!
 //! A quota `count/period` is advertised as `q=count;w=period` in whole seconds; a period that
 //! is not a whole number of seconds is widened to the next one and `q` scaled down to it
@@ -159,6 +163,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::HeaderValue;
+use http::StatusCode;
 
 #[cfg(feature = "actix")]
 pub use actix::{ActixRateLimit, ActixRateLimitService};
@@ -179,7 +184,7 @@ use crate::observe::{self, Counter};
 use crate::policy::Policies;
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
-type Body = Arc<dyn Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync>;
+type Respond = Arc<dyn Fn(&Refusal) -> (StatusCode, HeaderValue, Bytes) + Send + Sync>;
 
 /// The configuration every service of one layer shares.
 pub(crate) struct Shared<B> {
@@ -194,7 +199,7 @@ pub(crate) struct Shared<B> {
     cost: Option<Cost>,
     style: HeaderStyle,
     delay: Duration,
-    body: Option<Body>,
+    respond: Option<Respond>,
     /// Whether responses decided remotely say where the decision came from.
     source_header: bool,
     /// Whether handlers see the decision ([`Ruling`]); whether refusals are let through with it.
@@ -216,7 +221,7 @@ impl<B> Clone for Shared<B> {
             cost: self.cost.clone(),
             style: self.style,
             delay: self.delay,
-            body: self.body.clone(),
+            respond: self.respond.clone(),
             source_header: self.source_header,
             attach: self.attach,
             permissive: self.permissive,
@@ -291,7 +296,7 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
                 cost: None,
                 style: HeaderStyle::DRAFT,
                 delay: Duration::ZERO,
-                body: None,
+                respond: None,
                 source_header: false,
                 attach: false,
                 permissive: false,
@@ -359,13 +364,35 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
         self
     }
 
-    /// Replaces the refusal body: `body` returns its content type and bytes (the status and
-    /// headers stay the middleware's). The default is [`Refusal::problem`].
-    pub fn refusal_body(
+    /// The one place that answers every kind of refusal: a policy's, a request too large, a
+    /// full table, an unavailable limiter, a key extractor's rejection, a client whose address
+    /// could not be told. `respond` returns the status, the content type and the body; the
+    /// `Retry-After` and quota headers stay the middleware's. The default is
+    /// ([`Refusal::status`], [`Refusal::problem`]). A gRPC call gets the code of the status
+    /// ([`Refusal::grpc_code_of`]) and the refusal's [`detail`](Refusal::detail), not the
+    /// body.
+    ///
+    /// ```
+    /// use flowgate::http::{RateLimitLayer, Refusal};
+    /// use http::{HeaderValue, StatusCode};
+    /// # let policies = flowgate::Policies::<flowgate::http::Inbound>::builder().build()?;
+    ///
+    /// let layer = RateLimitLayer::new(policies).refusal_response(|refusal: &Refusal| {
+    ///     let status = match refusal {
+    ///         // Clients of this service expect 503 for every limit.
+    ///         Refusal::Limited(_) | Refusal::Oversized(_) => StatusCode::SERVICE_UNAVAILABLE,
+    ///         _ => refusal.status(),
+    ///     };
+    ///     let body = format!("{{\"error\":{:?}}}", refusal.detail());
+    ///     (status, HeaderValue::from_static("application/json"), body.into())
+    /// });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refusal_response(
         mut self,
-        body: impl Fn(&Refusal) -> (HeaderValue, Bytes) + Send + Sync + 'static,
+        respond: impl Fn(&Refusal) -> (StatusCode, HeaderValue, Bytes) + Send + Sync + 'static,
     ) -> Self {
-        self.shared_mut().body = Some(Arc::new(body));
+        self.shared_mut().respond = Some(Arc::new(respond));
         self
     }
 

@@ -13,14 +13,17 @@ use super::{grpc, Shared};
 use crate::outcome::{Cause, DryRun, InsufficientCapacity, QuotaState};
 use crate::policy::Refused;
 
-/// Why a request was answered by the middleware, for a custom body
-/// ([`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body)).
+/// Why a request was answered by the middleware, for a custom answer
+/// ([`RateLimitLayer::refusal_response`](super::RateLimitLayer::refusal_response)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal {
     /// A policy refused for now: `429 Too Many Requests` with `Retry-After`. Or, for a refusal
     /// whose [`cause`](crate::Refused::cause) is [`Cause::Unavailable`] (the backend did not answer
-    /// and its failure policy refuses), `503 Service Unavailable` with `Retry-After`.
+    /// and its failure policy refuses), `503 Service Unavailable` with `Retry-After`. Or, for a
+    /// refusal whose cause is [`Cause::Rejected`] (a key extractor rejected the request:
+    /// [`Key::reject`](crate::policy::Key::reject)), the rejection's status, without
+    /// `Retry-After`.
     Limited(Refused),
     /// The request costs more than a policy's burst and can never be admitted: `429` without
     /// `Retry-After`.
@@ -31,10 +34,18 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The response status.
+    /// The response status, unless
+    /// [`refusal_response`](super::RateLimitLayer::refusal_response) sets another.
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Limited(r) if r.cause() == Cause::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Limited(r) if r.cause() == Cause::Rejected => {
+                let status = r.rejection().map_or(400, |why| why.status());
+                match StatusCode::from_u16(status) {
+                    Ok(status) if status.is_client_error() || status.is_server_error() => status,
+                    _ => StatusCode::BAD_REQUEST,
+                }
+            }
             Self::Limited(_) | Self::Oversized(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unkeyed(status) => *status,
         }
@@ -110,11 +121,12 @@ impl Refusal {
 
 /// # gRPC
 impl Refusal {
-    /// The gRPC status code a gRPC call is refused with: `RESOURCE_EXHAUSTED` (8) when a
-    /// policy refused (for now, for good, or with a full table); `UNAVAILABLE` (14) when the
-    /// limiter's backend did not answer and its failure policy refuses; for a client whose address
-    /// could not be told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13)
-    /// in place of a 5xx.
+    /// The gRPC status code a gRPC call is refused with, the [`status`](Self::status)'s
+    /// ([`grpc_code_of`](Self::grpc_code_of)): `RESOURCE_EXHAUSTED` (8) when a policy refused
+    /// (for now, for good, or with a full table); `UNAVAILABLE` (14) when the limiter's backend
+    /// did not answer and its failure policy refuses; for a client whose address could not be
+    /// told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13) in place of a
+    /// 5xx; for a rejection, its status's (`UNAUTHENTICATED` (16) for a 401).
     ///
     /// A refused gRPC call (content type `application/grpc`, alone or with `+codec` or
     /// parameters) is answered with HTTP 200, trailers-only: this code in `grpc-status`,
@@ -122,7 +134,8 @@ impl Refusal {
     /// succeed later, `Retry-After` in whole seconds and the wait to the nanosecond in
     /// `grpc-status-details-bin` (a `google.rpc.Status` with a `google.rpc.RetryInfo`, which
     /// tonic reads with `tonic_types::StatusExt::get_details_retry_info`). The quota headers
-    /// come as metadata; [`refusal_body`](super::RateLimitLayer::refusal_body) does not apply.
+    /// come as metadata. A [`refusal_response`](super::RateLimitLayer::refusal_response)'s
+    /// status sets the code; its body is not sent.
     /// The layer goes on tonic's own server (`Server::builder().layer(...)`, with the feature
     /// `tonic` for the peer's address) or on an axum router of tonic's routes;
     /// `integration/tests/grpc.rs` calls both with a tonic client.
@@ -132,11 +145,30 @@ impl Refusal {
     /// assert_eq!(Refusal::Unkeyed(http::StatusCode::INTERNAL_SERVER_ERROR).grpc_code(), 13);
     /// ```
     pub fn grpc_code(&self) -> u8 {
-        match self {
-            Self::Limited(r) if r.cause() == Cause::Unavailable => 14,
-            Self::Limited(_) | Self::Oversized(_) => 8,
-            Self::Unkeyed(status) if status.is_client_error() => 3,
-            Self::Unkeyed(_) => 13,
+        Self::grpc_code_of(self.status())
+    }
+
+    /// The gRPC status code a refusal with the HTTP `status` is sent with: 429 is
+    /// `RESOURCE_EXHAUSTED` (8), 503 `UNAVAILABLE` (14), 401 `UNAUTHENTICATED` (16), 403
+    /// `PERMISSION_DENIED` (7), 404 `NOT_FOUND` (5), any other 4xx `INVALID_ARGUMENT` (3), any
+    /// other 5xx `INTERNAL` (13), and anything else `UNKNOWN` (2).
+    ///
+    /// ```
+    /// # use flowgate::http::Refusal;
+    /// use http::StatusCode;
+    /// assert_eq!(Refusal::grpc_code_of(StatusCode::UNAUTHORIZED), 16);
+    /// assert_eq!(Refusal::grpc_code_of(StatusCode::BAD_REQUEST), 3);
+    /// ```
+    pub fn grpc_code_of(status: StatusCode) -> u8 {
+        match status.as_u16() {
+            429 => 8,
+            503 => 14,
+            401 => 16,
+            403 => 7,
+            404 => 5,
+            400..=499 => 3,
+            500..=599 => 13,
+            _ => 2,
         }
     }
 }
@@ -151,6 +183,9 @@ impl fmt::Display for Refusal {
                 "policy '{}' has no room for another client now",
                 refused.by().map(|by| by.policy()).unwrap_or_default()
             ),
+            Self::Limited(refused) if refused.cause() == Cause::Rejected => {
+                f.write_str(refused.rejection().map_or("rejected", |why| why.message()))
+            }
             Self::Limited(refused) if refused.cause() == Cause::Unavailable => write!(
                 f,
                 "the rate limiter is unavailable: retry after {} s",
@@ -247,10 +282,10 @@ impl Ruling {
 impl Refusal {
     /// Whether the refusal describes quotas: not a new client's (a full table, the quota on new
     /// keys: the tables do not hold the client, so the quotas would describe a fresh bucket next
-    /// to a 429), nor an unavailable limiter's (no quota was asked).
+    /// to a 429), nor an unavailable limiter's or a rejection's (no quota was asked).
     pub(super) fn describes_quotas(&self) -> bool {
-        !matches!(self, Refusal::Limited(r)
-            if matches!(r.cause(), Cause::TableFull | Cause::NewKeys | Cause::Unavailable))
+        !matches!(self, Refusal::Limited(r) if matches!(r.cause(),
+            Cause::TableFull | Cause::NewKeys | Cause::Unavailable | Cause::Rejected))
     }
 }
 
@@ -289,18 +324,23 @@ pub(super) fn refusal_of<B>(
         }
         _ => None,
     };
+    let custom = shared.respond.as_ref().map(|respond| respond(refusal));
+    let status = custom
+        .as_ref()
+        .map_or_else(|| refusal.status(), |custom| custom.0);
     let mut response = if grpc::requested(request) {
         let mut response = Response::new(Bytes::new());
         let message = refusal.detail();
-        grpc::write(refusal.grpc_code(), &message, wait, response.headers_mut());
+        let code = Refusal::grpc_code_of(status);
+        grpc::write(code, &message, wait, response.headers_mut());
         response
     } else {
-        let (content_type, body) = match &shared.body {
-            Some(body) => body(refusal),
+        let (content_type, body) = match custom {
+            Some((_, content_type, body)) => (content_type, body),
             None => refusal.problem(),
         };
         let mut response = Response::new(body);
-        *response.status_mut() = refusal.status();
+        *response.status_mut() = status;
         response.headers_mut().insert(CONTENT_TYPE, content_type);
         response
     };

@@ -229,6 +229,7 @@ mod tests {
             Cause::TableFull,
             Cause::NewKeys,
             Cause::Unavailable,
+            Cause::Rejected,
         ] {
             assert_eq!(fresh.because(cause).cause(), cause);
         }

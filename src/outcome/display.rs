@@ -134,7 +134,16 @@ impl fmt::Display for Refused {
 /// retry-after includes the policy's jitter).
 impl fmt::Display for policy::Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        refused(f, &self.bucket, self.by, self.retry_after_nanos())
+        match (self.rejection, self.by) {
+            (Some(rejection), Some(by)) => write!(
+                f,
+                "rejected by policy '{}': {}",
+                by.policy(),
+                rejection.message()
+            ),
+            (Some(rejection), None) => write!(f, "rejected: {}", rejection.message()),
+            (None, _) => refused(f, &self.bucket, self.by, self.retry_after_nanos()),
+        }
     }
 }
 

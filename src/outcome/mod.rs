@@ -51,7 +51,7 @@ pub(crate) use attempt::{as_is, judge, Admission};
 pub use attempt::{Attempt, GiveBack};
 pub use decision::{Allowed, Refused};
 pub use error::{Error, InsufficientCapacity};
-pub use policy::{DryRun, PolicyQuota, QuotaState};
+pub use policy::{DryRun, PolicyQuota, QuotaState, Rejection};
 
 /// How full a bucket is at the moment of a decision, in the algorithm's own unit: `used` units
 /// of `unit` each, out of `limit` cells, and how long until it is fully available again.
@@ -174,4 +174,8 @@ pub enum Cause {
     /// an open circuit breaker) and its failure policy refuses. [`Refused::retry_after`] is
     /// the policy's configured wait; the refusal names no quota and its gauge describes none.
     Unavailable,
+    /// A policy's key extractor rejected the request ([`Key::reject`](crate::policy::Key::reject)):
+    /// it never conforms ([`Refused::retry_after`] is `u64::MAX` ns), its gauge describes no
+    /// bucket, and [`policy::Refused::rejection`](crate::policy::Refused::rejection) says why.
+    Rejected,
 }

@@ -218,6 +218,7 @@ pub struct Refused {
     pub(crate) by: Option<&'static PolicyQuota>,
     pub(crate) dry_run: Option<DryRun>,
     pub(crate) jitter: u64,
+    pub(crate) rejection: Option<&'static Rejection>,
 }
 
 impl Refused {
@@ -235,7 +236,32 @@ impl Refused {
             by,
             dry_run,
             jitter,
+            rejection: None,
         }
+    }
+
+    /// The refusal of a request whose key extractor in the policy `by` names (its first
+    /// quota) rejected it with `rejection`
+    /// ([`Cause::Rejected`](super::Cause::Rejected): it never conforms), after the first
+    /// dry-run policy that would have refused: what a [`Backend`](crate::backend::Backend)
+    /// answers for it.
+    pub fn rejected(
+        rejection: &'static Rejection,
+        by: Option<&'static PolicyQuota>,
+        dry_run: Option<DryRun>,
+    ) -> Self {
+        // No bucket: nothing of nothing left.
+        let bucket = super::Refused::new(Gauge::new(0, 1, 0, 0), u64::MAX);
+        Self {
+            rejection: Some(rejection),
+            ..Self::new(bucket.because(super::Cause::Rejected), by, dry_run, 0)
+        }
+    }
+
+    /// Why the policy's key extractor rejected the request, for a refusal whose cause is
+    /// [`Cause::Rejected`](super::Cause::Rejected).
+    pub fn rejection(&self) -> Option<&'static Rejection> {
+        self.rejection
     }
 
     /// When to retry: [`conforms_after`](super::Refused::conforms_after) plus the refusing
@@ -289,6 +315,40 @@ pub enum Error {
     Refused(Refused),
     /// More cells than a quota holds: the request can never succeed.
     Capacity(InsufficientCapacity),
+}
+
+/// Why a key extractor rejected a request ([`Key::reject`](crate::policy::Key::reject)): a
+/// status (the HTTP middleware answers with it: `401`, `400`, …) and a message (the answer's
+/// detail). A `static` or a `const`, so that a refusal carries it as one pointer.
+///
+/// ```
+/// use flowgate::outcome::Rejection;
+///
+/// static NO_API_KEY: Rejection = Rejection::new(401, "the request carries no API key");
+/// assert_eq!((NO_API_KEY.status(), NO_API_KEY.message()), (401, "the request carries no API key"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rejection {
+    status: u16,
+    message: &'static str,
+}
+
+impl Rejection {
+    /// A rejection with `status` (the HTTP layer answers `400 Bad Request` in place of one
+    /// that is not a client or server error, 400 to 599) and `message`.
+    pub const fn new(status: u16, message: &'static str) -> Self {
+        Self { status, message }
+    }
+
+    /// The status the HTTP middleware answers with.
+    pub const fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Why the request was rejected.
+    pub const fn message(&self) -> &'static str {
+        self.message
+    }
 }
 
 /// What a dry-run policy would have done: refuse, for `retry_after`.

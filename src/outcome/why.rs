@@ -38,6 +38,7 @@ impl Why {
             Cause::TableFull => 1,
             Cause::NewKeys => 2,
             Cause::Unavailable => 3,
+            Cause::Rejected => 4,
         };
         Why(self.0 & Self::BEHIND | cause)
     }
@@ -47,7 +48,8 @@ impl Why {
             0 => Cause::Quota,
             1 => Cause::TableFull,
             2 => Cause::NewKeys,
-            _ => Cause::Unavailable,
+            3 => Cause::Unavailable,
+            _ => Cause::Rejected,
         }
     }
 }

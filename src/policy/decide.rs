@@ -138,8 +138,13 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64, P: Report<'p>> Deciding<'p, '_
             end: None,
         };
         for (index, layer) in set.layers.iter().enumerate() {
-            let Some(tag) = layer.tag(request) else {
-                continue;
+            let tag = match layer.tag(request) {
+                Ok(Some(tag)) => tag,
+                Ok(None) => continue,
+                Err(why) => match decision.rejected(layer, why) {
+                    Some(refused) => return Ok(Err(refused)),
+                    None => continue,
+                },
             };
             let at = (index, layer, tag);
             if let Some(end) = decision.policy(at, rules, request, &mut report) {

@@ -6,12 +6,15 @@
 
 use core::hash::{BuildHasher, Hash, Hasher};
 
+use crate::outcome::Rejection;
+
 /// A request's key for one policy, built by the policy's extractor from parts of the request.
 ///
 /// The parts are hashed as they are added (nothing is copied or stored), so a key made of
 /// borrowed strings costs no allocation. Two requests share a bucket when their extractors add
 /// equal parts in the same order. An extractor that finds no usable key calls
-/// [`skip`](Self::skip): the policy then does not apply to that request.
+/// [`skip`](Self::skip): the policy then does not apply to that request; or
+/// [`reject`](Self::reject): the request is refused, whatever the buckets hold.
 ///
 /// ```
 /// use flowgate::clock::ManualClock;
@@ -41,6 +44,36 @@ use core::hash::{BuildHasher, Hash, Hasher};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
+/// An extractor that [`reject`](Self::reject)s a request refuses it for good, with a status
+/// and a message the HTTP middleware answers with:
+///
+/// ```
+/// use flowgate::clock::ManualClock;
+/// use flowgate::outcome::{Cause, Rejection};
+/// use flowgate::policy::{Policies, Policy};
+/// use flowgate::Quota;
+///
+/// static NO_TOKEN: Rejection = Rejection::new(401, "the request carries no token");
+///
+/// let policies = Policies::<Option<&str>>::builder()
+///     .clock(ManualClock::new())
+///     .policy(
+///         Policy::keyed_with("per-token", |token: &Option<&str>, key| {
+///             match token {
+///                 Some(token) => key.add(token),
+///                 None => key.reject(&NO_TOKEN),
+///             };
+///         })
+///         .quota(Quota::per_minute(10)?),
+///     )
+///     .build()?;
+/// let refused = policies.check(&None).unwrap_err();
+/// assert_eq!(refused.cause(), Cause::Rejected);
+/// assert_eq!(refused.rejection(), Some(&NO_TOKEN));
+/// assert!(policies.check(&Some("t0k3n")).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # In Redis
 /// A set decided in Redis names each key's buckets by bytes written by the parts' [`Hash`]
 /// implementations, the same in every process whatever its hash seed. A key of one string
@@ -57,7 +90,7 @@ use core::hash::{BuildHasher, Hash, Hasher};
 #[derive(Debug)]
 pub struct Key<'a> {
     hasher: ahash::AHasher,
-    skip: bool,
+    end: End,
     /// Where the parts' bytes go, for a set decided in Redis; `None` in process. A reference,
     /// not an owned buffer: a key with an owned one cost an in-process decision its drop on
     /// every policy (BENCHMARKS.md, "Shared limits").
@@ -70,7 +103,7 @@ impl Key<'_> {
     pub(crate) fn new(state: &ahash::RandomState) -> Self {
         Self {
             hasher: state.build_hasher(),
-            skip: false,
+            end: End::Go,
             record: None,
         }
     }
@@ -82,7 +115,7 @@ impl<'a> Key<'a> {
     fn recording(record: &'a mut Recording) -> Self {
         Self {
             hasher: ahash::RandomState::with_seeds(0, 0, 0, 0).build_hasher(),
-            skip: false,
+            end: End::Go,
             record: Some(record),
         }
     }
@@ -100,30 +133,52 @@ impl<'a> Key<'a> {
     /// Marks the request as having no key for this policy: the policy does not apply to it.
     #[inline]
     pub fn skip(&mut self) -> &mut Self {
-        self.skip = true;
+        self.end = End::Skip;
         self
     }
 
-    /// The key's hash, or `None` if the extractor skipped the request.
-    #[inline(always)]
-    pub(crate) fn finish(self) -> Option<u64> {
-        (!self.skip).then(|| self.hasher.finish())
+    /// Rejects the request: the policy set refuses it ([`Cause::Rejected`](crate::Cause)),
+    /// whatever its buckets hold, giving back what earlier policies took; the refusal carries
+    /// `why` ([`Refused::rejection`](crate::policy::Refused::rejection)), which the HTTP
+    /// middleware answers with. A dry-run policy never refuses: its extractor's rejection
+    /// leaves the request to the other policies, as a skip does. The last call of `skip` and
+    /// `reject` counts.
+    #[inline]
+    pub fn reject(&mut self, why: &'static Rejection) -> &mut Self {
+        self.end = End::Reject(why);
+        self
     }
 
-    /// Whether the extractor skipped the request.
-    fn skipped(&self) -> bool {
-        self.skip
+    /// The key's hash; `None` if the extractor skipped the request, the rejection if it
+    /// rejected it.
+    #[inline(always)]
+    pub(crate) fn finish(self) -> Result<Option<u64>, &'static Rejection> {
+        match self.end {
+            End::Go => Ok(Some(self.hasher.finish())),
+            End::Skip => Ok(None),
+            End::Reject(why) => Err(why),
+        }
     }
+}
+
+/// How an extractor ended a key.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// With its parts: the request goes to the key's buckets.
+    Go,
+    Skip,
+    Reject(&'static Rejection),
 }
 
 impl<R: ?Sized> super::Policy<R> {
     /// Appends to `out` the key this policy names for `request` in its portable form (the
     /// parts' bytes as std hashes them; see [`Key`]), the same on every machine: what a backend
-    /// that keeps buckets elsewhere keys them by. Appends nothing for a global policy; `false`,
-    /// leaving `out` as it was, if the extractor skipped the request.
-    pub fn record_key(&self, request: &R, out: &mut Vec<u8>) -> bool {
+    /// that keeps buckets elsewhere keys them by. Appends nothing for a global policy; leaves
+    /// `out` as it was and answers `Ok(false)` if the extractor skipped the request, or the
+    /// rejection if it rejected it.
+    pub fn record_key(&self, request: &R, out: &mut Vec<u8>) -> Result<bool, &'static Rejection> {
         let Some(extract) = &self.extract else {
-            return true;
+            return Ok(true);
         };
         let start = out.len();
         let mut recording = Recording {
@@ -132,19 +187,22 @@ impl<R: ?Sized> super::Policy<R> {
         };
         let mut key = Key::recording(&mut recording);
         extract(request, &mut key);
-        let skipped = key.skipped();
+        let end = key.end;
         let Recording { bytes, shape } = recording;
         *out = bytes;
-        if skipped {
+        if !matches!(end, End::Go) {
             out.truncate(start);
-            return false;
+            return match end {
+                End::Reject(why) => Err(why),
+                _ => Ok(false),
+            };
         }
         if shape == Shape::Str {
             out.pop();
         } else {
             out.insert(start, 0xff);
         }
-        true
+        Ok(true)
     }
 }
 
@@ -239,7 +297,7 @@ mod tests {
     ) -> Option<Vec<u8>> {
         let policy = Policy::keyed_with("p", move |_: &(), key: &mut Key<'_>| add(key));
         let mut out = front.to_vec();
-        policy.record_key(&(), &mut out).then_some(out)
+        policy.record_key(&(), &mut out).ok()?.then_some(out)
     }
 
     fn bytes(add: impl Fn(&mut Key<'_>) + Send + Sync + 'static) -> Vec<u8> {
@@ -290,6 +348,14 @@ mod tests {
             key.add("x").skip();
         });
         assert_eq!(skipping, None);
+        // A rejection leaves the buffer as it was, and says why.
+        static NO: crate::outcome::Rejection = crate::outcome::Rejection::new(400, "no");
+        let rejecting = Policy::keyed_with("p", |_: &(), key: &mut Key<'_>| {
+            key.add("x").reject(&NO);
+        });
+        let mut out = b"{p}:".to_vec();
+        assert_eq!(rejecting.record_key(&(), &mut out), Err(&NO));
+        assert_eq!(out, b"{p}:");
     }
 
     /// A key recorded after a front is the front followed by the key's own bytes (its `0xff`

@@ -14,7 +14,7 @@ use crate::cell::{recording, Cell, Wrote};
 use crate::clock::Clock;
 use crate::keyed::{self, One, Options, Store, Tag};
 use crate::observe::{QuotaMetrics, TableMetrics};
-use crate::outcome::{Allowed, PolicyQuota, Refused};
+use crate::outcome::{Allowed, PolicyQuota, Refused, Rejection};
 use crate::primitive::AtomicU64;
 
 /// Where a policy's buckets live.
@@ -103,19 +103,25 @@ pub(crate) struct Layer<R: ?Sized, C: Clock> {
 
 impl<R: ?Sized, C: Clock> Layer<R, C> {
     /// The request's tag in this policy: `Some(0)` for a global policy, the key's tag for a
-    /// keyed one, `None` if the extractor skipped the request.
+    /// keyed one, `None` if the extractor skipped the request; the rejection if it rejected it.
     #[inline(always)]
-    pub(crate) fn tag(&self, request: &R) -> Option<Tag> {
+    pub(crate) fn tag(&self, request: &R) -> Result<Option<Tag>, &'static Rejection> {
         match &self.buckets {
-            Buckets::Global(_) => Some(0),
+            Buckets::Global(_) => Ok(Some(0)),
             Buckets::Keyed {
                 extract, hasher, ..
             } => {
                 let mut key = Key::new(hasher);
                 extract(request, &mut key);
-                key.finish().map(Store::<C>::tag)
+                key.finish().map(|hash| hash.map(Store::<C>::tag))
             }
         }
+    }
+
+    /// The request's tag in this policy, `None` if the extractor skipped or rejected it: for
+    /// what looks at or forgets buckets, which a rejected request has none of.
+    pub(crate) fn tag_of(&self, request: &R) -> Option<Tag> {
+        self.tag(request).ok().flatten()
     }
 
     /// Its quotas' algorithms in `rules` (the set's, as a decision read them).
@@ -233,7 +239,7 @@ mod tests {
         assert_eq!(cells_left(&policies), 1);
 
         let layer = &policies.layers[0];
-        let tag = layer.tag(&7).unwrap();
+        let tag = layer.tag_of(&7).unwrap();
         let read_before_the_raise = AnyAlgorithm::Gcra(Gcra::new(&one));
         let mut wrote = None;
         let clamp = || policies.catch_up_now(0, (0, tag));

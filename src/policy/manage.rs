@@ -148,7 +148,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             let Buckets::Keyed { stores, .. } = &layer.buckets else {
                 continue;
             };
-            let Some(tag) = layer.tag(request) else {
+            let Some(tag) = layer.tag_of(request) else {
                 continue;
             };
             for store in stores.iter() {

@@ -269,7 +269,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                 if layer.dry_run {
                     continue;
                 }
-                let Some(tag) = layer.tag(request) else {
+                let Some(tag) = layer.tag_of(request) else {
                     continue;
                 };
                 for (q, algorithm) in layer.algorithms(rules).iter().enumerate() {

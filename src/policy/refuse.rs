@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::jitter;
 use crate::keyed::Tag;
 use crate::observe;
-use crate::outcome::{DryRun, InsufficientCapacity, QuotaState};
+use crate::outcome::{DryRun, InsufficientCapacity, QuotaState, Rejection};
 use crate::primitive::Ordering;
 
 impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
@@ -79,6 +79,24 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
         Next::Done
     }
 
+    /// Policy `layer`'s extractor rejected the request: an enforcing policy's rejection ends
+    /// the decision with everything given back; a dry-run one's is a skip (`None`: go on).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn rejected(
+        &mut self,
+        layer: &Layer<R, C>,
+        why: &'static Rejection,
+    ) -> Option<Refused> {
+        if layer.dry_run {
+            return None;
+        }
+        self.set.undo(&mut self.undo, 0);
+        let mut refused = rejected(layer, why, self.n);
+        refused.dry_run = self.dry_run;
+        Some(refused)
+    }
+
     /// `n` is above the capacity of quota `q` of policy `index`: an enforcing policy's ends the
     /// decision (everything given back); a dry-run one would refuse (`None`: go on).
     #[cold]
@@ -106,6 +124,19 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     }
 }
 
+/// The refusal of `n` cells by enforcing policy `layer`, whose extractor rejected the request
+/// with `why`: counted against the policy and its first quota, which it names.
+#[cold]
+fn rejected<R: ?Sized, C: Clock>(layer: &Layer<R, C>, why: &'static Rejection, n: u32) -> Refused {
+    // Relaxed: a statistic; nothing is ordered by it.
+    layer.refused.fetch_add(1, Ordering::Relaxed);
+    let by = layer.places.first().map(|place| {
+        place.metrics.refused.increment(u64::from(n));
+        place.by
+    });
+    Refused::rejected(why, by, None)
+}
+
 /// `n` cells asked of `place` (an enforcing policy's quota), whose `capacity` is smaller.
 #[cold]
 fn oversized(place: &Place, n: u32, capacity: u32) -> InsufficientCapacity {
@@ -123,7 +154,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
     /// enforcing quota, with everything undone): looks at every enforcing quota after it, so
     /// that the retry-after covers the one that conforms last, then adds that policy's jitter
     /// and counts the refusal against it. A later quota too small for the request makes it one
-    /// that never succeeds. The quotas after the refusing one are looked at as they are in
+    /// that never succeeds, and a later policy's rejection makes it that rejection. The quotas after the refusing one are looked at as they are in
     /// force now.
     #[cold]
     #[inline(never)]
@@ -144,14 +175,16 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
                     (tag, q + 1)
                 } else {
                     match layer.tag(request) {
-                        Some(tag) => (tag, 0),
-                        None => continue,
+                        Ok(Some(tag)) => (tag, 0),
+                        Ok(None) => continue,
+                        // Never admitted, whatever the buckets: the rejection is the answer.
+                        Err(why) => return Err(Ok(rejected(layer, why, n))),
                     }
                 };
                 let quotas = layer.places.iter().zip(layer.algorithms(rules));
                 for (q, (place, algorithm)) in quotas.enumerate().skip(from) {
                     if n > algorithm.capacity() {
-                        return Err(oversized(place, n, algorithm.capacity()));
+                        return Err(Err(oversized(place, n, algorithm.capacity())));
                     }
                     let Err(later) = self.peek(layer, (q, tag), algorithm, n, now) else {
                         continue;
@@ -163,7 +196,10 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
             }
             Ok(worst)
         });
-        let (place, refused) = worst?;
+        let (place, refused) = match worst {
+            Ok(worst) => worst,
+            Err(end) => return end,
+        };
         let layer = &self.layers[place.at().0];
         let jitter = jitter::refusal_jitter(layer.jitter, refused.wait);
         // Relaxed: a statistic; nothing is ordered by it.

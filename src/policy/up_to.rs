@@ -78,7 +78,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         self.rules.with(|rules| {
             let mut most = n;
             for layer in self.layers.iter().filter(|layer| !layer.dry_run) {
-                let Some(tag) = layer.tag(request) else {
+                let Some(tag) = layer.tag_of(request) else {
                     continue;
                 };
                 for (q, algorithm) in layer.algorithms(rules).iter().enumerate() {

@@ -213,14 +213,30 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
         Ok(verdict)
     }
 
+    /// The verdict on `plan` that needs no call: its rejection (counted against the rejecting
+    /// policy's first quota), or an admission when no policy applies.
+    fn uncalled(&self, plan: &Plan, n: u32) -> Option<Verdict> {
+        if let Some(refused) = plan.rejected {
+            let by = refused.by();
+            let policy = by.and_then(|by| self.shared.policies.get(by.policy_index()));
+            if let (Some(by), Some(policy)) = (by, policy) {
+                policy.metrics[by.quota_index()].refused(u64::from(n));
+            }
+            return Some(Verdict::new(Err(refused), Source::Buckets));
+        }
+        plan.keys
+            .is_empty()
+            .then(|| Verdict::unlimited(Source::Buckets))
+    }
+
     /// Decides `plan` for `n` cells in Redis (or from a lease, or by the shield); the failure
     /// if Redis did not answer, for the caller to decide by the failure policy
     /// ([`fail`](Self::fail)).
     pub(crate) async fn decide(&self, plan: &Plan, n: u32) -> Result<Decided, Failure> {
         let Shared { link, policies, .. } = &*self.shared;
         link.counters.decisions.add(1);
-        if plan.keys.is_empty() {
-            return Ok(Decided::without_call(Verdict::unlimited(Source::Buckets)));
+        if let Some(verdict) = self.uncalled(plan, n) {
+            return Ok(Decided::without_call(verdict));
         }
         #[cfg(feature = "cluster")]
         if let Some(slots) = self.slots(plan) {
@@ -356,11 +372,9 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     async fn decide_up_to(&self, plan: &Plan, n: u32) -> Result<(u32, Decided), Failure> {
         let Shared { link, policies, .. } = &*self.shared;
         link.counters.decisions.add(1);
-        if plan.keys.is_empty() {
-            return Ok((
-                n,
-                Decided::without_call(Verdict::unlimited(Source::Buckets)),
-            ));
+        if let Some(verdict) = self.uncalled(plan, n) {
+            let taken = if verdict.is_allowed() { n } else { 0 };
+            return Ok((taken, Decided::without_call(verdict)));
         }
         #[cfg(feature = "cluster")]
         if let Some(slots) = self.slots(plan) {

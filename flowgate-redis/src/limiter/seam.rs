@@ -79,7 +79,9 @@ pub(crate) async fn look<R: ?Sized, C: Clock>(
     limiter: &RedisLimiter<R, C>,
     plan: Result<Plan, InsufficientCapacity>,
 ) -> Result<Vec<QuotaState>, Failure> {
-    let plan = plan.map_err(|_| Failure::Reply)?;
+    let mut plan = plan.map_err(|_| Failure::Reply)?;
+    // A look passes a rejecting policy by, as in process: the others' buckets are asked.
+    plan.rejected = None;
     let decided = limiter.decide(&plan, 0).await?;
     let mut states = Vec::new();
     let policies = &limiter.shared.policies;
@@ -143,7 +145,8 @@ async fn settle<R: ?Sized, C: Clock>(
     // The decision's own deadline, which a refusal's looks across slots share (read only for
     // a decision that may look).
     #[cfg(feature = "cluster")]
-    let deadline = (want && plan.spans_policies()).then(|| shared.link.deadline());
+    let deadline =
+        (want && plan.spans_policies() && plan.rejected.is_none()).then(|| shared.link.deadline());
     let decided = limiter.decide(plan, n).await;
     #[cfg(feature = "cluster")]
     let decided = match (decided, deadline) {

@@ -10,9 +10,9 @@ use core::ops::Range;
 
 use smallvec::SmallVec;
 
-use flowgate::outcome::{InsufficientCapacity, PolicyQuota};
-use flowgate::policy::Policy;
+use flowgate::outcome::{InsufficientCapacity, PolicyQuota, Rejection};
 use flowgate::policy::QuotaMetrics;
+use flowgate::policy::{self, Policy};
 
 use super::quota::{Bucket, Micros};
 use super::Call;
@@ -76,18 +76,23 @@ impl<R: ?Sized> Prepared<R> {
     }
 
     /// Pushes the Redis keys of this policy's buckets for `request` onto `keys`, in quota
-    /// order; `false` (and nothing pushed) if the extractor skipped the request.
+    /// order; `Ok(false)` (and nothing pushed) if the extractor skipped the request, the
+    /// rejection (nothing pushed) if it rejected it.
     ///
     /// The request's key is recorded once, straight after the last quota's front in the
     /// buffer that becomes that quota's key; the other quotas' keys copy it.
-    fn push_keys(&self, request: &R, keys: &mut SmallVec<[Vec<u8>; INLINE]>) -> bool {
+    fn push_keys(
+        &self,
+        request: &R,
+        keys: &mut SmallVec<[Vec<u8>; INLINE]>,
+    ) -> Result<bool, &'static Rejection> {
         let Some(last) = self.affixes.last() else {
-            return true;
+            return Ok(true);
         };
         let mut recorded = Vec::with_capacity(last.front.len() + last.back.len() + 32);
         recorded.extend_from_slice(&last.front);
-        if !self.policy.record_key(request, &mut recorded) {
-            return false;
+        if !self.policy.record_key(request, &mut recorded)? {
+            return Ok(false);
         }
         if self.affixes.len() > 1 {
             let key = &recorded[last.front.len()..];
@@ -95,7 +100,7 @@ impl<R: ?Sized> Prepared<R> {
         }
         recorded.extend_from_slice(&last.back);
         keys.push(recorded);
-        true
+        Ok(true)
     }
 }
 
@@ -182,6 +187,10 @@ pub(crate) struct Plan {
     /// The buckets of dry-run policies, as the script reads them: `first-last` ranges of bucket
     /// numbers (from 1), comma-separated; empty if there are none.
     pub(crate) dry: String,
+    /// The refusal of the first enforcing policy whose extractor rejected the request: decided
+    /// without Redis. Its buckets are left out, and the other policies' kept, for what only
+    /// looks at or forgets buckets.
+    pub(crate) rejected: Option<policy::Refused>,
 }
 
 impl Plan {
@@ -196,11 +205,21 @@ impl Plan {
         let mut plan = Self::default();
         for (p, policy) in policies.iter().enumerate() {
             let first = plan.keys.len() + 1;
-            if !policy.push_keys(request, &mut plan.keys) {
-                continue;
+            match policy.push_keys(request, &mut plan.keys) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                // A dry-run policy never refuses: its rejection is a skip.
+                Err(_) if policy.dry_run => continue,
+                Err(why) => {
+                    let by = policy.by.first().copied();
+                    plan.rejected
+                        .get_or_insert(policy::Refused::rejected(why, by, None));
+                    continue;
+                }
             }
             for (q, micros) in policy.quotas.iter().enumerate() {
-                if !policy.dry_run && n > micros.capacity {
+                // After a rejection, decided without Redis, a capacity is never asked.
+                if !policy.dry_run && n > micros.capacity && plan.rejected.is_none() {
                     return Err(too_many(policy, q, n));
                 }
                 plan.quotas.push(micros.bucket);
@@ -268,6 +287,7 @@ impl Plan {
             quotas: self.quotas[range.clone()].iter().copied().collect(),
             refs: self.refs[range].iter().copied().collect(),
             dry,
+            rejected: None,
         }
     }
 
@@ -355,12 +375,12 @@ mod tests {
             .quota(flowgate::Quota::per_minute(10).unwrap());
             let prepared = Prepared::new(0, policy, ("p", tag)).unwrap();
             let mut keys = SmallVec::new();
-            assert!(prepared.push_keys("alice", &mut keys));
+            assert_eq!(prepared.push_keys("alice", &mut keys), Ok(true));
             let expected: Vec<_> = (0..2)
                 .map(|q| key(tag, "user", q, Some(b"alice")))
                 .collect();
             assert_eq!(keys.as_slice(), expected, "{tag:?}");
-            assert!(!prepared.push_keys("-", &mut keys));
+            assert_eq!(prepared.push_keys("-", &mut keys), Ok(false));
             assert_eq!(keys.len(), 2);
         }
     }
