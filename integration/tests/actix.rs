@@ -312,3 +312,109 @@ async fn permissive_handlers_read_the_same_rulings_everywhere() {
         assert_eq!((answer.0, answer.2.as_str()), (StatusCode::OK, ruling));
     }
 }
+
+/// A key extractor's rejection and every other refusal pass through one `refusal_response`,
+/// alike in axum and actix, in process and over Redis. The third policy rejects a request
+/// without an API key (401) or with a malformed one (400): its body is the hook's, with no
+/// `Retry-After` and no quota headers, and the cells the first two policies took are back (the
+/// client's route quota still has 2 of 3 left after two rejections). The hook answers a quota's
+/// refusal with 503, keeps the others' statuses, and is the one place for the body of a
+/// client that cannot be told too; a rejected gRPC call is `UNAUTHENTICATED` (16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejections_and_refusals_answer_alike_through_one_hook() {
+    use flowgate::http::Refusal;
+    use flowgate::outcome::Rejection;
+    static NO_KEY: Rejection = Rejection::new(401, "the request carries no API key");
+    static MALFORMED: Rejection = Rejection::new(400, "the API key is malformed");
+
+    let server = redis_server::RedisServer::start();
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let set = || {
+        let per_key = Policy::keyed_with("per-api-key", |r: &Inbound, key| {
+            match r.header("x-api-key").map(|k| k.as_bytes()) {
+                None => key.reject(&NO_KEY),
+                Some(k) if !k.iter().all(u8::is_ascii_alphanumeric) => key.reject(&MALFORMED),
+                Some(k) => key.add(k),
+            };
+        });
+        policies(&clock).policy(per_key.quota("100/min".parse().unwrap()))
+    };
+    fn hook<B: Backend<Inbound>>(layer: RateLimitLayer<B>) -> RateLimitLayer<B> {
+        layer.refusal_response(|refusal: &Refusal| {
+            let status = match refusal {
+                Refusal::Limited(r) if r.cause() == flowgate::Cause::Quota => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                _ => refusal.status(),
+            };
+            let body = format!("{{\"error\":{:?}}}", refusal.detail());
+            let json = http::HeaderValue::from_static("application/json");
+            (status, json, body.into())
+        })
+    }
+    let remote = |prefix: &str| {
+        let backend = server.backend().prefix(prefix).client_time(true);
+        hook(layer(set().build_redis(backend).unwrap()))
+    };
+    let in_process = || hook(layer(set().build().unwrap()));
+    let axum = serve_axum(in_process()).await;
+    let others = [
+        serve_actix(in_process().actix()),
+        serve_actix(remote("reject-actix").actix()),
+        serve_axum(remote("reject-axum")).await,
+    ];
+
+    let client = http_client::client();
+    let from = ("x-forwarded-for", "192.0.2.1");
+    let script: [(&[(&str, &str)], u16, &str); 8] = [
+        (&[from, ("x-api-key", "k1")], 200, "ok"),
+        (
+            &[from],
+            401,
+            r#"{"error":"the request carries no API key"}"#,
+        ),
+        (
+            &[from, ("x-api-key", "k 1")],
+            400,
+            r#"{"error":"the API key is malformed"}"#,
+        ),
+        (&[from, ("x-api-key", "k1")], 200, "ok"),
+        (&[from, ("x-api-key", "k1")], 200, "ok"),
+        (
+            &[from, ("x-api-key", "k1")],
+            503,
+            r#"{"error":"rate limited by policy 'per-client-per-route': retry after 20 s"}"#,
+        ),
+        (&[from, ("content-type", "application/grpc")], 200, ""),
+        (
+            &[("x-forwarded-for", "not an address")],
+            500,
+            r#"{"error":"the client's address could not be determined: the server does not see the connection's peer address"}"#,
+        ),
+    ];
+    for (i, (headers, status, body)) in script.iter().enumerate() {
+        let answer = seen(&client, axum, "/", headers).await;
+        assert_eq!(
+            (answer.0.as_u16(), answer.2.as_str()),
+            (*status, *body),
+            "request {i}"
+        );
+        let kept: Vec<&str> = answer.1.iter().map(|(name, _)| name.as_str()).collect();
+        match i {
+            // The second admission: the client's route quota lost one cell, not three.
+            3 => assert!(answer.1.contains(&(
+                "ratelimit".into(),
+                r#""per-client-per-route";r=1;t=20, "per-route";r=3;t=12, "per-api-key";r=98;t=1"#
+                    .into()
+            )), "{:?}", answer.1),
+            1 | 2 => assert_eq!(kept, ["content-type"], "request {i}"),
+            5 => assert!(kept.contains(&"retry-after"), "request {i}"),
+            6 => assert!(answer.1.contains(&("grpc-status".into(), "16".into()))),
+            _ => {}
+        }
+        for (k, other) in others.into_iter().enumerate() {
+            let from_other = seen(&client, other, "/", headers).await;
+            assert_eq!(from_other, answer, "request {i}, server {k}");
+        }
+    }
+}

@@ -124,9 +124,23 @@ async fn serve_tonic(layer: RateLimitLayer<Policies<Inbound, ManualClock>>) -> S
 }
 
 async fn ping(channel: &Channel, text: &str) -> Result<tonic::Response<Ping>, Status> {
+    ping_with(channel, text, None).await
+}
+
+/// [`ping`], with the metadata `x-api-key: api_key` if there is one.
+async fn ping_with(
+    channel: &Channel,
+    text: &str,
+    api_key: Option<&'static str>,
+) -> Result<tonic::Response<Ping>, Status> {
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready().await.unwrap();
-    let request = tonic::Request::new(Ping { text: text.into() });
+    let mut request = tonic::Request::new(Ping { text: text.into() });
+    if let Some(api_key) = api_key {
+        request
+            .metadata_mut()
+            .insert("x-api-key", api_key.parse().unwrap());
+    }
     let path = PathAndQuery::from_static(PATH);
     grpc.unary(request, path, ProstCodec::<Ping, Ping>::default())
         .await
@@ -243,4 +257,57 @@ async fn a_call_whose_client_cannot_be_told_is_internal() {
         .starts_with("the client's address could not be determined"));
     assert!(status.metadata().get("retry-after").is_none());
     assert!(status.get_details_retry_info().is_none());
+}
+
+/// A key extractor's rejection reaches a tonic client as the gRPC code of its status
+/// (`UNAUTHENTICATED` for a 401) with its message and no retry detail, on tonic's own server;
+/// a `refusal_response` that answers it with 403 makes it `PERMISSION_DENIED`. A call with a
+/// key passes.
+#[tokio::test]
+async fn a_rejected_call_carries_its_status_as_a_grpc_code() {
+    use flowgate::http::Refusal;
+    use flowgate::outcome::Rejection;
+    static NO_KEY: Rejection = Rejection::new(401, "the call carries no API key");
+    let set = || {
+        Policies::<Inbound>::builder()
+            .clock(ManualClock::new())
+            .policy(
+                Policy::keyed_with("per-api-key", |r: &Inbound, key| {
+                    match r.header("x-api-key") {
+                        Some(api_key) => key.add(api_key.as_bytes()),
+                        None => key.reject(&NO_KEY),
+                    };
+                })
+                .quota("2/min".parse().unwrap()),
+            )
+            .build()
+            .unwrap()
+    };
+    let plain = channel(serve_tonic(RateLimitLayer::new(set())).await).await;
+    let forbidding = RateLimitLayer::new(set()).refusal_response(|refusal: &Refusal| {
+        let status = match refusal.status() {
+            StatusCode::UNAUTHORIZED => StatusCode::FORBIDDEN,
+            status => status,
+        };
+        (
+            status,
+            http::HeaderValue::from_static("text/plain"),
+            "no".into(),
+        )
+    });
+    let forbidding = channel(serve_tonic(forbidding).await).await;
+    for (channel, code) in [
+        (&plain, Code::Unauthenticated),
+        (&forbidding, Code::PermissionDenied),
+    ] {
+        let status = ping(channel, "hello").await.expect_err("rejected");
+        assert_eq!(status.code(), code);
+        assert_eq!(status.message(), "the call carries no API key");
+        assert!(status.metadata().get("retry-after").is_none());
+        assert!(status.get_details_retry_info().is_none());
+        let admitted = ping_with(channel, "hello", Some("k1"))
+            .await
+            .expect("admitted");
+        assert_eq!(admitted.get_ref().text, "hello");
+    }
 }

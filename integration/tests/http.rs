@@ -398,7 +398,11 @@ async fn routes_key_their_bucket_and_the_body_is_configurable() {
     let layer = RateLimitLayer::new(policies).refusal_response(|refusal: &Refusal| {
         let text = format!("slow down ({})", refusal.policy().unwrap_or("-"));
         let status = StatusCode::SERVICE_UNAVAILABLE;
-        (status, http::HeaderValue::from_static("text/plain"), text.into())
+        (
+            status,
+            http::HeaderValue::from_static("text/plain"),
+            text.into(),
+        )
     });
     let address = serve(app(layer), true).await;
     let client = http_client::client();
