@@ -42,7 +42,8 @@ pub enum Unkeyed {
     /// unless the policy's extractor skips them. An explicit choice: right for a service
     /// behind one trusted proxy that may omit the header, wrong as an accident.
     Shared,
-    /// Refuse the request with this status before any policy is consulted (it takes nothing).
+    /// Refuse the request with this status before any policy is consulted (it takes nothing);
+    /// [`refusal_response`](super::RateLimitLayer::refusal_response) can answer it otherwise.
     Refuse(http::StatusCode),
 }
 

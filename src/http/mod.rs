@@ -375,7 +375,9 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// ```
     /// use flowgate::http::{RateLimitLayer, Refusal};
     /// use http::{HeaderValue, StatusCode};
-    /// # let policies = flowgate::Policies::<flowgate::http::Inbound>::builder().build()?;
+    /// # let policies = flowgate::Policies::<flowgate::http::Inbound>::builder()
+    /// #     .policy(flowgate::Policy::global("all").quota("100/s".parse()?))
+    /// #     .build()?;
     ///
     /// let layer = RateLimitLayer::new(policies).refusal_response(|refusal: &Refusal| {
     ///     let status = match refusal {
