@@ -90,7 +90,10 @@ use crate::outcome::Rejection;
 #[derive(Debug)]
 pub struct Key<'a> {
     hasher: ahash::AHasher,
-    end: End,
+    /// `None` while the request goes to the key's buckets; [`SKIPPED`] or the rejection once
+    /// the extractor skipped or rejected it. One pointer, not an enum of three: a key is made
+    /// per policy per decision, and zero is its usual end.
+    end: Option<&'static Rejection>,
     /// Where the parts' bytes go, for a set decided in Redis; `None` in process. A reference,
     /// not an owned buffer: a key with an owned one cost an in-process decision its drop on
     /// every policy (BENCHMARKS.md, "Shared limits").
@@ -103,7 +106,7 @@ impl Key<'_> {
     pub(crate) fn new(state: &ahash::RandomState) -> Self {
         Self {
             hasher: state.build_hasher(),
-            end: End::Go,
+            end: None,
             record: None,
         }
     }
@@ -115,7 +118,7 @@ impl<'a> Key<'a> {
     fn recording(record: &'a mut Recording) -> Self {
         Self {
             hasher: ahash::RandomState::with_seeds(0, 0, 0, 0).build_hasher(),
-            end: End::Go,
+            end: None,
             record: Some(record),
         }
     }
@@ -133,7 +136,7 @@ impl<'a> Key<'a> {
     /// Marks the request as having no key for this policy: the policy does not apply to it.
     #[inline]
     pub fn skip(&mut self) -> &mut Self {
-        self.end = End::Skip;
+        self.end = Some(&SKIPPED);
         self
     }
 
@@ -145,7 +148,7 @@ impl<'a> Key<'a> {
     /// `reject` counts.
     #[inline]
     pub fn reject(&mut self, why: &'static Rejection) -> &mut Self {
-        self.end = End::Reject(why);
+        self.end = Some(why);
         self
     }
 
@@ -154,20 +157,23 @@ impl<'a> Key<'a> {
     #[inline(always)]
     pub(crate) fn finish(self) -> Result<Option<u64>, &'static Rejection> {
         match self.end {
-            End::Go => Ok(Some(self.hasher.finish())),
-            End::Skip => Ok(None),
-            End::Reject(why) => Err(why),
+            None => Ok(Some(self.hasher.finish())),
+            Some(end) => ended(end),
         }
     }
 }
 
-/// How an extractor ended a key.
-#[derive(Debug, Clone, Copy)]
-enum End {
-    /// With its parts: the request goes to the key's buckets.
-    Go,
-    Skip,
-    Reject(&'static Rejection),
+/// The mark of a skipped key: a `static`, so that its address is its own.
+static SKIPPED: Rejection = Rejection::new(0, "skipped");
+
+/// What a key that ended at `end` ([`SKIPPED`] or a rejection) comes to.
+#[cold]
+fn ended(end: &'static Rejection) -> Result<Option<u64>, &'static Rejection> {
+    if core::ptr::eq(end, &SKIPPED) {
+        Ok(None)
+    } else {
+        Err(end)
+    }
 }
 
 impl<R: ?Sized> super::Policy<R> {
@@ -190,12 +196,9 @@ impl<R: ?Sized> super::Policy<R> {
         let end = key.end;
         let Recording { bytes, shape } = recording;
         *out = bytes;
-        if !matches!(end, End::Go) {
+        if let Some(end) = end {
             out.truncate(start);
-            return match end {
-                End::Reject(why) => Err(why),
-                _ => Ok(false),
-            };
+            return ended(end).map(|_| false);
         }
         if shape == Shape::Str {
             out.pop();
