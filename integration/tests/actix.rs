@@ -366,7 +366,8 @@ async fn rejections_and_refusals_answer_alike_through_one_hook() {
 
     let client = http_client::client();
     let from = ("x-forwarded-for", "192.0.2.1");
-    let script: [(&[(&str, &str)], u16, &str); 8] = [
+    type Step<'a> = (&'a [(&'a str, &'a str)], u16, &'a str);
+    let script: [Step; 8] = [
         (&[from, ("x-api-key", "k1")], 200, "ok"),
         (
             &[from],

@@ -369,8 +369,8 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// could not be told. `respond` returns the status, the content type and the body; the
     /// `Retry-After` and quota headers stay the middleware's. The default is
     /// ([`Refusal::status`], [`Refusal::problem`]). A gRPC call gets the code of the status
-    /// ([`Refusal::grpc_code_of`]) and the refusal's [`detail`](Refusal::detail), not the
-    /// body.
+    /// (as [`Refusal::grpc_code`] maps it) and the refusal's [`detail`](Refusal::detail), not
+    /// the body.
     ///
     /// ```
     /// use flowgate::http::{RateLimitLayer, Refusal};

@@ -121,12 +121,13 @@ impl Refusal {
 
 /// # gRPC
 impl Refusal {
-    /// The gRPC status code a gRPC call is refused with, the [`status`](Self::status)'s
-    /// ([`grpc_code_of`](Self::grpc_code_of)): `RESOURCE_EXHAUSTED` (8) when a policy refused
-    /// (for now, for good, or with a full table); `UNAVAILABLE` (14) when the limiter's backend
-    /// did not answer and its failure policy refuses; for a client whose address could not be
-    /// told, `INVALID_ARGUMENT` (3) in place of a 4xx status and `INTERNAL` (13) in place of a
-    /// 5xx; for a rejection, its status's (`UNAUTHENTICATED` (16) for a 401).
+    /// The gRPC status code a gRPC call is refused with, the [`status`](Self::status)'s (or
+    /// that of the status a [`refusal_response`](super::RateLimitLayer::refusal_response) sets):
+    /// 429 is `RESOURCE_EXHAUSTED` (8), 503 `UNAVAILABLE` (14), 401 `UNAUTHENTICATED` (16), 403
+    /// `PERMISSION_DENIED` (7), 404 `NOT_FOUND` (5), any other 4xx `INVALID_ARGUMENT` (3), any
+    /// other 5xx `INTERNAL` (13). So a policy's refusal (for now, for good, or with a full
+    /// table) is 8, an unavailable limiter's 14, a client whose address could not be told 3 or
+    /// 13, and a rejection its status's.
     ///
     /// A refused gRPC call (content type `application/grpc`, alone or with `+codec` or
     /// parameters) is answered with HTTP 200, trailers-only: this code in `grpc-status`,
@@ -148,18 +149,9 @@ impl Refusal {
         Self::grpc_code_of(self.status())
     }
 
-    /// The gRPC status code a refusal with the HTTP `status` is sent with: 429 is
-    /// `RESOURCE_EXHAUSTED` (8), 503 `UNAVAILABLE` (14), 401 `UNAUTHENTICATED` (16), 403
-    /// `PERMISSION_DENIED` (7), 404 `NOT_FOUND` (5), any other 4xx `INVALID_ARGUMENT` (3), any
-    /// other 5xx `INTERNAL` (13), and anything else `UNKNOWN` (2).
-    ///
-    /// ```
-    /// # use flowgate::http::Refusal;
-    /// use http::StatusCode;
-    /// assert_eq!(Refusal::grpc_code_of(StatusCode::UNAUTHORIZED), 16);
-    /// assert_eq!(Refusal::grpc_code_of(StatusCode::BAD_REQUEST), 3);
-    /// ```
-    pub fn grpc_code_of(status: StatusCode) -> u8 {
+    /// [`grpc_code`](Self::grpc_code) of a refusal answered with `status` (anything but a 4xx
+    /// or 5xx is `UNKNOWN`, 2).
+    pub(super) fn grpc_code_of(status: StatusCode) -> u8 {
         match status.as_u16() {
             429 => 8,
             503 => 14,
