@@ -122,6 +122,42 @@ fn a_two_layer_chain_undoes_the_first_layer() {
     });
 }
 
+/// A key extractor's rejection by the second policy gives back the global cell the first one
+/// took, while another request races for that cell: the rejected request is never admitted, and
+/// the global cell ends as the other request's or back (the other was refused only while the
+/// rejected request held it, and a refusal writes nothing the undo would have to give way to).
+#[test]
+fn a_rejection_gives_back_what_an_earlier_policy_took() {
+    use flowgate::outcome::Rejection;
+    use flowgate::Cause;
+    static NO_KEY: Rejection = Rejection::new(401, "no key");
+    model(|| {
+        let per_key = Policy::keyed_with("per-key", |k: &u64, key| {
+            match k {
+                0 => key.reject(&NO_KEY),
+                k => key.add(k),
+            };
+        });
+        let policies = Arc::new(
+            Policies::<u64, _>::builder()
+                .clock(ManualClock::starting_at(1_000))
+                .hash_seed(3)
+                .policy(Policy::global("global").quota(per_hour(1)))
+                .policy(per_key.quota(per_hour(1)).max_keys(4))
+                .build()
+                .unwrap(),
+        );
+        let other = {
+            let policies = policies.clone();
+            thread::spawn(move || policies.check(&0).map(|_| ()).map_err(|r| r.cause()))
+        };
+        let here = policies.check(&1).is_ok();
+        assert_eq!(other.join().unwrap(), Err(Cause::Rejected));
+        let expected: [u32; 2] = if here { [0, 0] } else { [1, 1] };
+        assert_eq!(left(&policies, &1), expected);
+    });
+}
+
 /// A quota replaced while a request is decided: every read of the set's algorithms (a
 /// decision's, `quotas()`) sees one list whole, the old or the new, a refusal is made under
 /// the quota that refuses (the 1-cell one, never the 3-cell one that would admit), and a
