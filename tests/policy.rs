@@ -801,11 +801,18 @@ fn a_rejection_refuses_for_good_and_gives_back_what_was_taken() {
     assert_eq!(front((1, None)), [("front", 2)], "the front cell came back");
     assert_eq!(front((1, Some("k"))), [("front", 2), ("per-key", 1)]);
     let stats = policies.stats();
-    assert_eq!((stats[0].refused, stats[2].refused), (0, 1));
+    assert_eq!(
+        (stats[0].refused, stats[1].refused, stats[2].refused),
+        (0, 0, 1)
+    );
 
-    // Up to two cells, or a wait: refused at once, nothing taken.
+    // Up to two cells, zero cells, or a wait: refused at once, nothing taken.
     let up_to = policies.check_up_to(&(1, None), 2).unwrap_err();
     assert_eq!(up_to.cause(), Cause::Rejected);
+    let zero = policies.check_n(&(1, None), 0).unwrap().unwrap_err();
+    assert_eq!(zero.rejection(), Some(&NO_KEY));
+    let zero_up_to = policies.check_up_to(&(1, None), 0).unwrap_err();
+    assert_eq!(zero_up_to.cause(), Cause::Rejected);
     let waited = policies.wait(&(1, None), 1, WaitOptions::new());
     assert!(
         matches!(waited, Err(flowgate::policy::Error::Refused(r)) if r.cause() == Cause::Rejected)

@@ -345,6 +345,8 @@ async fn rejections_answer_alike_on_either_backend() {
         let name = limits.backend_name();
         assert!(limits.check_n("alice", 1).await.unwrap().is_allowed());
         rejected(limits.check_n("", 1).await.unwrap().outcome(), name);
+        // Zero cells take nothing, and are rejected all the same.
+        rejected(limits.check_n("", 0).await.unwrap().outcome(), name);
         let (taken, verdict) = limits.check_up_to("", 2).await;
         assert_eq!(taken, 0, "{name}");
         rejected(verdict.outcome(), name);

@@ -101,7 +101,8 @@
 //!
 //! Other keys come from [`Inbound`]: a header (an API key), the matched route or the path, the
 //! method, the extensions, or anything a closure computes from them. An extractor that finds
-//! no key can also [`skip`](crate::policy::Key::skip) its policy.
+//! no key can also [`skip`](crate::policy::Key::skip) its policy, or
+//! [`reject`](crate::policy::Key::reject) the request with a status and a message.
 //!
 //! # Sharing and cost
 //! The policies live in one [`Arc`] that every clone of the service shares
@@ -370,7 +371,7 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
     /// `Retry-After` and quota headers stay the middleware's. The default is
     /// ([`Refusal::status`], [`Refusal::problem`]). A gRPC call gets the code of the status
     /// (as [`Refusal::grpc_code`] maps it) and the refusal's [`detail`](Refusal::detail), not
-    /// the body.
+    /// the body. The status is used as given (a 2xx too).
     ///
     /// ```
     /// use flowgate::http::{RateLimitLayer, Refusal};

@@ -41,10 +41,7 @@ impl Refusal {
             Self::Limited(r) if r.cause() == Cause::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Limited(r) if r.cause() == Cause::Rejected => {
                 let status = r.rejection().map_or(400, |why| why.status());
-                match StatusCode::from_u16(status) {
-                    Ok(status) if status.is_client_error() || status.is_server_error() => status,
-                    _ => StatusCode::BAD_REQUEST,
-                }
+                StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST)
             }
             Self::Limited(_) | Self::Oversized(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unkeyed(status) => *status,
@@ -126,8 +123,8 @@ impl Refusal {
     /// 429 is `RESOURCE_EXHAUSTED` (8), 503 `UNAVAILABLE` (14), 401 `UNAUTHENTICATED` (16), 403
     /// `PERMISSION_DENIED` (7), 404 `NOT_FOUND` (5), any other 4xx `INVALID_ARGUMENT` (3), any
     /// other 5xx `INTERNAL` (13). So a policy's refusal (for now, for good, or with a full
-    /// table) is 8, an unavailable limiter's 14, a client whose address could not be told 3 or
-    /// 13, and a rejection its status's.
+    /// table) is 8, an unavailable limiter's 14, and a client whose address could not be told,
+    /// or a rejection, that of its status (13 for the former's default 500).
     ///
     /// A refused gRPC call (content type `application/grpc`, alone or with `+codec` or
     /// parameters) is answered with HTTP 200, trailers-only: this code in `grpc-status`,

@@ -334,10 +334,26 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    /// A rejection with `status` (the HTTP layer answers `400 Bad Request` in place of one
-    /// that is not a client or server error, 400 to 599) and `message`.
+    /// A rejection with `status`, a client or server error (400 to 599: any other is taken as
+    /// `400 Bad Request`), and `message`.
     pub const fn new(status: u16, message: &'static str) -> Self {
+        let status = if 400 <= status && status <= 599 {
+            status
+        } else {
+            400
+        };
         Self { status, message }
+    }
+
+    /// The mark of a key its extractor skipped: a status no rejection has.
+    pub(crate) const SKIP: Rejection = Rejection {
+        status: 0,
+        message: "",
+    };
+
+    /// Whether this is [`SKIP`](Self::SKIP).
+    pub(crate) const fn is_skip(&self) -> bool {
+        self.status == 0
     }
 
     /// The status the HTTP middleware answers with.

@@ -22,8 +22,8 @@ impl<R: ?Sized + 'static, C: Clock + Send + Sync + 'static> Backend<R> for Polic
     fn decide<S: States>(&self, request: &R, n: u32, states: Option<&mut S>) -> Decision<AtOnce> {
         let Some(states) = states else {
             if n == 0 {
-                // Takes nothing, as `check_n(request, 0)`: admitted.
-                return Decision::Now(Ok(Ok(())));
+                // Takes nothing, as `check_n(request, 0)`: admitted, unless rejected.
+                return Decision::Now(Ok(self.rejection(request).map_or(Ok(()), Err)));
             }
             // A yes or no, with no admission put together.
             return Decision::Now(Policies::decide(
@@ -41,6 +41,9 @@ impl<R: ?Sized + 'static, C: Clock + Send + Sync + 'static> Backend<R> for Polic
             now
         };
         if n == 0 {
+            if let Some(rejected) = self.rejection(request) {
+                return Decision::Now(Ok(Err(rejected)));
+            }
             self.inspect_at(request, now(), |state| states.push(state));
             return Decision::Now(Ok(Ok(())));
         }

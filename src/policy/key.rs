@@ -90,8 +90,8 @@ use crate::outcome::Rejection;
 #[derive(Debug)]
 pub struct Key<'a> {
     hasher: ahash::AHasher,
-    /// `None` while the request goes to the key's buckets; [`SKIPPED`] or the rejection once
-    /// the extractor skipped or rejected it. One pointer, not an enum of three: a key is made
+    /// `None` while the request goes to the key's buckets; [`Rejection::SKIP`] or the
+    /// rejection once the extractor skipped or rejected it. One pointer, not an enum of three: a key is made
     /// per policy per decision, and zero is its usual end.
     end: Option<&'static Rejection>,
     /// Where the parts' bytes go, for a set decided in Redis; `None` in process. A reference,
@@ -136,7 +136,7 @@ impl<'a> Key<'a> {
     /// Marks the request as having no key for this policy: the policy does not apply to it.
     #[inline]
     pub fn skip(&mut self) -> &mut Self {
-        self.end = Some(&SKIPPED);
+        self.end = Some(&Rejection::SKIP);
         self
     }
 
@@ -146,6 +146,11 @@ impl<'a> Key<'a> {
     /// middleware answers with. A dry-run policy never refuses: its extractor's rejection
     /// leaves the request to the other policies, as a skip does. The last call of `skip` and
     /// `reject` counts.
+    ///
+    /// Put a policy whose extractor may reject before the keyed policies that create buckets:
+    /// what those earlier policies spent on the rejected request beyond its cells (a new key's
+    /// slot, a cell of the quota on new keys) is not given back, as for any refusal. Over
+    /// Redis a rejection takes nothing anywhere.
     #[inline]
     pub fn reject(&mut self, why: &'static Rejection) -> &mut Self {
         self.end = Some(why);
@@ -163,13 +168,10 @@ impl<'a> Key<'a> {
     }
 }
 
-/// The mark of a skipped key: a `static`, so that its address is its own.
-static SKIPPED: Rejection = Rejection::new(0, "skipped");
-
-/// What a key that ended at `end` ([`SKIPPED`] or a rejection) comes to.
+/// What a key that ended at `end` ([`Rejection::SKIP`] or a rejection) comes to.
 #[cold]
 fn ended(end: &'static Rejection) -> Result<Option<u64>, &'static Rejection> {
-    if core::ptr::eq(end, &SKIPPED) {
+    if end.is_skip() {
         Ok(None)
     } else {
         Err(end)

@@ -85,12 +85,16 @@
 //!   drawn from a per-thread generator that [`seed_jitter`] seeds).
 //! * [`InsufficientCapacity`]: `n` above an enforcing quota's capacity, naming it: the request
 //!   can never succeed.
+//! * A [`Refused`] whose cause is [`Cause::Rejected`](crate::Cause::Rejected): an enforcing
+//!   policy's extractor rejected the request ([`Key::reject`]), for any number of cells, zero
+//!   included; [`Refused::rejection`] says why. It never conforms.
 //!
 //! # Dry runs
 //! A policy in [dry-run mode](Policy::dry_run) is evaluated like any other and takes cells from
 //! its quotas when it would admit (so its buckets follow the traffic it would let through), but
 //! never refuses: a request it would refuse passes, takes nothing from it, is counted in
-//! [`Policies::stats`], and is reported by [`Allowed::dry_run`]. Dry-run policies never appear
+//! [`Policies::stats`], and is reported by [`Allowed::dry_run`]. Its extractor's rejection is a
+//! skip: neither counted nor reported. Dry-run policies never appear
 //! in an outcome's [`by`](Allowed::by); a refusal may report one through
 //! [`Refused::dry_run`].
 //!
@@ -224,7 +228,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         n: u32,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         if n == 0 {
-            return Ok(Ok(self.state(request, self.clock.now())));
+            return Ok(self.state(request, self.clock.now()));
         }
         self.decide(request, n, || self.clock.now(), Tightest::default())
     }
@@ -241,18 +245,22 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         now: u64,
     ) -> Result<Result<Allowed, Refused>, InsufficientCapacity> {
         if n == 0 {
-            return Ok(Ok(self.state(request, now)));
+            return Ok(self.state(request, now));
         }
         self.decide(request, n, || now, Tightest::default())
     }
 
-    /// The quotas that apply to `request` as they are at `now`, taking nothing.
-    pub(super) fn state(&self, request: &R, now: u64) -> Allowed {
+    /// The quotas that apply to `request` as they are at `now`, taking nothing; or the
+    /// rejection of an enforcing policy's extractor (zero cells are rejected as any other).
+    pub(super) fn state(&self, request: &R, now: u64) -> Result<Allowed, Refused> {
+        if let Some(rejected) = self.rejection(request) {
+            return Err(rejected);
+        }
         let mut tightest = Tightest::default();
         self.inspect_at(request, now, |state| {
             tightest.offer(state.by(), state.gauge())
         });
-        tightest.allowed(0, None)
+        Ok(tightest.allowed(0, None))
     }
 
     /// Calls `visit` with the state of every quota of every enforcing policy that applies to

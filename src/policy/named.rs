@@ -53,7 +53,7 @@ impl<R: ?Sized> Policy<R> {
 
     /// A policy with one bucket per key, the key being whatever the closure adds to [`Key`]:
     /// several parts (user and endpoint), computed parts, or none ([`Key::skip`]: the policy
-    /// does not apply to that request).
+    /// does not apply to that request; [`Key::reject`]: the request is refused for good).
     pub fn keyed_with<F>(name: impl Into<String>, key: F) -> Self
     where
         F: Fn(&R, &mut Key<'_>) + Send + Sync + 'static,

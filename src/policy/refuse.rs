@@ -124,6 +124,19 @@ impl<'p, R: ?Sized, C: Clock, F: FnOnce() -> u64> Decision<'p, R, C, F> {
     }
 }
 
+impl<R: ?Sized, C: Clock> Policies<R, C> {
+    /// The refusal of the first enforcing policy whose extractor rejects `request`, for a
+    /// decision of no cells (which takes nothing, so has nothing to give back).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn rejection(&self, request: &R) -> Option<Refused> {
+        let enforcing = self.layers.iter().filter(|layer| !layer.dry_run);
+        enforcing
+            .filter_map(|layer| Some(rejected(layer, layer.tag(request).err()?, 0)))
+            .next()
+    }
+}
+
 /// The refusal of `n` cells by enforcing policy `layer`, whose extractor rejected the request
 /// with `why`: counted against the policy and its first quota, which it names.
 #[cold]

@@ -53,7 +53,7 @@ impl<R: ?Sized, C: Clock> Policies<R, C> {
         now: u64,
     ) -> Result<(u32, Allowed), Refused> {
         if n == 0 {
-            return Ok((0, self.state(request, now)));
+            return self.state(request, now).map(|allowed| (0, allowed));
         }
         loop {
             let counted = self.most_admitted(request, n, now);

@@ -372,7 +372,8 @@ impl<R: ?Sized, C: Clock> RedisLimiter<R, C> {
     async fn decide_up_to(&self, plan: &Plan, n: u32) -> Result<(u32, Decided), Failure> {
         let Shared { link, policies, .. } = &*self.shared;
         link.counters.decisions.add(1);
-        if let Some(verdict) = self.uncalled(plan, n) {
+        // A rejection's cells are counted as one, as any refusal of up to n cells is.
+        if let Some(verdict) = self.uncalled(plan, 1) {
             let taken = if verdict.is_allowed() { n } else { 0 };
             return Ok((taken, Decided::without_call(verdict)));
         }

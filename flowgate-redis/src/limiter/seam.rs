@@ -28,8 +28,9 @@ where
         // call only looks (n = 0).
         let (plan, n, oversized) = match self.plan(request, n) {
             Ok(plan) => (plan, n, None),
+            // A later policy's rejection is not the answer: the request is too large first.
             Err(capacity) if want => match self.plan(request, 0) {
-                Ok(plan) => (plan, 0, Some(capacity)),
+                Ok(plan) => (plan.unrejected(), 0, Some(capacity)),
                 Err(capacity) => return Decision::Now(Err(capacity)),
             },
             Err(capacity) => return Decision::Now(Err(capacity)),
@@ -79,9 +80,8 @@ pub(crate) async fn look<R: ?Sized, C: Clock>(
     limiter: &RedisLimiter<R, C>,
     plan: Result<Plan, InsufficientCapacity>,
 ) -> Result<Vec<QuotaState>, Failure> {
-    let mut plan = plan.map_err(|_| Failure::Reply)?;
     // A look passes a rejecting policy by, as in process: the others' buckets are asked.
-    plan.rejected = None;
+    let plan = plan.map_err(|_| Failure::Reply)?.unrejected();
     let decided = limiter.decide(&plan, 0).await?;
     let mut states = Vec::new();
     let policies = &limiter.shared.policies;

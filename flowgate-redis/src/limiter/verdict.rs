@@ -9,7 +9,7 @@ use crate::script::{Dry, Plan, Prepared, Reply};
 use crate::stats::Counters;
 use flowgate::algorithm::Algorithm;
 use flowgate::backend::{Source, Verdict};
-use flowgate::outcome::{DryRun, Gauge, PolicyQuota, QuotaState};
+use flowgate::outcome::{Cause, DryRun, Gauge, PolicyQuota, QuotaState};
 use flowgate::policy::{Allowed, Refused};
 
 /// A decision Redis (or a lease) made, and the script's replies behind it, in the plan's
@@ -71,6 +71,8 @@ pub(crate) fn states<R: ?Sized>(
                     visit(QuotaState::new(by, micros.quota, allowed.gauge()).next_after(next));
                 }
             }
+            // A rejection describes no bucket.
+            Err(refused) if refused.cause() == Cause::Rejected => {}
             // The shield's: the refusing quota, as Redis last reported it.
             Err(refused) => {
                 if let Some(by) = refused.by() {

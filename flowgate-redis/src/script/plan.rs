@@ -232,6 +232,15 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The plan without its rejection: for what looks at buckets, which a rejecting policy
+    /// passes by.
+    pub(crate) fn unrejected(self) -> Self {
+        Self {
+            rejected: None,
+            ..self
+        }
+    }
+
     /// The key of policy `policy`'s first bucket, if the policy applies: what the local
     /// fallback keys that policy's buckets by.
     pub(crate) fn key_of(&self, policy: usize) -> Option<&[u8]> {
