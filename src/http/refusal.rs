@@ -354,7 +354,8 @@ mod tests {
     use crate::outcome::{Cause, Gauge, InsufficientCapacity, PolicyQuota, Refused};
     use crate::policy;
 
-    /// `Display` is the `detail` sentence, whole seconds rounded up as `Retry-After` says.
+    /// `Display` is the `detail` sentence, whole seconds rounded up as `Retry-After` says; a
+    /// rejection is its status and its message, in the problem body too.
     #[test]
     fn a_refusal_reads_as_its_detail() {
         let by = PolicyQuota::intern("per-client", 0, 0);
@@ -396,6 +397,22 @@ mod tests {
             ),
             (StatusCode::SERVICE_UNAVAILABLE, None, 14)
         );
+        static NO_KEY: crate::outcome::Rejection =
+            crate::outcome::Rejection::new(401, "no \"API\" key");
+        let rejected = Refusal::Limited(policy::Refused::rejected(&NO_KEY, Some(by), None));
+        assert_eq!(
+            (
+                rejected.status(),
+                rejected.grpc_code(),
+                rejected.retry_after_secs()
+            ),
+            (StatusCode::UNAUTHORIZED, 16, None)
+        );
+        assert_eq!(
+            rejected.problem().1,
+            r#"{"type":"about:blank","title":"Unauthorized","status":401,"detail":"no \"API\" key","policy":"per-client"}"#
+        );
+        assert!(!rejected.describes_quotas());
         assert_eq!(
             Refusal::Unkeyed(StatusCode::INTERNAL_SERVER_ERROR).to_string(),
             "the client's address could not be determined: the server does not see the \
