@@ -124,6 +124,7 @@ async fn seen(
         "grpc-status",
         "grpc-message",
         "grpc-status-details-bin",
+        "www-authenticate",
     ];
     let mut kept = Vec::new();
     for name in names {
@@ -318,8 +319,9 @@ async fn permissive_handlers_read_the_same_rulings_everywhere() {
 /// without an API key (401) or with a malformed one (400): its body is the hook's, with no
 /// `Retry-After` and no quota headers, and the cells the first two policies took are back (the
 /// client's route quota still has 2 of 3 left after two rejections). The hook answers a quota's
-/// refusal with 503, keeps the others' statuses, and is the one place for the body of a
-/// client that cannot be told too; a rejected gRPC call is `UNAUTHENTICATED` (16).
+/// refusal with 503, keeps the others' statuses (a 401 with `WWW-Authenticate`), and is the one
+/// place for the body of a client that cannot be told too; a rejected gRPC call is
+/// `UNAUTHENTICATED` (16).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejections_and_refusals_answer_alike_through_one_hook() {
     use flowgate::http::Refusal;
@@ -348,8 +350,15 @@ async fn rejections_and_refusals_answer_alike_through_one_hook() {
                 _ => refusal.status(),
             };
             let body = format!("{{\"error\":{:?}}}", refusal.detail());
+            let mut response = http::Response::new(body.into());
+            *response.status_mut() = status;
             let json = http::HeaderValue::from_static("application/json");
-            (status, json, body.into())
+            response.headers_mut().insert("content-type", json);
+            if status == StatusCode::UNAUTHORIZED {
+                let bearer = http::HeaderValue::from_static("Bearer");
+                response.headers_mut().insert("www-authenticate", bearer);
+            }
+            response
         })
     }
     let remote = |prefix: &str| {
@@ -408,7 +417,8 @@ async fn rejections_and_refusals_answer_alike_through_one_hook() {
                 r#""per-client-per-route";r=1;t=20, "per-route";r=3;t=12, "per-api-key";r=98;t=1"#
                     .into()
             )), "{:?}", answer.1),
-            1 | 2 => assert_eq!(kept, ["content-type"], "request {i}"),
+            1 => assert_eq!(kept, ["content-type", "www-authenticate"], "request {i}"),
+            2 => assert_eq!(kept, ["content-type"], "request {i}"),
             5 => assert!(kept.contains(&"retry-after"), "request {i}"),
             6 => assert!(answer.1.contains(&("grpc-status".into(), "16".into()))),
             _ => {}

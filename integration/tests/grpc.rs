@@ -285,15 +285,11 @@ async fn a_rejected_call_carries_its_status_as_a_grpc_code() {
     };
     let plain = channel(serve_tonic(RateLimitLayer::new(set())).await).await;
     let forbidding = RateLimitLayer::new(set()).refusal_response(|refusal: &Refusal| {
-        let status = match refusal.status() {
-            StatusCode::UNAUTHORIZED => StatusCode::FORBIDDEN,
-            status => status,
-        };
-        (
-            status,
-            http::HeaderValue::from_static("text/plain"),
-            "no".into(),
-        )
+        let mut response = refusal.response();
+        if response.status() == StatusCode::UNAUTHORIZED {
+            *response.status_mut() = StatusCode::FORBIDDEN;
+        }
+        response
     });
     let forbidding = channel(serve_tonic(forbidding).await).await;
     for (channel, code) in [

@@ -397,12 +397,11 @@ async fn routes_key_their_bucket_and_the_body_is_configurable() {
         .unwrap();
     let layer = RateLimitLayer::new(policies).refusal_response(|refusal: &Refusal| {
         let text = format!("slow down ({})", refusal.policy().unwrap_or("-"));
-        let status = StatusCode::SERVICE_UNAVAILABLE;
-        (
-            status,
-            http::HeaderValue::from_static("text/plain"),
-            text.into(),
-        )
+        http::Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .header("content-type", "text/plain")
+            .body(text.into())
+            .unwrap()
     });
     let address = serve(app(layer), true).await;
     let client = http_client::client();

@@ -163,8 +163,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::HeaderValue;
-use http::StatusCode;
+use http::Response;
 
 #[cfg(feature = "actix")]
 pub use actix::{ActixRateLimit, ActixRateLimitService};
@@ -185,7 +184,7 @@ use crate::observe::{self, Counter};
 use crate::policy::Policies;
 
 type Cost = Arc<dyn Fn(&Inbound) -> u32 + Send + Sync>;
-type Respond = Arc<dyn Fn(&Refusal) -> (StatusCode, HeaderValue, Bytes) + Send + Sync>;
+type Respond = Arc<dyn Fn(&Refusal) -> Response<Bytes> + Send + Sync>;
 
 /// The configuration every service of one layer shares.
 pub(crate) struct Shared<B> {
@@ -367,33 +366,35 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
 
     /// The one place that answers every kind of refusal: a policy's, a request too large, a
     /// full table, an unavailable limiter, a key extractor's rejection, a client whose address
-    /// could not be told. `respond` returns the status, the content type and the body; the
-    /// `Retry-After` and quota headers stay the middleware's. The default is
-    /// ([`Refusal::status`], [`Refusal::problem`]). A gRPC call gets the code of the status
-    /// (as [`Refusal::grpc_code`] maps it) and the refusal's [`detail`](Refusal::detail), not
-    /// the body. The status is used as given (a 2xx too).
+    /// could not be told. `respond` returns the response (status, headers, body), to which the
+    /// middleware adds `Retry-After` and the quota headers. The default is
+    /// [`Refusal::response`]: [`Refusal::status`] with the [`Refusal::problem`] body. A gRPC
+    /// call gets the code of the response's status (as [`Refusal::grpc_code`] maps it) and the
+    /// refusal's [`detail`](Refusal::detail), nothing else. The status is used as given (a 2xx
+    /// too).
     ///
     /// ```
     /// use flowgate::http::{RateLimitLayer, Refusal};
+    /// use http::header::WWW_AUTHENTICATE;
     /// use http::{HeaderValue, StatusCode};
     /// # let policies = flowgate::Policies::<flowgate::http::Inbound>::builder()
     /// #     .policy(flowgate::Policy::global("all").quota("100/s".parse()?))
     /// #     .build()?;
     ///
     /// let layer = RateLimitLayer::new(policies).refusal_response(|refusal: &Refusal| {
-    ///     let status = match refusal {
-    ///         // Clients of this service expect 503 for every limit.
-    ///         Refusal::Limited(_) | Refusal::Oversized(_) => StatusCode::SERVICE_UNAVAILABLE,
-    ///         _ => refusal.status(),
-    ///     };
-    ///     let body = format!("{{\"error\":{:?}}}", refusal.detail());
-    ///     (status, HeaderValue::from_static("application/json"), body.into())
+    ///     let mut response = refusal.response();
+    ///     // A key extractor's 401 says how to authenticate (RFC 9110).
+    ///     if response.status() == StatusCode::UNAUTHORIZED {
+    ///         let bearer = HeaderValue::from_static("Bearer");
+    ///         response.headers_mut().insert(WWW_AUTHENTICATE, bearer);
+    ///     }
+    ///     response
     /// });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn refusal_response(
         mut self,
-        respond: impl Fn(&Refusal) -> (StatusCode, HeaderValue, Bytes) + Send + Sync + 'static,
+        respond: impl Fn(&Refusal) -> Response<Bytes> + Send + Sync + 'static,
     ) -> Self {
         self.shared_mut().respond = Some(Arc::new(respond));
         self

@@ -103,6 +103,18 @@ impl Refusal {
         )
     }
 
+    /// The response the middleware sends by default, before its `Retry-After` and quota
+    /// headers: [`status`](Self::status), and the [`problem`](Self::problem) body with its
+    /// content type. A [`refusal_response`](super::RateLimitLayer::refusal_response) can start
+    /// from it.
+    pub fn response(&self) -> Response<Bytes> {
+        let (content_type, body) = self.problem();
+        let mut response = Response::new(body);
+        *response.status_mut() = self.status();
+        response.headers_mut().insert(CONTENT_TYPE, content_type);
+        response
+    }
+
     /// The refusal as one sentence: the problem body's `detail`, and a gRPC refusal's
     /// `grpc-message`.
     ///
@@ -314,24 +326,15 @@ pub(super) fn refusal_of<B>(
         _ => None,
     };
     let custom = shared.respond.as_ref().map(|respond| respond(refusal));
-    let status = custom
-        .as_ref()
-        .map_or_else(|| refusal.status(), |custom| custom.0);
     let mut response = if grpc::requested(request) {
+        let status = custom.map_or_else(|| refusal.status(), |custom| custom.status());
         let mut response = Response::new(Bytes::new());
         let message = refusal.detail();
         let code = Refusal::grpc_code_of(status);
         grpc::write(code, &message, wait, response.headers_mut());
         response
     } else {
-        let (content_type, body) = match custom {
-            Some((_, content_type, body)) => (content_type, body),
-            None => refusal.problem(),
-        };
-        let mut response = Response::new(body);
-        *response.status_mut() = status;
-        response.headers_mut().insert(CONTENT_TYPE, content_type);
-        response
+        custom.unwrap_or_else(|| refusal.response())
     };
     let headers = response.headers_mut();
     if let Some(wait) = wait {
