@@ -221,6 +221,7 @@ where
 {
     type Output = Result<Response<ResponseBody<B>>, E>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
             KindProjection::Later { future } => {
