@@ -1,5 +1,6 @@
--- The users' article's token bucket ("Lua实现v4", ../shared/seeds/002_*), as published: the
--- baseline of benches/redis.rs and scripts/redis-script-cost.
+-- A plain token bucket in Lua, as blog posts publish it: the tokens left and the last time in a
+-- hash (HGET, HSET), refilled on the client's clock. The baseline of benches/redis.rs and
+-- scripts/redis-script-cost.
 local token = KEYS[1]
 local now = tonumber(ARGV[1])
 

@@ -1,6 +1,6 @@
--- The users' article's sliding window log (../shared/seeds/002_*), as published: a sorted set of
--- request times trimmed with ZREMRANGEBYSCORE and counted with ZCARD. The baseline of the
--- sliding-log comparison in benches/redis.rs.
+-- A plain sliding window log in Lua, as blog posts publish it: a sorted set of request times
+-- trimmed with ZREMRANGEBYSCORE and counted with ZCARD. The baseline of the sliding-log
+-- comparison in benches/redis.rs.
 local token = KEYS[1]
 local now = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])

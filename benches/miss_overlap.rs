@@ -4,8 +4,8 @@
 //! loaded, then `K` register-only `add`s that wait on nothing, then a CAS of the word), timed
 //! for several `K`. While a hit and the next one's load fit in the CPU's out-of-order window,
 //! the next miss starts before this one ends; past it, every hit pays a whole miss.
-//! BENCHMARKS.md ("Second pass") uses it to explain why a keyed hit of about 190 instructions
-//! pays one whole miss. x86-64 only (the `add`s are inline assembly).
+//! It explains why a keyed hit, whose instructions do not fit in that window, pays one whole
+//! miss. x86-64 only (the `add`s are inline assembly).
 //! `cargo bench -p flowgate-benches --bench miss_overlap`.
 
 mod common;

@@ -1,7 +1,8 @@
 #![allow(missing_docs)]
 //! Decisions per second against a real `redis-server` on loopback: flowgate's `RedisLimiter`
-//! against the users' article's token-bucket script (the HGET/HSET "v4" version,
-//! `../shared/seeds/002_*`), one connection each, in one run.
+//! against a plain token bucket in Lua (`article.lua`: HGET/HSET of the tokens left and the last
+//! time, on the client's clock, as blog posts publish it; "the article" below), one connection
+//! each, in one run.
 //!
 //! * **sequential**: one decision at a time, each awaited before the next;
 //! * **concurrent**: 32 tasks sharing the connection (redis-rs pipelines their commands);
@@ -24,8 +25,7 @@
 //! quotas are far above the offered load), so both sides do the same work each time.
 //!
 //! The runtime is tokio's current-thread one: with two workers, where each connection's driver
-//! task happened to run moved a side's rate by up to 12 % between runs whatever its script
-//! (`gcra.lua` alone measured 0.88 of the article's once, 1.00 on one thread; BENCHMARKS.md).
+//! task happened to run moved a side's rate between runs whatever its script.
 //!
 //! `cargo bench -p flowgate-benches --bench redis`. With `CASE N` (`redis_flowgate`,
 //! `redis_article`, `redis_script`), it instead makes N sequential decisions of one side inside

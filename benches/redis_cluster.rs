@@ -12,7 +12,7 @@
 //! Rounds rotate the sides in batches; each figure is the median over rounds, and each ratio
 //! the median of per-round ratios (cluster / one server). On this 2-core machine the cluster's
 //! six servers share the cores with the client, so the ratios measure the client and one round
-//! trip, not a cluster's capacity (BENCHMARKS.md models that).
+//! trip, not a cluster's capacity.
 //!
 //! `cargo bench -p flowgate-benches --bench redis_cluster --features redis-cluster`. With `CASE N`
 //! (`one_keyed`, `cluster_keyed`, `one_layered`, `cluster_layered`) it instead makes N

@@ -108,5 +108,8 @@ fn main() -> Result<(), QuotaError> {
             r.name, r.edge, r.burst, r.peak, r.max_delay
         );
     }
+    // The table's two ends, checked (`scripts/test` runs this): the fixed window lets the whole
+    // edge through, twice the limit within a minute; the sliding log never exceeds it.
+    assert_eq!((rows[5].edge, rows[7].peak), (200, 120));
     Ok(())
 }

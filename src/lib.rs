@@ -78,6 +78,35 @@
 //! * Feature `metrics` (no module of its own): counters and gauges through the `metrics` facade
 //!   (see [Metrics](#metrics)).
 //!
+//! ## Guarantees
+//! * **Never above the configured rate.** The emission interval is `⌈period / count⌉` whole
+//!   nanoseconds, rounded up; [`Quota::interval`] reports the one in force.
+//! * **No wrap.** `n ≤ burst` is checked first and `burst × interval ≤ 2⁶³ ns` at construction,
+//!   so `n × interval` cannot overflow for any `n` and any valid quota. `tat + n × interval` is
+//!   checked: past the clock's horizon (readings are Unix time in ns: the year 2554) every
+//!   request is refused with a wait of `u64::MAX` ns.
+//! * **`retry_after` is exact** for a clock that runs forwards: refused one nanosecond before
+//!   it, admitted at it (tested against the reference model). A policy's includes its jitter.
+//! * **All or nothing.** A [`Policies`] refusal undoes what earlier quotas took, each undo an
+//!   exact compare-and-swap back to the word it replaced, never an arithmetic refund; when
+//!   another request wrote the bucket in between, the undo gives way (at most `n` cells
+//!   under-admitted, never over). The [`policy`] module documents it; loom models check it.
+//! * **Windows aligned on UTC.** Window counters count windows from the Unix epoch, or from a
+//!   UTC offset (`"20000/day fixed utc+02:00"`): a daily window starts at the same midnight in
+//!   every process and in Redis, which counts from the server's `TIME`.
+//! * **Clocks that step back, lag or go stale** never cause a panic or a wrap, and a stale
+//!   reading never frees a booked cell: a reading older than the bucket is re-checked against a
+//!   fresh one before it counts as a step back. After a real step back, a key is locked out for
+//!   at most one window (`burst × interval`) plus the clock's declared skew; the price is that a
+//!   clock stepping back by δ and forwards again can give back up to `⌈δ / interval⌉` cells,
+//!   one burst at most (governor's choice is a lockout as long as the step). The [`clock`]
+//!   module has the details.
+//! * **Bounded memory per key.** A [`KeyedRateLimiter`] allocates its table once for
+//!   `max_keys` (16 bytes a slot, at most 7/8 full; the key is hashed, never stored). Only full
+//!   buckets are forgotten, so eviction changes no decision; a full table refuses new keys or
+//!   admits them untracked, as chosen, and never touches a tracked key. Two keys share a bucket
+//!   only if their 64-bit hashes collide.
+//!
 //! ## Without `std`
 //! With `default-features = false` the crate is `#![no_std]`: [`Quota`], every one-word
 //! [`algorithm`], and [`RateLimiter`] on a clock you supply ([`clock::FnClock`] over a timer of
@@ -85,7 +114,8 @@
 //! `SlidingLog`, `ManualClock` and `KeyedRateLimiter` (give it a hash seed: there is no
 //! randomness source). Everything else needs `std`, which every other feature turns on. Targets
 //! without 64-bit atomics build with the `portable-atomic` feature, and fail with an error
-//! that says so without it. The README's "Without `std`" tells how this is checked.
+//! that says so without it. `scripts/nostd` links and runs a `#![no_std]` program over
+//! these parts (`nostd/` in the repository).
 //!
 //! ## Metrics
 //! With the feature `metrics`, flowgate reports through the [`metrics`](https://docs.rs/metrics)
@@ -107,8 +137,17 @@
 //! | `flowgate_redis_fallbacks_total` (flowgate-redis) | counter | `prefix`, `policy` | decisions made by the failure policy (`open`, `closed`, `local`) |
 //! | `flowgate_http_unkeyed_total` | counter | none | HTTP requests whose client's address could not be told (feature `tower`: refused or not, as the layer's rule says) |
 //!
-//! `quota` is the quota as written (`"200/10s"`, `"20000/d fixed"`), as the set was built: a
-//! quota replaced at run time keeps counting under its first label. A set decided in Redis
+//! `quota` is the quota's canonical text, its `Display` when the set was built (`"200/10s"`;
+//! `"20000/day fixed"` is labelled `"20000/d fixed"`, `"5000/h"` stays `"5000/h"`): a quota
+//! replaced at run time keeps counting under its first label.
+//!
+//! ```
+//! # #[cfg(feature = "std")] {
+//! let quota: flowgate::algorithm::AnyAlgorithm = "20000/day fixed".parse().unwrap();
+//! assert_eq!(quota.to_string(), "20000/d fixed"); // its `quota` label
+//! # }
+//! ```
+//! A set decided in Redis
 //! counts its cells under the same names and labels as in process, so dashboards survive a
 //! change of backend. Every metric is described to the recorder (an exporter's HELP lines).
 //! A standalone [`KeyedRateLimiter`] reports its keys under `limiter = name` once given

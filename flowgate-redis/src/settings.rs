@@ -145,9 +145,9 @@ impl RedisBackend {
 
     /// What to decide when Redis does not answer ([`OnFailure::Open`] unless set: every such
     /// request is admitted, and the set's start-up log says so). Measured with the defaults
-    /// (`BENCHMARKS.md`, "What the defaults let through"): two instances of an axum service at
-    /// twice the quota, both CPUs kept busy by spinning threads or a parallel build, made no
-    /// decision by the failure policy and admitted 0.0–0.4 % below the bound. A runtime
+    /// (`cargo bench -p flowgate-benches --bench redis_defaults`): two instances of an axum
+    /// service at twice the quota, both CPUs kept busy by spinning threads or a parallel build,
+    /// made no decision by the failure policy and admitted less than the bound. A runtime
     /// starved for longer than the timeout admits by this policy instead: choose
     /// [`OnFailure::Local`] or [`OnFailure::Closed`] where the limit must hold then.
     pub fn on_failure(mut self, on_failure: OnFailure) -> Self {

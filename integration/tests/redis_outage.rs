@@ -221,7 +221,7 @@ fn p99(times: &mut [Duration]) -> Duration {
 /// one per task in flight past the third), decisions are then made locally at once (p99 ≤ 1 ms;
 /// without the breaker each one waited for a reconnection or the timeout), and decisions come
 /// from Redis again within 200 ms of the restarted server accepting connections.
-/// `--nocapture` prints the figures (BENCHMARKS.md, "Scale out and stay up").
+/// `--nocapture` prints the figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_breaker_answers_at_once_during_an_outage_and_closes_soon_after() {
     let mut outage = outage(Breaker::default()).await;

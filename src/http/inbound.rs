@@ -42,7 +42,7 @@ pub struct Inbound {
     // until `scope` returns (see its SAFETY comment). A lifetime parameter would say this
     // without `unsafe`, but a policy set's request type is one type for all requests; the
     // head is not moved into an owned `Inbound` because that copy cost the middleware more
-    // than tower_governor's whole overhead (BENCHMARKS.md, "HTTP middleware").
+    // than tower_governor's whole overhead (BENCHMARKS.md, "The HTTP layer").
     method: NonNull<Method>,
     uri: NonNull<Uri>,
     headers: NonNull<HeaderMap>,

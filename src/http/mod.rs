@@ -107,7 +107,7 @@
 //! # Sharing and cost
 //! The policies live in one [`Arc`] that every clone of the service shares
 //! (unlike per-clone limiters, tower#794), so a service cloned per connection or per request
-//! still enforces one limit. [`RateLimitLayer::policies`] gives the set back. Per request the
+//! still enforces one limit. [`RateLimitLayer::policies`] gives the backend back. Per request the
 //! middleware lends the request's head to the policies as an [`Inbound`] (no copy, no
 //! allocation), makes one policy decision, and formats the quota headers on the stack (one
 //! allocation per header value and one for the set the response future carries;
@@ -125,9 +125,9 @@
 //! ready, and the request wait for the decision (the service is cloned to take its place, so it
 //! must be `Clone`, as axum's are: [`Defer`]). When the server does not answer, the set's
 //! failure policy decides: flowgate-redis's default fails open, admitting every such request
-//! (its start-up log says so); in `BENCHMARKS.md` ("What the defaults let through"), two
-//! instances at twice the quota with both CPUs busy made no decision that way and stayed
-//! 0.0–0.4 % below the bound. The inner service finds where an admission came from in the
+//! (its start-up log says so). With the defaults, two instances at twice the quota with both
+//! CPUs busy make no decision that way and stay below the bound (`cargo bench -p
+//! flowgate-benches --bench redis_defaults` measures it). The inner service finds where an admission came from in the
 //! request's extensions, and [`RateLimitLayer::source_header`] tells the client.
 //!
 //! # Delaying refusals
@@ -400,8 +400,10 @@ impl<B: Backend<Inbound>> RateLimitLayer<B> {
         self
     }
 
-    /// The policy set (in process: for [`stats`](crate::Policies::stats),
-    /// [`sweep`](crate::Policies::sweep) or [`replace_quotas`](crate::Policies::replace_quotas)).
+    /// The backend the layer decides through, as given to [`new`](Self::new). A [`Policies`]
+    /// set has [`stats`](crate::Policies::stats), [`sweep`](crate::Policies::sweep) and
+    /// [`replace_quotas`](crate::Policies::replace_quotas); another backend has what its own type
+    /// offers (flowgate-redis's `AnyPolicies` is an enum: match it for the set inside).
     pub fn policies(&self) -> &B {
         &self.shared.policies
     }

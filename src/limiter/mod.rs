@@ -36,8 +36,8 @@ use crate::quota::Quota;
 /// # Time
 /// All state is in nanoseconds since the Unix epoch, as the limiter's [`Clock`] reads it, once
 /// per decision. Tests drive time with a [`ManualClock`](crate::clock::ManualClock). See the
-/// [`clock` module](crate::clock) for what happens when readings go backwards, and
-/// the README's "Semantics" for overflow at the clock's horizon (the year 2554).
+/// [`clock` module](crate::clock) for what happens when readings go backwards, and the crate
+/// docs' [Guarantees](crate#guarantees) for overflow at the clock's horizon (the year 2554).
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = DefaultClock, A: Algorithm = Gcra> {
     cell: Cell,

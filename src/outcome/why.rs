@@ -13,8 +13,8 @@ use super::Cause;
 /// `Refused`, so `Result<Allowed, Refused>` would keep its tag in one of them, and a caller who
 /// keeps the result would store it byte by byte, padding and all. With no invalid value the
 /// tag is a word of its own, stored whole, which
-/// `cargo bench -p flowgate-benches --bench paired_refused` measures (BENCHMARKS.md, issue 23's
-/// fourth pass).
+/// `cargo bench -p flowgate-benches --bench paired_refused` measures (BENCHMARKS.md, "A direct
+/// check").
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct Why(u64);
 

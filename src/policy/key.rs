@@ -96,7 +96,7 @@ pub struct Key<'a> {
     end: Option<&'static Rejection>,
     /// Where the parts' bytes go, for a set decided in Redis; `None` in process. A reference,
     /// not an owned buffer: a key with an owned one cost an in-process decision its drop on
-    /// every policy (BENCHMARKS.md, "Shared limits").
+    /// every policy (`scripts/instructions.sh 100000 flowgate_policy_three_layers`).
     record: Option<&'a mut Recording>,
 }
 

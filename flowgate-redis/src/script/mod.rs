@@ -235,7 +235,7 @@ impl Undo {
 }
 
 /// A command whose buffers the next call on the same thread reuses: taking a new one cost two
-/// allocations and two frees per decision (callgrind, BENCHMARKS.md "Redis").
+/// allocations and two frees per decision (callgrind: `scripts/redis-instructions`).
 struct Spare;
 
 thread_local! {
@@ -293,7 +293,7 @@ impl Call<'_> {
 
     pub(crate) fn command(&self, verb: &str, script: &str) -> Cmd {
         // Sized up front: growing the command argument by argument cost more than the rest of
-        // a decision's client side (callgrind, BENCHMARKS.md "Redis"). Numbers take 20 bytes
+        // a decision's client side (callgrind: `scripts/redis-instructions`). Numbers take 20 bytes
         // at most.
         let args = 7 + self.keys.len() + 4 * self.quotas.len();
         let bytes = verb.len() + script.len() + self.dry.len();

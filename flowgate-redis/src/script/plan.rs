@@ -130,7 +130,7 @@ impl Affixes {
     /// The affixes of quota `quota` of policy `policy` (keyed or global) under `prefix`,
     /// tagged by `tag`. Worked out once, when the limiter is built: formatting keys from
     /// their pieces on every call cost more than the rest of a decision's client side
-    /// (callgrind, BENCHMARKS.md "Redis").
+    /// (callgrind: `scripts/redis-instructions`).
     fn new(tag: Tag, prefix: &str, policy: &str, quota: usize, keyed: bool) -> Self {
         let by_key = keyed && tag == Tag::Key;
         let mut front = format!("{{{prefix}");
@@ -173,7 +173,7 @@ impl Affixes {
 }
 
 /// Up to this many buckets of a decision are held inline, without an allocation: a Plan's
-/// allocations cost more than the rest of its work (callgrind, BENCHMARKS.md "Redis").
+/// allocations cost more than the rest of its work (callgrind: `scripts/redis-instructions`).
 const INLINE: usize = 2;
 
 /// The buckets of one decision.
