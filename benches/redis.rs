@@ -45,7 +45,7 @@ use flowgate_redis::BuildRedis as _;
 use flowgate_redis::{RedisBackend, RedisLimiter, RedisSlidingLog};
 use redis::aio::ConnectionManager;
 
-/// The article's script, as published (its "Lua实现v4").
+/// The plain token bucket (`article.lua`), as blog posts publish it.
 const ARTICLE: &str = include_str!("article.lua");
 
 /// The article's sliding window log, as published.
@@ -165,7 +165,7 @@ async fn logs(server: &redis_server::RedisServer, rounds: usize, batch: usize) {
         );
     }
     println!(
-        "redis/ratio flowgate sliding log / article's, sequential: {:.2}",
+        "redis/ratio flowgate sliding log / article's, sequential: {:.3}",
         median(&mut ratios)
     );
     let s = ours.stats();
@@ -272,15 +272,15 @@ async fn run() {
         );
     }
     println!(
-        "redis/ratio flowgate / article, sequential: {:.2}",
+        "redis/ratio flowgate / article, sequential: {:.3}",
         median(&mut ratios[0])
     );
     println!(
-        "redis/ratio flowgate / article, 32 concurrent: {:.2}",
+        "redis/ratio flowgate / article, 32 concurrent: {:.3}",
         median(&mut ratios[1])
     );
     println!(
-        "redis/ratio gcra.lua alone / article, sequential: {:.2}",
+        "redis/ratio gcra.lua alone / article, sequential: {:.3}",
         median(&mut ratios[2])
     );
     for (name, limiter) in [("sequential", &ours), ("leased", &leased)] {

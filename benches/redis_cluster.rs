@@ -155,7 +155,7 @@ async fn run() {
     ];
     for (pair, name) in names.iter().enumerate() {
         println!(
-            "redis_cluster/{name}: one server {:.0}/s, cluster {:.0}/s, ratio {:.2} (medians of {rounds} rounds)",
+            "redis_cluster/{name}: one server {:.0}/s, cluster {:.0}/s, ratio {:.3} (medians of {rounds} rounds)",
             median(&mut rates[2 * pair]),
             median(&mut rates[2 * pair + 1]),
             median(&mut ratios[pair])

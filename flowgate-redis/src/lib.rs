@@ -23,7 +23,7 @@
 //! again, on a 10 ms grid (`PX`, rewritten once per 10 ms of schedule, not on every call). Needs
 //! Redis 6.0 or later (tested on 7.0). The common call (one bucket, no lease) is answered with
 //! one integer: per call, the server's side costs about what a common token-bucket script costs
-//! (BENCHMARKS.md, "Redis and Redis Cluster").
+//! (`scripts/redis-script-cost` runs both with `redis-benchmark`).
 //!
 //! # Keys and hash tags
 //! A limiter with a single keyed policy tags each key on its own (`{prefix:key}:policy:quota`).

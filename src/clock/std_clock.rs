@@ -5,8 +5,9 @@ use std::time::Instant;
 use super::Clock;
 
 /// The operating system's monotonic clock (`std::time::Instant`, `CLOCK_MONOTONIC` on Linux),
-/// for deployments that distrust the timestamp counter. About twice the cost of
-/// [`QuantaClock`](super::QuantaClock) per reading (see `BENCHMARKS.md`).
+/// for deployments that distrust the timestamp counter. It costs more per reading than
+/// [`QuantaClock`](super::QuantaClock) (`cargo bench -p flowgate-benches --bench direct` times
+/// both).
 ///
 /// A reading is nanoseconds since the Unix epoch: the Unix time of construction (from the
 /// process's one reading of the wall clock, see the [module docs](super)) plus the monotonic

@@ -170,11 +170,11 @@ pin_project! {
             #[pin]
             future: F,
             // Boxed: prepared headers are about 100 bytes, and a future that carried them inline
-            // was moved at a cost above tower_governor's whole overhead (BENCHMARKS.md).
+            // was moved at a cost above tower_governor's whole overhead (`--bench http_paired`).
             headers: Option<Box<Ready>>,
             // Answered: polled again, it stays pending instead of polling a finished future
             // (a flag, not a state of its own: switching states dropped the finished future
-            // in place, a cost the no-header case measurably paid; BENCHMARKS.md).
+            // in place, a cost the no-header case measurably paid; `--bench http_paired`).
             answered: bool,
         },
         Refused {

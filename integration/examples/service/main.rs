@@ -44,12 +44,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let client = reqwest_like::Client::new();
+    let mut refused = 0;
     for i in 0..25 {
         let status = client.get(address, "/api/items", "k1").await?;
         println!("api request {i} with key k1: {status}");
+        refused += usize::from(status.starts_with("429"));
     }
     let metrics = client.get(address, "/metrics", "").await?;
     println!("/metrics: {metrics}");
+    // The key's burst of 20 passes and the last 5 are refused, unless a starved machine let a
+    // cell or more refill (10/s) during the run: never more than 5, never none, and counted.
+    // scripts/test runs this.
+    let counted = format!(
+        "flowgate_refused_cells_total{{policy=\"per-api-key\",quota=\"10/s burst 20\"}} {refused}"
+    );
+    if !(1..=5).contains(&refused) || !metrics.contains(&counted) {
+        return Err(format!("expected 1 to 5 refusals, counted in /metrics; got {refused}").into());
+    }
     Ok(())
 }
 

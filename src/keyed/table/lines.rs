@@ -4,7 +4,7 @@
 //!
 //! A keyed hit costs one cache miss on its key's line, and on 4 KiB pages a page walk as well:
 //! at a million keys the table spans about 4 600 pages, more than the TLB holds; on 2 MiB pages
-//! it spans ten (BENCHMARKS.md measures what that saves). On Linux the allocation is aligned to
+//! it spans ten (`scripts/no-thp` runs a bench without them, to compare). On Linux the allocation is aligned to
 //! 2 MiB and advised with `madvise(MADV_HUGEPAGE)` before its first write, which the kernel
 //! honours when transparent huge pages are `always` or `madvise` (with the `std` feature).
 //! Elsewhere, or where the system declines, the lines are ordinary pages and nothing else changes.

@@ -5,7 +5,7 @@
 //! most 7/8 full, laid out four to a 64-byte cache line. A key's shard comes from its tag's
 //! high bits and its home from the bits below them: the first slot of a cache line (a
 //! multiply-shift, so shard lengths need not be powers of two), so that a probe usually loads
-//! one line (BENCHMARKS.md measures what that saves). Deletion shifts the rest of the probe chain
+//! one line (`scripts/no-thp` runs a bench without huge pages, to compare). Deletion shifts the rest of the probe chain
 //! back instead of leaving tombstones, so probe chains stay as short as the load factor makes
 //! them however many keys come and go. Every shard's lines are in one allocation, on huge pages
 //! where the system gives them (see `lines`).
